@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/bench
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/client
+
+go 1.26

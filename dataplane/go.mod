@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/dataplane
+
+go 1.26

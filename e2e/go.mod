@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/e2e
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/fullstate
+
+go 1.26

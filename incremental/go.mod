@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/incremental
+
+go 1.26

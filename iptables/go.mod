@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/iptables
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/proxysinks/proxysinks/sinks
+
+go 1.26
