@@ -19,8 +19,9 @@ build:
 	@mains=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./sinks/...); \
 	if [ -n "$$mains" ]; then $(GO) build -o bin/ $$mains && ls bin; else echo "build: no sink binaries yet"; fi
 
-## test: everything: build, unit and host-kernel tests, VM tests
+## test: everything: lint, build, unit and host-kernel tests, VM tests
 test: deps build
+	$(MAKE) lint
 	$(MAKE) test-unit
 	$(MAKE) test-vm
 
