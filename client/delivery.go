@@ -17,8 +17,11 @@ type Callback func(<-chan *ServiceEndpoints)
 // DeleteService calls, then SetService and SetEndpoint), so a sink that
 // programs backends by address never removes a live backend when a key's
 // address moves to another key. Endpoint keys are stable across updates: an
-// updated endpoint is one SetEndpoint with the same key, never a
-// Set(new)/Delete(old) pair.
+// endpoint whose conditions, flags or ports change is one SetEndpoint with
+// the same key, never a Set(new)/Delete(old) pair. An endpoint whose
+// addresses change is a DeleteEndpoint (in the deletion phase) then a
+// SetEndpoint of the same key, so addresses that swap between keys in one
+// round are all removed before any is added back.
 type Sink interface {
 	// SetService adds or replaces a service. A new service's endpoints
 	// follow as SetEndpoint calls.

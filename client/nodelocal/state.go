@@ -60,12 +60,8 @@ type State struct {
 	invalid    map[objRef]*client.ObjectError
 	total      atomic.Uint64
 
-	results map[client.ServiceKey]*client.ServiceEndpoints
+	results *client.Tracker
 	dirty   map[client.ServiceKey]struct{}
-
-	sorted  []*client.ServiceEndpoints // the last snapshot's Services
-	index   map[client.ServiceKey]int  // position in sorted
-	reorder bool                       // membership changed: rebuild sorted
 }
 
 // NewState returns an empty State.
@@ -78,9 +74,8 @@ func NewState(cfg Config) *State {
 		slices:     map[client.ServiceKey]map[string]*Slice{},
 		sliceOwner: map[objRef]client.ServiceKey{},
 		invalid:    map[objRef]*client.ObjectError{},
-		results:    map[client.ServiceKey]*client.ServiceEndpoints{},
+		results:    client.NewTracker(),
 		dirty:      map[client.ServiceKey]struct{}{},
-		index:      map[client.ServiceKey]int{},
 	}
 }
 
@@ -230,7 +225,6 @@ func (st *State) Dirty() bool { return len(st.dirty) > 0 }
 // returns the full state with the services whose content changed. The
 // returned value is shared: it must not be modified.
 func (st *State) Snapshot() *client.Snapshot {
-	var changes []client.Change
 	for k := range st.dirty {
 		var se *client.ServiceEndpoints
 		if svc := st.services[k]; svc != nil {
@@ -241,44 +235,10 @@ func (st *State) Snapshot() *client.Snapshot {
 			}
 			se = Compute(svc, sl, st.node)
 		}
-		old, had := st.results[k]
-		if se.Equal(old) {
-			continue
-		}
-		changes = append(changes, client.Change{Key: k, Service: se})
-		if se == nil {
-			delete(st.results, k)
-			st.reorder = true
-		} else {
-			st.results[k] = se
-			st.reorder = st.reorder || !had
-		}
+		st.results.Set(k, se)
 	}
 	clear(st.dirty)
-	slices.SortFunc(changes, func(a, b client.Change) int { return a.Key.Compare(b.Key) })
-
-	switch {
-	case st.reorder:
-		st.sorted = make([]*client.ServiceEndpoints, 0, len(st.results))
-		for _, se := range st.results {
-			st.sorted = append(st.sorted, se)
-		}
-		slices.SortFunc(st.sorted, func(a, b *client.ServiceEndpoints) int {
-			return a.Service.Key().Compare(b.Service.Key())
-		})
-		clear(st.index)
-		for i, se := range st.sorted {
-			st.index[se.Service.Key()] = i
-		}
-		st.reorder = false
-	case len(changes) > 0:
-		// Copy on write: the previous snapshot's slice is someone's.
-		st.sorted = slices.Clone(st.sorted)
-		for _, c := range changes {
-			st.sorted[st.index[c.Key]] = c.Service
-		}
-	}
-	return &client.Snapshot{Services: st.sorted, Changes: changes}
+	return st.results.Snapshot()
 }
 
 // Stats returns the counters.
@@ -287,7 +247,7 @@ func (st *State) Stats() Stats {
 		InvalidTotal: st.total.Load(),
 		Invalid:      len(st.invalid),
 		NotProxied:   len(st.notProxied),
-		Services:     len(st.results),
+		Services:     st.results.Len(),
 	}
 }
 
