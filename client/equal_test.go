@@ -58,7 +58,7 @@ func mutate(t *testing.T, f reflect.Value) {
 func TestEqualSeesEveryField(t *testing.T) {
 	base := func() *Service {
 		s := &Service{Namespace: "default", Name: "web", Type: ClusterIP,
-			Ports: []Port{{Name: "http", Protocol: TCP, Port: 80, TargetPort: 8080}},
+			Ports:           []Port{{Name: "http", Protocol: TCP, Port: 80, TargetPort: 8080}},
 			SessionAffinity: &SessionAffinity{TimeoutSeconds: 10}}
 		s.ClusterIPs.Add(netip.MustParseAddr("10.96.0.1"))
 		return s

@@ -176,7 +176,9 @@ func TestConvertServiceBadInput(t *testing.T) {
 		{"no ports", func(s *corev1.Service) { s.Spec.Ports = nil }, "spec.ports"},
 		{"bad type", func(s *corev1.Service) { s.Spec.Type = "Magic" }, "spec.type"},
 		{"bad eTP", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = "Global" }, "spec.externalTrafficPolicy"},
-		{"bad iTP", func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicy("Nearby")) }, "spec.internalTrafficPolicy"},
+		{"bad iTP", func(s *corev1.Service) {
+			s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicy("Nearby"))
+		}, "spec.internalTrafficPolicy"},
 		{"bad affinity", func(s *corev1.Service) { s.Spec.SessionAffinity = "Cookie" }, "spec.sessionAffinity"},
 		{"bad affinity timeout", func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP

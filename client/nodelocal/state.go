@@ -178,6 +178,7 @@ func (st *State) SetNode(n *corev1.Node) {
 
 // DeleteNode forgets this node's zone.
 func (st *State) DeleteNode(name string) {
+	st.setInvalid(objRef{"Node", "", name}, nil)
 	if name != st.cfg.NodeName {
 		return
 	}

@@ -120,7 +120,7 @@ func State(t *rapid.T, nsvc, nep int) []*client.ServiceEndpoints {
 		}
 		k := client.ServiceKey{Namespace: []string{"default", "kube-system"}[i%2], Name: fmt.Sprintf("svc-%d", i)}
 		se := &client.ServiceEndpoints{Service: Service(t, k)}
-		addrs := rapid.Permutation(seq(nep + 2)).Draw(t, "addrs")
+		addrs := rapid.Permutation(seq(nep+2)).Draw(t, "addrs")
 		for j := range nep {
 			if rapid.Bool().Draw(t, "ep") {
 				se.Endpoints = append(se.Endpoints, Endpoint(t, client.EndpointKey(fmt.Sprintf("Pod/%s/pod-%d", k.Namespace, j)), addrs[j]))
