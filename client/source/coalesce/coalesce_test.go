@@ -58,3 +58,31 @@ func TestPeriod(t *testing.T) {
 		t.Errorf("runs = %d, want periodic runs", runs.Load())
 	}
 }
+
+func TestSettle(t *testing.T) {
+	c := New(0, 0).WithSettle(100 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan time.Time, 10)
+	go c.Run(ctx, func() { ran <- time.Now() })
+	// Kicks every 20ms for 200ms: no run until they stop.
+	start := time.Now()
+	for range 10 {
+		c.Kick()
+		time.Sleep(20 * time.Millisecond)
+	}
+	lastKick := time.Now()
+	select {
+	case at := <-ran:
+		if at.Before(lastKick) {
+			t.Errorf("ran %v after the first kick, before the burst ended (%v)", at.Sub(start), lastKick.Sub(start))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no run")
+	}
+	select {
+	case <-ran:
+		t.Error("a settled burst ran twice")
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -41,6 +41,10 @@ type Config struct {
 	// MinInterval is the shortest time between two snapshots; file events
 	// within it are coalesced. Zero means 100ms.
 	MinInterval time.Duration
+	// Settle is how long the files must stay quiet before they are read
+	// after a change, so that a non-atomic write (truncate, then write) is
+	// read once complete. Zero means 50ms; negative means no wait.
+	Settle time.Duration
 	// SyncPeriod, when positive, delivers a snapshot at least this often
 	// even without changes.
 	SyncPeriod time.Duration
@@ -71,6 +75,9 @@ type fileState struct {
 func New(cfg Config) *Source {
 	if cfg.MinInterval == 0 {
 		cfg.MinInterval = 100 * time.Millisecond
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = 50 * time.Millisecond
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -136,7 +143,7 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	}
 	deliver(snap)
 
-	c := coalesce.New(s.cfg.MinInterval, s.cfg.SyncPeriod)
+	c := coalesce.New(s.cfg.MinInterval, s.cfg.SyncPeriod).WithSettle(s.cfg.Settle)
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
