@@ -202,7 +202,7 @@ func (t *connTransport) receive() ([]message, error) {
 	}
 	out := make([]message, 0, len(msgs))
 	for _, m := range msgs {
-		t.ctr.BytesReceived += uint64(m.Header.Length)
+		t.ctr.BytesReceived += uint64(nlmsgHdrLen + len(m.Data))
 		mm := message{
 			typ:   uint16(m.Header.Type),
 			flags: uint16(m.Header.Flags),
