@@ -23,6 +23,13 @@ var modprobeOnce sync.Once
 // nstest.Missing: a skip on a developer machine, a failure in the VM.
 func dialKernel(t *testing.T) *ipvs.Conn {
 	t.Helper()
+	c, _ := dialKernelNS(t)
+	return c
+}
+
+// dialKernelNS is dialKernel that also returns the namespace.
+func dialKernelNS(t *testing.T) (*ipvs.Conn, *nstest.NetNS) {
+	t.Helper()
 	ns := nstest.New(t)
 	c, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
 	if errors.Is(err, ipvs.ErrNotSupported) {
@@ -37,7 +44,7 @@ func dialKernel(t *testing.T) *ipvs.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c, ns
 }
 
 // kernelSchedulers lists the IPVS schedulers the running kernel has, as
