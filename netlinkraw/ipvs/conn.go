@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -27,6 +28,10 @@ type Options struct {
 	// buffer must hold the error replies of a batch in which everything
 	// fails.
 	SendBuffer, ReceiveBuffer int
+	// ReplyTimeout bounds the wait for each reply datagram: a kernel that
+	// does not answer within it (a lost reply) fails the call instead of
+	// blocking it forever. Default 2 minutes; negative disables it.
+	ReplyTimeout time.Duration
 }
 
 // Counters count the traffic of a Conn, for benchmarks and metrics.
@@ -53,7 +58,10 @@ type Conn struct {
 	ctr      Counters
 }
 
-const defaultBuffer = 4 << 20
+const (
+	defaultBuffer       = 4 << 20
+	defaultReplyTimeout = 2 * time.Minute
+)
 
 // Dial opens a connection to IPVS in the namespace the options name, or
 // the current one. It returns an error matching ErrNotSupported when the
@@ -108,7 +116,11 @@ func newConn(nc *netlink.Conn, o *Options) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("ipvs: dial: %w", err)
 	}
-	c.t = &rawTransport{nc: nc, rc: rc, buf: make([]byte, receiveBufferSize), ctr: &c.ctr}
+	timeout := o.ReplyTimeout
+	if timeout == 0 {
+		timeout = defaultReplyTimeout
+	}
+	c.t = &rawTransport{nc: nc, rc: rc, buf: make([]byte, receiveBufferSize), ctr: &c.ctr, timeout: timeout}
 	c.setLimits(snd, rcv)
 	return c, nil
 }

@@ -93,5 +93,26 @@ func kernelSchedulers(t *testing.T) []string {
 
 func TestContractKernel(t *testing.T) {
 	dialKernel(t) // skip early, once, without IPVS
-	contract(t, target{dial: dialKernel, schedulers: kernelSchedulers(t)})
+	scheds := kernelSchedulers(t)
+	loadSchedulers(t, scheds)
+	contract(t, target{dial: dialKernel, schedulers: scheds})
+}
+
+// loadSchedulers loads the scheduler modules up front, as a sink must at
+// startup. Left to the kernel, the first service with a new scheduler loads
+// its module (request_module) while holding IPVS's mutex; a module that
+// registers per-namespace state (lblc, lblcr) then waits for the namespace
+// lock, which the cleanup of a dying namespace holds while it waits for
+// IPVS's mutex: a deadlock this suite ran into when namespaces of earlier
+// subtests were still being destroyed.
+func loadSchedulers(t *testing.T, names []string) {
+	if _, err := exec.LookPath("modprobe"); err != nil {
+		t.Logf("no modprobe: scheduler modules load on demand")
+		return
+	}
+	for _, n := range names {
+		if out, err := exec.Command("modprobe", "ip_vs_"+n).CombinedOutput(); err != nil {
+			t.Logf("modprobe ip_vs_%s: %v: %s", n, err, out)
+		}
+	}
 }

@@ -201,6 +201,7 @@ func contract(t *testing.T, tg target) {
 		for i, name := range tg.schedulers {
 			s := svcTCP(fmt.Sprintf("10.96.1.%d", i+1), 80)
 			s.Scheduler = name
+			t.Logf("scheduler %s", name)
 			if err := c.CreateService(s); err != nil {
 				t.Errorf("scheduler %s: %v", name, err)
 				continue

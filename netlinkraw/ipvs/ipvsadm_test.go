@@ -94,11 +94,11 @@ func TestIPVSADMRestoreKernel(t *testing.T) {
 	rules := `-A -t 10.96.0.10:80 -s wrr
 -a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 70000 -x 100 -y 10
 -a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 0
--A -u [fd00::10]:53 -s sh -b sh-port -p 600 -M 64
+-A -u [fd00::10]:53 -s sh -b sh-port -p 600 -M 64 -o
 -a -u [fd00::10]:53 -r [fd00::1:5]:5353 -m -w 3
 -A -f 9 -s rr -p 300 -M 255.255.255.0
 -a -f 9 -r 10.244.2.1:0 -g -w 1
--A --sctp-service 10.96.0.30:36412 -s lc -o
+-A --sctp-service 10.96.0.30:36412 -s lc
 -a --sctp-service 10.96.0.30:36412 -r 10.244.3.1:36412 -i -w 2
 `
 	file := filepath.Join(t.TempDir(), "rules")
@@ -119,13 +119,13 @@ func TestIPVSADMRestoreKernel(t *testing.T) {
 		},
 	}, {
 		ipvs.Service{Family: ipvs.IPv6, Protocol: ipvs.UDP, Address: a("fd00::10"), Port: 53, Scheduler: "sh",
-			Flags: ipvs.FlagHashed | ipvs.FlagPersistent | ipvs.FlagSchedSHPort, Timeout: 600, Netmask: 64},
+			Flags: ipvs.FlagHashed | ipvs.FlagPersistent | ipvs.FlagSchedSHPort | ipvs.FlagOnePacket, Timeout: 600, Netmask: 64},
 		[]ipvs.Destination{{Family: ipvs.IPv6, Address: a("fd00::1:5"), Port: 5353, Weight: 3}},
 	}, {
 		ipvs.Service{Family: ipvs.IPv4, FWMark: 9, Scheduler: "rr", Flags: ipvs.FlagHashed | ipvs.FlagPersistent, Timeout: 300, Netmask: 24},
 		[]ipvs.Destination{{Family: ipvs.IPv4, Address: a("10.244.2.1"), Port: 0, Forward: ipvs.DirectRoute, Weight: 1}},
 	}, {
-		ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.SCTP, Address: a("10.96.0.30"), Port: 36412, Scheduler: "lc", Flags: ipvs.FlagHashed | ipvs.FlagOnePacket, Netmask: 32},
+		ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.SCTP, Address: a("10.96.0.30"), Port: 36412, Scheduler: "lc", Flags: ipvs.FlagHashed, Netmask: 32},
 		[]ipvs.Destination{{Family: ipvs.IPv4, Address: a("10.244.3.1"), Port: 36412, Forward: ipvs.Tunnel, Weight: 2}},
 	}}
 	var wantSvcs []ipvs.Service

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -44,6 +45,8 @@ type rawTransport struct {
 	buf  []byte
 	msgs []message
 	ctr  *Counters
+	// timeout bounds each wait for a datagram; <= 0 waits forever.
+	timeout time.Duration
 }
 
 // receiveBufferSize holds the largest datagram the kernel sends: dump
@@ -72,6 +75,11 @@ func (t *rawTransport) receive() ([]message, error) {
 		n, rflags int
 		rerr      error
 	)
+	if t.timeout > 0 {
+		if err := t.nc.SetReadDeadline(time.Now().Add(t.timeout)); err != nil {
+			return nil, err
+		}
+	}
 	err := t.rc.Read(func(fd uintptr) bool {
 		t.ctr.Recvmsg++
 		n, _, rflags, _, rerr = unix.Recvmsg(int(fd), t.buf, nil, 0)
