@@ -110,7 +110,7 @@ func loadSchedulers(t *testing.T, names []string) {
 		t.Logf("no modprobe: scheduler modules load on demand")
 		return
 	}
-	for _, n := range names {
+	for _, n := range append(names, "pe_sip") {
 		if out, err := exec.Command("modprobe", "ip_vs_"+n).CombinedOutput(); err != nil {
 			t.Logf("modprobe ip_vs_%s: %v: %s", n, err, out)
 		}
