@@ -1,0 +1,539 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure Dial. The zero value dials into the calling thread's
+// network namespace with 4 MiB socket buffers.
+type Options struct {
+	// NetNS is a file descriptor of the network namespace to program (for
+	// example from /proc/PID/ns/net or nstest). Zero means the current one.
+	NetNS int
+	// NetNSPath is a path that opens the namespace (e.g.
+	// /var/run/netns/NAME); used when NetNS is zero.
+	NetNSPath string
+	// SendBuffer and ReceiveBuffer are the socket buffer sizes to ask for,
+	// in bytes (default 4 MiB each; the kernel doubles them). They are
+	// forced past the sysctl limits when the process has CAP_NET_ADMIN.
+	// A larger send buffer allows larger batches per sendmsg; the receive
+	// buffer must hold the error replies of a batch in which everything
+	// fails.
+	SendBuffer, ReceiveBuffer int
+	// ReplyTimeout bounds the wait for each reply datagram: a kernel that
+	// does not answer within it (a lost reply) fails the call instead of
+	// blocking it forever. Default 2 minutes; negative disables it.
+	ReplyTimeout time.Duration
+}
+
+// Counters count the traffic of a Conn, for benchmarks and metrics.
+type Counters struct {
+	Sendmsg          uint64 // send system calls (batches and requests)
+	Recvmsg          uint64 // receive system calls
+	MessagesSent     uint64 // netlink messages sent
+	MessagesReceived uint64 // netlink messages received (replies, ACKs, errors)
+	BytesSent        uint64
+	BytesReceived    uint64
+}
+
+// Conn is a generic netlink connection to the kernel's IPVS in one network
+// namespace. It is safe for concurrent use; operations are serialized.
+type Conn struct {
+	mu       sync.Mutex
+	t        transport
+	family   uint16
+	seq      uint32
+	maxMsgs  int
+	maxBytes int
+	enc      encoder
+	chunk    []int
+	ctr      Counters
+}
+
+const (
+	defaultBuffer       = 4 << 20
+	defaultReplyTimeout = 2 * time.Minute
+)
+
+// Dial opens a connection to IPVS in the namespace the options name, or
+// the current one. It returns an error matching ErrNotSupported when the
+// kernel has no IPVS.
+func Dial(o *Options) (*Conn, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	ns := o.NetNS
+	if ns == 0 && o.NetNSPath != "" {
+		fd, err := unix.Open(o.NetNSPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs: dial: open network namespace %s: %w", o.NetNSPath, err)
+		}
+		defer unix.Close(fd)
+		ns = fd
+	}
+	nc, err := netlink.Dial(unix.NETLINK_GENERIC, &netlink.Config{NetNS: ns})
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: dial generic netlink: %w", err)
+	}
+	return newConn(nc, o)
+}
+
+// NewConn makes a Conn of an open generic netlink connection, which it
+// takes over (Close closes it). Over a real socket it sends and receives
+// with its own system calls; over a connection without one (a fake from
+// nltest, such as ipvstest's) it goes through nc's Send and Receive.
+func NewConn(nc *netlink.Conn) (*Conn, error) {
+	return newConn(nc, &Options{})
+}
+
+func newConn(nc *netlink.Conn, o *Options) (*Conn, error) {
+	fam, err := genetlink.NewConn(nc).GetFamily(genlName)
+	if err != nil {
+		nc.Close()
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: generic netlink family %q: %w", ErrNotSupported, genlName, err)
+		}
+		return nil, fmt.Errorf("ipvs: look up generic netlink family %q: %w", genlName, err)
+	}
+	c := &Conn{family: fam.ID, seq: 1}
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		// No socket underneath (a test fake): fixed, modest batches.
+		c.t = &connTransport{nc: nc, ctr: &c.ctr}
+		c.maxMsgs, c.maxBytes = 1024, 1<<20
+		return c, nil
+	}
+	snd, rcv, err := setBuffers(rc, o)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("ipvs: dial: %w", err)
+	}
+	timeout := o.ReplyTimeout
+	if timeout == 0 {
+		timeout = defaultReplyTimeout
+	}
+	c.t = &rawTransport{nc: nc, rc: rc, buf: make([]byte, receiveBufferSize), ctr: &c.ctr, timeout: timeout}
+	c.setLimits(snd, rcv)
+	return c, nil
+}
+
+// setBuffers sizes the socket buffers and turns on capped and extended
+// ACKs; it returns the sizes the kernel granted (as getsockopt reports
+// them, doubled).
+func setBuffers(rc interface {
+	Control(func(fd uintptr)) error
+}, o *Options) (snd, rcv int, err error) {
+	want := func(v int) int {
+		if v <= 0 {
+			return defaultBuffer
+		}
+		return v
+	}
+	var serr error
+	cerr := rc.Control(func(fd uintptr) {
+		f := int(fd)
+		for _, b := range []struct{ force, plain, size int }{
+			{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, want(o.SendBuffer)},
+			{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, want(o.ReceiveBuffer)},
+		} {
+			if unix.SetsockoptInt(f, unix.SOL_SOCKET, b.force, b.size) != nil {
+				if err := unix.SetsockoptInt(f, unix.SOL_SOCKET, b.plain, b.size); err != nil {
+					serr = fmt.Errorf("set socket buffer: %w", err)
+					return
+				}
+			}
+		}
+		// Errors carry no copy of the request (capped ACKs), and may
+		// carry the kernel's explanation (extended ACKs). Both are
+		// optional: old kernels lack them.
+		_ = unix.SetsockoptInt(f, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+		_ = unix.SetsockoptInt(f, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
+		snd, serr = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		if serr != nil {
+			return
+		}
+		rcv, serr = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	})
+	if cerr != nil {
+		return 0, 0, cerr
+	}
+	return snd, rcv, serr
+}
+
+// ackTruesize is a generous estimate of the receive-buffer memory one
+// queued error or ACK takes (the socket buffer overhead dominates).
+const ackTruesize = 2048
+
+// setLimits sizes batches: one sendmsg must fit the send buffer (the
+// kernel refuses more than sk_sndbuf-32 bytes), and the replies of a batch
+// that fails entirely must fit the receive buffer, or the kernel drops
+// them.
+func (c *Conn) setLimits(snd, rcv int) {
+	c.maxBytes = snd - 32 - 4096
+	if c.maxBytes < 4096 {
+		c.maxBytes = 4096
+	}
+	c.maxMsgs = rcv / ackTruesize
+	if c.maxMsgs < 16 {
+		c.maxMsgs = 16
+	}
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t.close()
+}
+
+// Counters returns the traffic counted so far.
+func (c *Conn) Counters() Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ctr
+}
+
+// nextSeq returns n consecutive sequence numbers, skipping 0.
+func (c *Conn) nextSeq(n int) uint32 {
+	if c.seq == 0 || c.seq > ^uint32(0)-uint32(n) {
+		c.seq = 1
+	}
+	s := c.seq
+	c.seq += uint32(n)
+	return s
+}
+
+// reqError wraps the error of a request that is not a batch operation.
+func reqError(op string, k *ServiceKey, err error) error {
+	return &Error{Op: op, Service: k, Err: err}
+}
+
+// errnoError turns a netlink error message into an error.
+func errnoError(m message) error {
+	err := error(unix.Errno(m.errno))
+	if m.ext != "" {
+		return fmt.Errorf("%w: %s", err, m.ext)
+	}
+	return err
+}
+
+// request sends one message built by attrs and returns the payload of its
+// reply (reply set) or waits for its ACK.
+func (c *Conn) request(cmd uint8, reply bool, attrs func(*encoder)) ([]byte, error) {
+	seq := c.nextSeq(1)
+	flags := uint16(flagRequest)
+	if !reply {
+		flags |= flagAck
+	}
+	c.enc.b = c.enc.b[:0]
+	off := c.enc.beginMessage(c.family, flags, seq, cmd)
+	if attrs != nil {
+		attrs(&c.enc)
+	}
+	c.enc.endMessage(off)
+	c.ctr.MessagesSent++
+	if err := c.t.send(c.enc.b); err != nil {
+		return nil, err
+	}
+	for {
+		msgs, err := c.t.receive()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if m.seq != seq {
+				continue // a stale reply of an abandoned request
+			}
+			if m.typ == typeError {
+				if m.errno != 0 {
+					return nil, errnoError(m)
+				}
+				return nil, nil
+			}
+			if reply && m.typ == c.family {
+				return append([]byte(nil), m.data...), nil
+			}
+		}
+	}
+}
+
+// maxDumpAttempts bounds the restarts of a dump the kernel marks
+// inconsistent (NLM_F_DUMP_INTR: the table changed while it was read).
+const maxDumpAttempts = 10
+
+// dump runs a dump request, calling reset before each attempt and each for
+// every entry. A dump interrupted by concurrent changes is restarted.
+func (c *Conn) dump(cmd uint8, attrs func(*encoder), reset func(), each func(data []byte) error) error {
+	for attempt := 1; ; attempt++ {
+		reset()
+		intr, err := c.dumpOnce(cmd, attrs, each)
+		if err != nil {
+			return err
+		}
+		if !intr {
+			return nil
+		}
+		if attempt == maxDumpAttempts {
+			return fmt.Errorf("dump interrupted by concurrent changes %d times", attempt)
+		}
+	}
+}
+
+func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) error) (intr bool, err error) {
+	seq := c.nextSeq(1)
+	c.enc.b = c.enc.b[:0]
+	off := c.enc.beginMessage(c.family, flagRequest|flagDump, seq, cmd)
+	if attrs != nil {
+		attrs(&c.enc)
+	}
+	c.enc.endMessage(off)
+	c.ctr.MessagesSent++
+	if err := c.t.send(c.enc.b); err != nil {
+		return false, err
+	}
+	var first error // a decoding error; the dump is drained regardless
+	for {
+		msgs, err := c.t.receive()
+		if err != nil {
+			return false, err
+		}
+		for _, m := range msgs {
+			if m.seq != seq {
+				continue
+			}
+			if m.flags&flagDumpIntr != 0 {
+				intr = true
+			}
+			switch m.typ {
+			case typeError:
+				if m.errno != 0 {
+					return false, errnoError(m)
+				}
+				return intr, first
+			case typeDone:
+				if len(m.data) >= 4 {
+					if e := -int32(native.Uint32(m.data)); e > 0 {
+						return false, unix.Errno(e)
+					}
+				}
+				return intr, first
+			case c.family:
+				if err := each(m.data); err != nil && first == nil {
+					first = err
+				}
+			}
+		}
+		if c.t.wholeDumps() {
+			return intr, first
+		}
+	}
+}
+
+// Info returns the IPVS version and connection table size.
+func (c *Conn) Info() (Info, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.request(cmdGetInfo, true, nil)
+	if err != nil {
+		return Info{}, reqError("get info", nil, err)
+	}
+	i, err := decodeInfo(b)
+	if err != nil {
+		return Info{}, reqError("decode info", nil, err)
+	}
+	return i, nil
+}
+
+// Config returns the connection timeouts.
+func (c *Conn) Config() (Config, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.request(cmdGetConfig, true, nil)
+	if err != nil {
+		return Config{}, reqError("get config", nil, err)
+	}
+	cfg, err := decodeConfig(b)
+	if err != nil {
+		return Config{}, reqError("decode config", nil, err)
+	}
+	return cfg, nil
+}
+
+// SetConfig sets the connection timeouts; zero fields stay unchanged.
+func (c *Conn) SetConfig(cfg Config) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.request(cmdSetConfig, false, func(e *encoder) {
+		if cfg.TCP != 0 {
+			e.u32(cmdAttrTimeoutTCP, cfg.TCP)
+		}
+		if cfg.TCPFin != 0 {
+			e.u32(cmdAttrTimeoutTCPFin, cfg.TCPFin)
+		}
+		if cfg.UDP != 0 {
+			e.u32(cmdAttrTimeoutUDP, cfg.UDP)
+		}
+	})
+	if err != nil {
+		return reqError("set config", nil, err)
+	}
+	return nil
+}
+
+// Services lists every virtual service with its counters.
+func (c *Conn) Services() ([]ServiceEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []ServiceEntry
+	err := c.dump(cmdGetService, nil, func() { out = out[:0] }, func(data []byte) error {
+		e, err := decodeServiceMessage(data)
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, reqError("list services", nil, err)
+	}
+	return out, nil
+}
+
+// keyService turns a key into a service for encoding.
+func keyService(k ServiceKey) Service {
+	return Service{Family: k.Family, Protocol: k.Protocol, Address: k.Address, Port: k.Port, FWMark: k.FWMark}
+}
+
+// Service returns the service with key k; an error matching unix.ESRCH
+// if there is none.
+func (c *Conn) Service(k ServiceKey) (ServiceEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := checkService(keyService(k), false)
+	if err != nil {
+		return ServiceEntry{}, reqError("get service", &k, err)
+	}
+	b, err := c.request(cmdGetService, true, func(e *encoder) { e.service(s, false) })
+	if err != nil {
+		return ServiceEntry{}, reqError("get service", &k, err)
+	}
+	se, err := decodeServiceMessage(b)
+	if err != nil {
+		return ServiceEntry{}, reqError("decode service", &k, err)
+	}
+	return se, nil
+}
+
+// Destinations lists the destinations of the service with key k. Like the
+// kernel, it returns an empty list when the service does not exist.
+func (c *Conn) Destinations(k ServiceKey) ([]DestinationEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := checkService(keyService(k), false)
+	if err != nil {
+		return nil, reqError("list destinations of", &k, err)
+	}
+	var out []DestinationEntry
+	err = c.dump(cmdGetDest, func(e *encoder) { e.service(s, false) }, func() { out = out[:0] }, func(data []byte) error {
+		d, err := decodeDestinationMessage(data, s.family)
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, reqError("list destinations of", &k, err)
+	}
+	return out, nil
+}
+
+// Flush removes every service and destination in the namespace. Sinks
+// should not flush and rebuild: removed destinations stay in the kernel's
+// trash list, which slows every later creation down.
+func (c *Conn) Flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.request(cmdFlush, false, nil); err != nil {
+		return reqError("flush", nil, err)
+	}
+	return nil
+}
+
+// ZeroAll zeroes the counters of every service and destination.
+func (c *Conn) ZeroAll() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.request(cmdZero, false, nil); err != nil {
+		return reqError("zero counters", nil, err)
+	}
+	return nil
+}
+
+// Zero zeroes the counters of one service and its destinations.
+func (c *Conn) Zero(k ServiceKey) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := checkService(keyService(k), false)
+	if err != nil {
+		return reqError("zero counters of", &k, err)
+	}
+	if _, err := c.request(cmdZero, false, func(e *encoder) { e.service(s, false) }); err != nil {
+		return reqError("zero counters of", &k, err)
+	}
+	return nil
+}
+
+// CreateService creates a virtual service (EEXIST if it exists).
+func (c *Conn) CreateService(s Service) error {
+	return c.one(Op{Kind: OpCreateService, Service: s})
+}
+
+// UpdateService changes the scheduler, flags, timeout, netmask and
+// persistence engine of an existing service (ESRCH if there is none).
+func (c *Conn) UpdateService(s Service) error {
+	return c.one(Op{Kind: OpUpdateService, Service: s})
+}
+
+// RemoveService removes a service and its destinations (ESRCH if there is
+// none).
+func (c *Conn) RemoveService(s Service) error {
+	return c.one(Op{Kind: OpRemoveService, Service: s})
+}
+
+// CreateDestination adds d to service s (EEXIST if it is there, ESRCH if
+// the service does not exist).
+func (c *Conn) CreateDestination(s Service, d Destination) error {
+	return c.one(Op{Kind: OpCreateDestination, Service: s, Destination: d})
+}
+
+// UpdateDestination changes the forwarding method, weight, thresholds and
+// tunnel settings of a destination (ENOENT if there is none).
+func (c *Conn) UpdateDestination(s Service, d Destination) error {
+	return c.one(Op{Kind: OpUpdateDestination, Service: s, Destination: d})
+}
+
+// RemoveDestination removes a destination from its service (ENOENT if
+// there is none).
+func (c *Conn) RemoveDestination(s Service, d Destination) error {
+	return c.one(Op{Kind: OpRemoveDestination, Service: s, Destination: d})
+}
+
+// one applies a single operation and returns its error unwrapped from the
+// batch.
+func (c *Conn) one(op Op) error {
+	err := c.Apply([]Op{op})
+	var be *BatchError
+	if errors.As(err, &be) {
+		return be.Errors[0]
+	}
+	return err
+}
