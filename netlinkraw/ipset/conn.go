@@ -93,7 +93,14 @@ type Conn struct {
 	stats      Stats
 	batchBytes int
 	revisions  map[revKey]uint8
-	bitmaps    map[string]bool // set names known to be bitmap types
+	// types caches the type and family of sets this Conn created or read,
+	// to check entries before sending them.
+	types map[string]setKind
+}
+
+type setKind struct {
+	t Type
+	f Family
 }
 
 type revKey struct {
@@ -110,7 +117,7 @@ func newConn(t transport, cfg Config) (*Conn, error) {
 		seq:        1,
 		batchBytes: cfg.BatchBytes,
 		revisions:  map[revKey]uint8{},
-		bitmaps:    map[string]bool{},
+		types:      map[string]setKind{},
 	}
 	if c.batchBytes <= 0 {
 		c.batchBytes = defaultBatchBytes
@@ -393,7 +400,7 @@ func (c *Conn) Create(s Set, opts ...Option) error {
 	if err := c.simple(cmdCreate, flags, a); err != nil {
 		return &OpError{Op: "create", Object: "set " + s.Name, Err: err}
 	}
-	c.bitmaps[s.Name] = s.Type == BitmapPort
+	c.types[s.Name] = setKind{s.Type, f}
 	return nil
 }
 
@@ -406,14 +413,18 @@ func (c *Conn) Destroy(name string, opts ...Option) error {
 	}
 	a := cmdAttrs(c.proto)
 	a.str(attrSetName, name)
-	err := c.simple(cmdDestroy, 0, a)
+	var flags netlink.HeaderFlags
+	if !hasExist(opts) {
+		flags = netlink.Excl
+	}
+	err := c.simple(cmdDestroy, flags, a)
 	if errors.Is(err, syscall.ENOENT) && hasExist(opts) {
 		err = nil
 	}
 	if err != nil {
 		return &OpError{Op: "destroy", Object: "set " + name, Err: err}
 	}
-	delete(c.bitmaps, name)
+	delete(c.types, name)
 	return nil
 }
 
@@ -452,13 +463,19 @@ func (c *Conn) twoNames(cmd uint8, op, from, to string) error {
 	if err := c.simple(cmd, 0, a); err != nil {
 		return &OpError{Op: op, Object: obj, Err: err}
 	}
-	bf, bt := c.bitmaps[from], c.bitmaps[to]
-	delete(c.bitmaps, from)
-	delete(c.bitmaps, to)
+	kf, okf := c.types[from]
+	kt, okt := c.types[to]
+	delete(c.types, from)
+	delete(c.types, to)
 	if op == "swap" {
-		c.bitmaps[from], c.bitmaps[to] = bt, bf
-	} else {
-		c.bitmaps[to] = bf
+		if okt {
+			c.types[from] = kt
+		}
+		if okf {
+			c.types[to] = kf
+		}
+	} else if okf {
+		c.types[to] = kf
 	}
 	return nil
 }
@@ -487,7 +504,7 @@ func (c *Conn) list(op, name string, flags uint32) (*listed, error) {
 	if !ok || !s.HaveHdr {
 		return nil, &OpError{Op: op, Object: "set " + name, Err: errors.New("no header in the kernel's reply")}
 	}
-	c.bitmaps[name] = s.Header.Type == BitmapPort
+	c.types[name] = setKind{s.Header.Type, s.Header.Family}
 	return s, nil
 }
 
@@ -534,12 +551,16 @@ func (c *Conn) Test(set string, e Entry) (bool, error) {
 	if err := checkName(set); err != nil {
 		return false, &OpError{Op: "test", Object: obj, Err: err}
 	}
-	if err := checkEntry(e); err != nil {
+	k, err := c.kind(set)
+	if err != nil {
+		return false, &OpError{Op: "test", Object: obj, Err: err}
+	}
+	if err := CheckEntry(k.t, k.f, e); err != nil {
 		return false, &OpError{Op: "test", Object: obj, Err: err}
 	}
 	a := cmdAttrs(c.proto)
 	a.str(attrSetName, set)
-	appendEntry(a, e, 0)
+	appendEntry(a, k.t, e, 0)
 	res, err := c.exchange([]netlink.Message{c.msg(cmdTest, 0, a)}, true)
 	if err != nil {
 		return false, &OpError{Op: "test", Object: obj, Err: err}
@@ -550,21 +571,29 @@ func (c *Conn) Test(set string, e Entry) (bool, error) {
 	case int(ErrExist):
 		return false, nil
 	}
-	return false, &OpError{Op: "test", Object: obj, Err: errnoFromKernel(res[0].code, c.isBitmap(set, []Entry{e}))}
+	return false, &OpError{Op: "test", Object: obj, Err: errnoFromKernel(res[0].code, k.t == BitmapPort)}
 }
 
-// isBitmap guesses whether type-specific error codes of set come from a
-// bitmap type: from what this Conn learnt, else from the entries' shape.
-func (c *Conn) isBitmap(set string, entries []Entry) bool {
-	if b, ok := c.bitmaps[set]; ok {
-		return b
+// kind returns the type and family of a set, from the cache or, the first
+// time, from the kernel (one header dump).
+func (c *Conn) kind(set string) (setKind, error) {
+	if k, ok := c.types[set]; ok {
+		return k, nil
 	}
-	for _, e := range entries {
-		if e.IP.IsValid() || e.Net.IsValid() {
-			return false
-		}
+	a := cmdAttrs(c.proto)
+	a.str(attrSetName, set)
+	a.be32(attrFlags, flagListHeader)
+	l, err := c.dump(a)
+	if err != nil {
+		return setKind{}, err
 	}
-	return len(entries) > 0
+	s, ok := l.sets[set]
+	if !ok || !s.HaveHdr {
+		return setKind{}, errors.New("no header in the kernel's reply")
+	}
+	k := setKind{s.Header.Type, s.Header.Family}
+	c.types[set] = k
+	return k, nil
 }
 
 // Add adds entries to set.
@@ -600,11 +629,15 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 	if !hasExist(opts) {
 		flags |= netlink.Excl
 	}
-	bitmap := c.isBitmap(set, entries)
+	k, err := c.kind(set)
+	if err != nil {
+		return &OpError{Op: op, Object: "entries of set " + set, Err: err}
+	}
+	bitmap := k.t == BitmapPort
 	var failed []EntryError
 	todo := make([]int, 0, len(entries))
 	for i, e := range entries {
-		if err := checkEntry(e); err != nil {
+		if err := CheckEntry(k.t, k.f, e); err != nil {
 			failed = append(failed, EntryError{Index: i, Entry: e, Err: err})
 			continue
 		}
@@ -639,7 +672,7 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 				meta = adtMsg{first: i}
 			}
 			meta.idx = append(meta.idx, i)
-			appendEntry(a, entries[i], uint32(len(meta.idx)))
+			appendEntry(a, k.t, entries[i], uint32(len(meta.idx)))
 		}
 		flush()
 		res, err := c.exchange(msgs, false)
@@ -657,7 +690,9 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 			}
 			m := metas[k]
 			if !r.hasLine || r.line < 1 || int(r.line) > len(m.idx) {
-				// The whole message was refused (no such set, ...).
+				// The whole message was refused (no such set, ...). The
+				// set may have changed behind our back: forget its kind.
+				delete(c.types, set)
 				return &OpError{Op: op, Object: fmt.Sprintf("%d entries of set %s", len(entries), set), Err: cause}
 			}
 			bad := m.idx[r.line-1]

@@ -108,19 +108,15 @@ func checkEntry(e Entry) error {
 			return fmt.Errorf("comment contains a NUL byte")
 		}
 	}
-	if !e.IP.IsValid() && !e.Net.IsValid() && e.Port == 0 && e.Proto == 0 {
-		return fmt.Errorf("empty entry")
-	}
 	if e.IP.Zone() != "" || e.IP2.Zone() != "" {
 		return fmt.Errorf("addresses with a zone cannot be stored")
 	}
 	return nil
 }
 
-// appendEntry appends one IPSET_ATTR_DATA holding e, tagged with lineno
-// (0: none). The attributes follow the entry's shape, not the set type: the
-// kernel checks that they fit the set.
-func appendEntry(a *attrs, e Entry, lineno uint32) {
+// appendEntry appends one IPSET_ATTR_DATA holding e for a set of type t,
+// tagged with lineno (0: none). The entry has passed CheckEntry.
+func appendEntry(a *attrs, t Type, e Entry, lineno uint32) {
 	off := a.begin(attrData)
 	switch {
 	case e.IP.IsValid():
@@ -129,7 +125,7 @@ func appendEntry(a *attrs, e Entry, lineno uint32) {
 		a.ip(attrIP, e.Net.Addr().Unmap())
 		a.u8(attrCIDR, uint8(e.Net.Bits()))
 	}
-	if e.Proto != 0 || e.Port != 0 {
+	if t.HasPort() {
 		a.be16(attrPort, e.Port)
 	}
 	if e.Proto != 0 {
