@@ -1,0 +1,49 @@
+# proxysinks: see README.md. `make test` is the whole gate (CI runs it).
+SHELL := /bin/bash
+GO ?= go
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Packages whose tests boot the real-kernel VM.
+VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
+
+.PHONY: all deps build test test-unit test-vm bench lint clean
+
+all: build
+
+## deps: install what the tests need and is missing (apt packages, Debian's cloud kernel)
+deps:
+	@./scripts/deps.sh
+
+## build: every sink binary into bin/
+build:
+	@mkdir -p bin
+	@mains=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./sinks/...); \
+	if [ -n "$$mains" ]; then $(GO) build -o bin/ $$mains && ls bin; else echo "build: no sink binaries yet"; fi
+
+## test: everything: lint, build, unit and host-kernel tests, VM tests
+test: deps build
+	$(MAKE) lint
+	$(MAKE) test-unit
+	$(MAKE) test-vm
+
+## test-unit: unit tests and host-kernel tests (root: fresh network namespaces); VM tests skipped
+test-unit:
+	PROXYSINKS_SKIP_VM=1 $(GO) test -timeout 20m work
+
+## test-vm: tests that boot the real-kernel VM (IPVS, dummy links, traffic)
+test-vm:
+	PROXYSINKS_REQUIRE_VM=1 $(GO) test -timeout 60m -v $(VM_PKGS)
+
+## bench: benchmarks (host kernel in a netns, and the VM)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem work
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' work)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet work
+	$(GO) run $(STATICCHECK) work
+
+## clean: remove binaries, VM images and the test cache (keeps the downloaded kernel)
+clean:
+	rm -rf bin .cache/vm
+	$(GO) clean -testcache

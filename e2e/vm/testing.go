@@ -1,0 +1,156 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Environment variables that steer VM tests on the host:
+//   - SkipEnv=1 skips them (make test-unit: the VM level runs separately);
+//   - RequireEnv=1 fails them when the VM cannot run (make test-vm), so a
+//     missing kernel or qemu never passes silently.
+const (
+	SkipEnv    = "PROXYSINKS_SKIP_VM"
+	RequireEnv = "PROXYSINKS_REQUIRE_VM"
+)
+
+// Require checks that the VM can run here, and skips the test (or fails it,
+// under RequireEnv=1) naming what is missing.
+func Require(t testing.TB) {
+	t.Helper()
+	if os.Getenv(SkipEnv) == "1" {
+		t.Skip("VM tests are skipped (" + SkipEnv + "=1); make test-vm runs them")
+	}
+	missing := func(what string) {
+		t.Helper()
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatal("vm: cannot run: " + what)
+		}
+		t.Skip("vm: cannot run: " + what)
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		missing("qemu-system-x86_64 not found (run make deps)")
+	}
+	dir, err := DefaultCacheDir()
+	if err != nil {
+		missing(err.Error())
+	}
+	if _, err := FindKernel(dir); err != nil {
+		missing(err.Error())
+	}
+}
+
+// timeout returns how long a run may take: what is left of the test's
+// deadline minus a margin to report, at most max.
+func timeout(t testing.TB, max time.Duration) time.Duration {
+	d := max
+	if dl, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := dl.Deadline(); ok {
+			if left := time.Until(end) - 30*time.Second; left < d {
+				d = left
+			}
+		}
+	}
+	if d < 30*time.Second {
+		d = 30 * time.Second
+	}
+	return d
+}
+
+// logWriter sends each console line to t.Log and keeps a copy.
+type logWriter struct {
+	t   testing.TB
+	buf bytes.Buffer
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// RunShell runs a shell command in the VM and returns its exit status and
+// console output; the output is also logged line by line. It fails the test
+// when the guest hangs, crashes or cannot start.
+func RunShell(t testing.TB, command string, opt Options) (int, string) {
+	t.Helper()
+	Require(t)
+	w := &logWriter{t: t}
+	opt.Output = w
+	if opt.Timeout == 0 {
+		opt.Timeout = timeout(t, 15*time.Minute)
+	}
+	status, err := Run(context.Background(), command, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, w.buf.String()
+}
+
+// RunTests compiles the tests of a workspace package (an import path) as a
+// static binary, runs it in the VM with args (for example "-test.run",
+// "Kernel", "-test.v") and fails t if it fails. The binary runs as root in
+// the package's directory, copied into the guest, with PROXYSINKS_VM=1 set,
+// so kernel features it finds missing fail instead of skipping.
+func RunTests(t *testing.T, pkg string, args ...string) {
+	t.Helper()
+	Require(t)
+	root, err := WorkspaceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := goOutput(root, "list", "-f", "{{.Dir}}", pkg)
+	if err != nil {
+		t.Fatalf("vm: find package %s: %v", pkg, err)
+	}
+	name := filepath.Base(dir) + ".test"
+	bin := filepath.Join(t.TempDir(), name)
+	if _, err := goOutput(root, "test", "-c", "-o", bin, pkg); err != nil {
+		t.Fatalf("vm: compile tests of %s: %v", pkg, err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("vm: package %s has no tests to run", pkg)
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	cmd := name + " " + strings.Join(quoted, " ")
+	status, _ := RunShell(t, cmd, Options{Files: map[string]string{name: bin}, WorkDir: dir})
+	if status != 0 {
+		t.Fatalf("vm: tests of %s failed in the VM (exit status %d)", pkg, status)
+	}
+}
+
+// goOutput runs the go command in dir with cgo off (the guest has no libc
+// for Go binaries) and returns its trimmed output.
+func goOutput(dir string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", &goError{args: args, err: err, stderr: stderr.String()}
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+type goError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *goError) Error() string {
+	return "go " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + strings.TrimSpace(e.stderr)
+}
+
+func (e *goError) Unwrap() error { return e.err }

@@ -1,0 +1,289 @@
+// Package vm boots Debian's cloud kernel under qemu (TCG, no KVM needed) with
+// an initramfs holding busybox, the kernel modules the project needs (IPVS,
+// ipset, netfilter, bridges, dummy and veth links), ipvsadm, ipset, iptables
+// and ip, and runs one command inside: typically a static Go test binary.
+//
+// The build machines' kernel has no IPVS and no dummy links; every test that
+// needs them runs here. The base image is built once per content hash and
+// cached under .cache/vm; a run costs one boot plus the command. The guest's
+// console output is streamed back, and its exit status comes back through a
+// marker line. A guest that hangs is killed after a timeout, and one that
+// crashes (kernel panic) is reported as such.
+package vm
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrTimeout is returned when the guest did not finish in time and was killed.
+var ErrTimeout = errors.New("vm: guest did not finish in time and was killed (hung guest?)")
+
+// ErrNoStatus is returned when the guest stopped without reporting the exit
+// status of its command: a kernel panic, a crash of init, or qemu failing.
+var ErrNoStatus = errors.New("vm: guest stopped without reporting an exit status (kernel panic or crash?)")
+
+// Options configures one run. The zero value is usable.
+type Options struct {
+	// CacheDir holds the kernel unpacked by `make deps` and the cached base
+	// images. Default: the .cache directory at the workspace root, or
+	// $PROXYSINKS_CACHE.
+	CacheDir string
+	// Timeout bounds the whole run, boot included. Default: 10 minutes.
+	Timeout time.Duration
+	// Output receives the guest's console, one line at a time, without the
+	// exit marker. Default: os.Stdout.
+	Output io.Writer
+	// Files are host files copied into the guest's /job/bin, executable and on
+	// $PATH, keyed by their guest name.
+	Files map[string]string
+	// WorkDir is a host directory copied to /job/work, the command's working
+	// directory (for example a Go package's testdata). Optional.
+	WorkDir string
+	// Env holds extra NAME=value pairs exported to the command.
+	Env []string
+	// CPUs and MemoryMB size the guest. Defaults: 2 and 2048.
+	CPUs, MemoryMB int
+}
+
+func (o *Options) defaults() error {
+	if o.CacheDir == "" {
+		dir, err := DefaultCacheDir()
+		if err != nil {
+			return err
+		}
+		o.CacheDir = dir
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Output == nil {
+		o.Output = os.Stdout
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 2
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 2048
+	}
+	return nil
+}
+
+// DefaultCacheDir returns $PROXYSINKS_CACHE, or .cache at the workspace root
+// (the directory holding go.work, searched upwards from the working
+// directory).
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv("PROXYSINKS_CACHE"); d != "" {
+		return d, nil
+	}
+	root, err := WorkspaceRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache"), nil
+}
+
+// WorkspaceRoot returns the directory holding go.work, searched upwards from
+// the working directory.
+func WorkspaceRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("vm: no go.work above the working directory; run from inside the proxysinks checkout")
+		}
+		dir = parent
+	}
+}
+
+// Run boots the VM, runs command with /bin/sh inside and returns its exit
+// status. The error is non-nil when the guest could not be started, timed
+// out (ErrTimeout) or stopped without a status (ErrNoStatus); a command that
+// fails is a non-zero status with a nil error.
+func Run(ctx context.Context, command string, opt Options) (int, error) {
+	if err := opt.defaults(); err != nil {
+		return -1, err
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return -1, errors.New("vm: qemu-system-x86_64 not found (run make deps)")
+	}
+	k, err := FindKernel(opt.CacheDir)
+	if err != nil {
+		return -1, err
+	}
+	base, err := BuildBase(opt.CacheDir, k)
+	if err != nil {
+		return -1, err
+	}
+	tmp, err := os.MkdirTemp("", "proxysinks-vm-")
+	if err != nil {
+		return -1, err
+	}
+	defer os.RemoveAll(tmp)
+
+	marker := "PROXYSINKS-EXIT-" + nonce()
+	initrd := filepath.Join(tmp, "initrd.cpio")
+	if err := buildJob(tmp, base, initrd, command, marker, opt); err != nil {
+		return -1, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, qemu,
+		"-nodefaults", "-no-reboot", "-display", "none",
+		"-accel", "tcg,thread=multi",
+		"-smp", strconv.Itoa(opt.CPUs), "-m", strconv.Itoa(opt.MemoryMB),
+		"-kernel", k.Vmlinuz(), "-initrd", initrd,
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+		"-serial", "stdio",
+	)
+	cmd.WaitDelay = 5 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	var qemuErr strings.Builder
+	cmd.Stderr = &qemuErr
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("vm: start qemu: %w", err)
+	}
+	done := make(chan scanResult, 1)
+	go func() { done <- scan(pr, marker, opt.Output) }()
+	waitErr := cmd.Wait()
+	pw.Close()
+	r := <-done
+
+	last := strings.Join(r.tail, "\n")
+	switch {
+	case r.found:
+		return r.status, nil
+	case ctx.Err() == context.DeadlineExceeded:
+		return -1, fmt.Errorf("%w after %s; last console lines:\n%s", ErrTimeout, opt.Timeout, last)
+	case ctx.Err() != nil:
+		return -1, fmt.Errorf("vm: run cancelled: %w", ctx.Err())
+	case waitErr != nil:
+		return -1, fmt.Errorf("vm: qemu failed: %v: %s", waitErr, strings.TrimSpace(qemuErr.String()))
+	default:
+		return -1, fmt.Errorf("%w; last console lines:\n%s", ErrNoStatus, last)
+	}
+}
+
+// scanResult is what scan found on the console.
+type scanResult struct {
+	status int      // the command's exit status, if found
+	found  bool     // whether the marker line was seen
+	tail   []string // the last console lines, for error messages
+}
+
+// scan copies console lines to out until the marker line, and keeps the last
+// lines for error messages.
+func scan(r io.Reader, marker string, out io.Writer) (res scanResult) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for s.Scan() {
+		line := strings.TrimRight(s.Text(), "\r")
+		if res.found {
+			continue // the kernel's power-down messages
+		}
+		if v, ok := strings.CutPrefix(line, marker+"="); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				res.status, res.found = n, true
+				continue
+			}
+		}
+		fmt.Fprintln(out, line)
+		res.tail = append(res.tail, line)
+		if len(res.tail) > 20 {
+			res.tail = res.tail[1:]
+		}
+	}
+	io.Copy(io.Discard, r)
+	return res
+}
+
+// buildJob writes the per-run archive (command, environment, files) and
+// appends it to a copy of the base image: the kernel unpacks concatenated
+// cpio archives in order.
+func buildJob(tmp, base, initrd, command, marker string, opt Options) error {
+	stage := filepath.Join(tmp, "stage")
+	job := filepath.Join(stage, "job")
+	if err := os.MkdirAll(filepath.Join(job, "bin"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(job, "cmd.sh"), []byte(command+"\n"), 0o755); err != nil {
+		return err
+	}
+	env := []string{"marker=" + shellQuote(marker), "export " + "PROXYSINKS_VM=1"}
+	for _, kv := range opt.Env {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("vm: bad environment entry %q (want NAME=value)", kv)
+		}
+		env = append(env, "export "+name+"="+shellQuote(val))
+	}
+	if err := os.WriteFile(filepath.Join(job, "env"), []byte(strings.Join(env, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	for name, host := range opt.Files {
+		if strings.Contains(name, "/") {
+			return fmt.Errorf("vm: file name %q must not contain a slash", name)
+		}
+		dst := filepath.Join(job, "bin", name)
+		if err := copyFile(host, dst); err != nil {
+			return fmt.Errorf("vm: copy %s into the guest: %w", host, err)
+		}
+		if err := os.Chmod(dst, 0o755); err != nil {
+			return err
+		}
+	}
+	if opt.WorkDir != "" {
+		if err := os.CopyFS(filepath.Join(job, "work"), os.DirFS(opt.WorkDir)); err != nil {
+			return fmt.Errorf("vm: copy %s into the guest: %w", opt.WorkDir, err)
+		}
+	}
+	overlay := filepath.Join(tmp, "job.cpio")
+	if err := writeCPIO(stage, overlay); err != nil {
+		return err
+	}
+	out, err := os.Create(initrd)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	for _, p := range []string{base, overlay} {
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, in)
+		in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return out.Close()
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func nonce() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
