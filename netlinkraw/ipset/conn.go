@@ -606,9 +606,6 @@ func (c *Conn) Del(set string, entries []Entry, opts ...Option) error {
 	return c.adt(cmdDel, "del", set, entries, opts)
 }
 
-// span is a run of entries [from, to) still to send.
-type span struct{ from, to int }
-
 // adtMsg is one ADD/DEL message and the entries it carries.
 type adtMsg struct {
 	first int   // index of the message's line 1 in entries

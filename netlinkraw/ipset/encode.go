@@ -77,9 +77,6 @@ func (a *attrs) ip(typ uint16, addr netip.Addr) {
 	a.end(off)
 }
 
-// maxNested is the largest nested attribute: nla_len is 16 bits.
-const maxNested = 0xffff
-
 // checkName validates a set name.
 func checkName(name string) error {
 	if name == "" {
