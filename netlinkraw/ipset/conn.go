@@ -74,9 +74,16 @@ type Config struct {
 	// MaxProtocol caps the protocol version offered (default 7); tests use
 	// it to exercise protocol 6.
 	MaxProtocol uint8
+
+	// replyBudget is set by Dial from the socket's receive buffer.
+	replyBudget int
 }
 
 const (
+	// replyOverhead is what one answer costs the receive buffer beyond its
+	// bytes (socket buffer bookkeeping), with a margin.
+	replyOverhead = 1024
+
 	defaultBatchBytes = 4 << 20
 	// maxADTBytes caps one message's IPSET_ATTR_ADT so that its 16-bit
 	// length cannot overflow.
@@ -92,7 +99,11 @@ type Conn struct {
 	seq        uint32
 	stats      Stats
 	batchBytes int
-	revisions  map[revKey]uint8
+	// replyBudget bounds the kernel's worst-case answers to one sendmsg (a
+	// copy of every message that fails), so that they fit the socket's
+	// receive buffer.
+	replyBudget int
+	revisions   map[revKey]uint8
 	// types caches the type and family of sets this Conn created or read,
 	// to check entries before sending them.
 	types map[string]setKind
@@ -121,6 +132,10 @@ func newConn(t transport, cfg Config) (*Conn, error) {
 	}
 	if c.batchBytes <= 0 {
 		c.batchBytes = defaultBatchBytes
+	}
+	c.replyBudget = cfg.replyBudget
+	if c.replyBudget <= 0 {
+		c.replyBudget = 4 * c.batchBytes
 	}
 	max := cfg.MaxProtocol
 	if max == 0 || max > protocolMax {
@@ -214,9 +229,15 @@ type result struct {
 func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
 	results := make([]result, len(msgs))
 	for start := 0; start < len(msgs); {
-		end, size := start, 0
-		for end < len(msgs) && (end == start || size+nlmsgHdrLen+len(msgs[end].Data) <= c.batchBytes) {
-			size += nlmsgHdrLen + align4(len(msgs[end].Data))
+		end, size, reply := start, 0, 0
+		for end < len(msgs) {
+			n := nlmsgHdrLen + align4(len(msgs[end].Data))
+			r := n + replyOverhead
+			if end > start && (size+n > c.batchBytes || reply+r > c.replyBudget) {
+				break
+			}
+			size += n
+			reply += r
 			end++
 		}
 		group := msgs[start:end]
@@ -608,9 +629,19 @@ func (c *Conn) Del(set string, entries []Entry, opts ...Option) error {
 
 // adtMsg is one ADD/DEL message and the entries it carries.
 type adtMsg struct {
-	first int   // index of the message's line 1 in entries
-	idx   []int // entry index of each line
+	idx    []int // entry index of each line
+	perMsg int   // the entry limit it was built with
 }
+
+// run is a sequence of entries to send, at most perMsg per message.
+type run struct {
+	idx    []int
+	perMsg int
+}
+
+// maxEntriesPerMsg bounds the entries of one message (the byte limit
+// usually comes first).
+const maxEntriesPerMsg = 1 << 16
 
 // adt adds or deletes entries in batches: many entries per message (ADT
 // with line numbers), many messages per sendmsg. The kernel stops a message
@@ -632,14 +663,15 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 	}
 	bitmap := k.t == BitmapPort
 	var failed []EntryError
-	todo := make([]int, 0, len(entries))
+	first := run{perMsg: maxEntriesPerMsg}
 	for i, e := range entries {
 		if err := CheckEntry(k.t, k.f, e); err != nil {
 			failed = append(failed, EntryError{Index: i, Entry: e, Err: err})
 			continue
 		}
-		todo = append(todo, i)
+		first.idx = append(first.idx, i)
 	}
+	todo := []run{first}
 	for len(todo) > 0 {
 		var (
 			msgs  []netlink.Message
@@ -657,27 +689,29 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 			metas = append(metas, meta)
 			a = nil
 		}
-		for _, i := range todo {
-			if a != nil && len(a.b)-adt > maxADTBytes {
-				flush()
+		for _, r := range todo {
+			for _, i := range r.idx {
+				if a != nil && (len(a.b)-adt > maxADTBytes || len(meta.idx) >= r.perMsg) {
+					flush()
+				}
+				if a == nil {
+					a = cmdAttrs(c.proto)
+					a.str(attrSetName, set)
+					a.ne32(attrLineNo, 0)
+					adt = a.begin(attrADT)
+					meta = adtMsg{perMsg: r.perMsg}
+				}
+				meta.idx = append(meta.idx, i)
+				appendEntry(a, k.t, entries[i], uint32(len(meta.idx)))
 			}
-			if a == nil {
-				a = cmdAttrs(c.proto)
-				a.str(attrSetName, set)
-				a.ne32(attrLineNo, 0)
-				adt = a.begin(attrADT)
-				meta = adtMsg{first: i}
-			}
-			meta.idx = append(meta.idx, i)
-			appendEntry(a, k.t, entries[i], uint32(len(meta.idx)))
+			flush()
 		}
-		flush()
 		res, err := c.exchange(msgs, false)
 		if err != nil {
 			return &OpError{Op: op, Object: "entries of set " + set, Err: err}
 		}
 		todo = todo[:0]
-		for k, r := range res {
+		for j, r := range res {
 			if r.code == 0 {
 				continue
 			}
@@ -685,7 +719,7 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 			if cmd == cmdDel && r.code == int(ErrExist) {
 				cause = ErrNotFound
 			}
-			m := metas[k]
+			m := metas[j]
 			if !r.hasLine || r.line < 1 || int(r.line) > len(m.idx) {
 				// The whole message was refused (no such set, ...). The
 				// set may have changed behind our back: forget its kind.
@@ -694,7 +728,13 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 			}
 			bad := m.idx[r.line-1]
 			failed = append(failed, EntryError{Index: bad, Entry: entries[bad], Err: cause})
-			todo = append(todo, m.idx[r.line:]...)
+			if rest := m.idx[r.line:]; len(rest) > 0 {
+				// Failures cluster (a batch re-adding what exists): resend
+				// the rest in smaller messages, so that every failure
+				// costs the kernel a smaller copy and a batch of failures
+				// takes a few rounds, not one round per failure.
+				todo = append(todo, run{idx: rest, perMsg: max(1, len(m.idx)/8)})
+			}
 		}
 	}
 	if len(failed) == 0 {

@@ -25,13 +25,14 @@ func Dial(cfg *Config) (*Conn, error) {
 	if batch <= 0 {
 		batch = defaultBatchBytes
 	}
-	t, batch, err := newSocketTransport(nc, batch)
+	t, batch, budget, err := newSocketTransport(nc, batch)
 	if err != nil {
 		nc.Close()
 		return nil, &OpError{Op: "dial", Object: "nfnetlink", Err: err}
 	}
 	c := *cfg
 	c.BatchBytes = batch
+	c.replyBudget = budget
 	return newConn(t, c)
 }
 
@@ -53,11 +54,12 @@ const recvBufSize = 256 << 10
 // and returns the batch size that fits. The receive buffer must hold the
 // answers to a whole batch, which the kernel queues before sendmsg returns:
 // at worst a copy of every message.
-func newSocketTransport(nc *netlink.Conn, batch int) (*socketTransport, int, error) {
+func newSocketTransport(nc *netlink.Conn, batch int) (*socketTransport, int, int, error) {
 	rc, err := nc.SyscallConn()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
+	var budget int
 	_ = nc.SetOption(netlink.CapAcknowledge, true)
 	var serr error
 	cerr := rc.Control(func(fd uintptr) {
@@ -72,25 +74,28 @@ func newSocketTransport(nc *netlink.Conn, batch int) (*socketTransport, int, err
 			return got
 		}
 		snd := set(unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, batch+batch/4)
-		rcv := set(unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, 4*batch)
+		rcv := set(unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, 8*batch)
 		// The kernel reports doubled values; keep a margin anyway.
 		if limit := snd / 2; batch > limit {
 			batch = limit
 		}
-		if limit := rcv / 8; batch > limit {
+		// The reported size counts socket buffer overhead (it is what
+		// the kernel compares against); keep half of it as a margin.
+		budget = rcv / 2
+		if limit := budget / 2; batch > limit {
 			batch = limit
 		}
 	})
 	if cerr != nil {
-		return nil, 0, cerr
+		return nil, 0, 0, cerr
 	}
 	if serr != nil {
-		return nil, 0, serr
+		return nil, 0, 0, serr
 	}
 	if batch < 64<<10 {
 		batch = 64 << 10
 	}
-	return &socketTransport{c: nc, rc: rc, buf: make([]byte, recvBufSize)}, batch, nil
+	return &socketTransport{c: nc, rc: rc, buf: make([]byte, recvBufSize)}, batch, budget, nil
 }
 
 func (t *socketTransport) send(msgs []netlink.Message, st *Stats) error {

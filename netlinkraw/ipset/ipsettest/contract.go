@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -518,6 +519,18 @@ func testBigBatch(t *testing.T, c ipset.Client, n int) {
 				t.Fatalf("entry %d (%s) missing from the listing", i, e)
 			}
 		}
+		// Adding everything again fails for every entry, each reported.
+		start := time.Now()
+		err = c.Add(name, es)
+		if !errors.As(err, &be) || len(be.Failed) != n {
+			t.Fatalf("Add of %d present entries = %v, want %d failures", n, err, n)
+		}
+		for i, fe := range be.Failed {
+			if fe.Index != i {
+				t.Fatalf("failure %d is for entry %d", i, fe.Index)
+			}
+		}
+		t.Logf("%d failing entries reported in %v", n, time.Since(start))
 		// Delete all of them, including the malformed one.
 		err = c.Del(name, es)
 		if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != bad {
