@@ -106,8 +106,8 @@ func TestNodePortLocalDualStackAffinity(t *testing.T) {
 			ClusterIPs:           ips("10.96.0.20", "fd00:96::20"),
 			Ports:                []client.Port{{Name: "dns", Protocol: client.UDP, Port: 53, NodePort: 30053}},
 			ExternalTrafficLocal: true, HealthCheckNodePort: 32000,
-			SessionAffinity:      &client.SessionAffinity{},
-			Annotations:          map[string]string{SchedulerAnnotation: "mh"}},
+			SessionAffinity: &client.SessionAffinity{},
+			Annotations:     map[string]string{SchedulerAnnotation: "mh"}},
 		Endpoints: []*client.Endpoint{
 			ep("a", true, true, true, "10.244.1.5", "fd00:244::5"),
 			ep("b", false, true, false, "10.244.2.5"),
