@@ -9,8 +9,10 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
@@ -103,6 +105,7 @@ func (a *Applier) IsTerminating(d render.Destination) bool {
 func (a *Applier) Apply(p Plan) Result {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	p.sort()
 	res := Result{Failed: map[any]error{}}
 	fail := func(key any, err error) {
 		if err != nil {
@@ -284,4 +287,80 @@ func (a *Applier) Reap() (int, error) {
 		removed++
 	}
 	return removed, joinErrors(errs)
+}
+
+// SyncStats describes one sync of a controller, for logs and metrics.
+type SyncStats struct {
+	Start    time.Time
+	Duration time.Duration
+	Services int
+	// Writes is the number of kernel objects written.
+	Writes int
+	// Failed is the number of objects that failed (retried next sync).
+	Failed int
+	// RenderErrors counts problems in the input (bad annotations...).
+	RenderErrors int
+	// NoLocalEndpoints counts services with a Local traffic policy and no
+	// local endpoint (kube-proxy's metric).
+	NoLocalEndpoints int
+	Err              error
+}
+
+func cmpVS(a, b render.VirtualServer) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return int(a.Protocol) - int(b.Protocol)
+}
+
+func cmpDest(a, b render.Destination) int {
+	if c := cmpVS(a.Server, b.Server); c != 0 {
+		return c
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	return int(a.Port) - int(b.Port)
+}
+
+func cmpEntry(a, b render.SetEntry) int {
+	if a.Set != b.Set {
+		if a.Set < b.Set {
+			return -1
+		}
+		return 1
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	if a.Protocol != b.Protocol {
+		return int(a.Protocol) - int(b.Protocol)
+	}
+	if c := a.Addr2.Compare(b.Addr2); c != 0 {
+		return c
+	}
+	return a.Net.Addr().Compare(b.Net.Addr())*64 + a.Net.Bits() - b.Net.Bits()
+}
+
+// sort puts every list in a stable order, so that writes (and a dry run's
+// output) do not depend on map iteration.
+func (p *Plan) sort() {
+	servers := func(l []Server) { slices.SortFunc(l, func(a, b Server) int { return cmpVS(a.VS, b.VS) }) }
+	dests := func(l []Dest) { slices.SortFunc(l, func(a, b Dest) int { return cmpDest(a.D, b.D) }) }
+	servers(p.CreateServers)
+	servers(p.UpdateServers)
+	servers(p.DeleteServers)
+	dests(p.CreateDests)
+	dests(p.UpdateDests)
+	dests(p.DeleteDests)
+	slices.SortFunc(p.Bind, netip.Addr.Compare)
+	slices.SortFunc(p.Unbind, netip.Addr.Compare)
+	slices.SortFunc(p.AddEntries, cmpEntry)
+	slices.SortFunc(p.DelEntries, cmpEntry)
 }

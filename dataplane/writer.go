@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sort"
 	"strings"
 
 	"github.com/proxysinks/proxysinks/dataplane/render"
@@ -118,13 +117,12 @@ func (k *Kernel) Destinations(s ipvs.Service) ([]ipvs.DestinationEntry, error) {
 }
 
 // DryRun prints every write instead of making it, one line per object, in a
-// stable order. It is the same code path as the kernel up to the write.
+// stable order (Apply sorts each batch). It is the same code path as the kernel up to the write.
 type DryRun struct {
 	Out io.Writer
 }
 
 func (d DryRun) print(lines []string) {
-	sort.Strings(lines)
 	for _, l := range lines {
 		fmt.Fprintln(d.Out, l)
 	}

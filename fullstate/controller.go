@@ -40,22 +40,8 @@ type Reader interface {
 	Read() (*dataplane.State, error)
 }
 
-// SyncStats describes one sync, for logs and metrics.
-type SyncStats struct {
-	Start    time.Time
-	Duration time.Duration
-	Services int
-	// Writes is the number of kernel objects written.
-	Writes int
-	// Failed is the number of objects that failed (retried next sync).
-	Failed int
-	// RenderErrors counts problems in the input (bad annotations...).
-	RenderErrors int
-	// NoLocalEndpoints counts services with a Local traffic policy and no
-	// local endpoint (kube-proxy's metric).
-	NoLocalEndpoints int
-	Err              error
-}
+// SyncStats describes one sync.
+type SyncStats = dataplane.SyncStats
 
 // Controller handles full-state callbacks. It is safe for concurrent use:
 // callbacks and resyncs are serialized.
