@@ -1,6 +1,6 @@
 module github.com/proxysinks/proxysinks/bench
 
-go 1.26.0
+go 1.26
 
 require (
 	github.com/vishvananda/netlink v1.3.1
