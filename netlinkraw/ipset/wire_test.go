@@ -430,3 +430,29 @@ func TestSequenceWrap(t *testing.T) {
 		t.Errorf("failing message had sequence %d, want a small one after the wrap", failSeq)
 	}
 }
+
+func TestErrnoFromKernel(t *testing.T) {
+	cases := []struct {
+		code   int
+		bitmap bool
+		want   string
+	}{
+		{4103, false, "element already exists"},
+		{4098, false, "set type not supported"},
+		{4352, false, "set is full"},
+		{4352, true, "element is out of the range of the set"},
+		{4355, false, "protocol missing"},
+		{4108, false, "set is referenced by a kernel component"},
+		{2, false, "no such file or directory"},
+		{5000, false, "ipset error 5000"},
+	}
+	for _, tc := range cases {
+		if got := errnoFromKernel(tc.code, tc.bitmap).Error(); got != tc.want {
+			t.Errorf("errnoFromKernel(%d, %v) = %q, want %q", tc.code, tc.bitmap, got, tc.want)
+		}
+	}
+	err := &OpError{Op: "create", Object: "set KUBE-X", Err: errnoFromKernel(17, false)}
+	if got := err.Error(); got != "ipset: create set KUBE-X: set already exists" {
+		t.Errorf("OpError text = %q", got)
+	}
+}
