@@ -241,13 +241,13 @@ func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
 			end++
 		}
 		group := msgs[start:end]
+		if c.seq+uint32(len(group)) < c.seq {
+			c.seq = 1 // keep the group's numbers contiguous across the wrap
+		}
 		first := c.seq
 		for i := range group {
 			group[i].Header.Sequence = c.seq
 			c.seq++
-			if c.seq == 0 {
-				c.seq = 1
-			}
 			if ackAll || i == len(group)-1 {
 				group[i].Header.Flags |= netlink.Acknowledge
 			}
@@ -291,12 +291,12 @@ func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
 // dump runs one LIST dump and decodes it.
 func (c *Conn) dump(a *attrs) (*listing, error) {
 	m := c.msg(cmdList, netlink.Dump, a)
-	m.Header.Sequence = c.seq
-	seq := c.seq
-	c.seq++
 	if c.seq == 0 {
 		c.seq = 1
 	}
+	m.Header.Sequence = c.seq
+	seq := c.seq
+	c.seq++
 	if err := c.t.send([]netlink.Message{m}, &c.stats); err != nil {
 		return nil, err
 	}

@@ -241,6 +241,11 @@ func (l *listing) add(data []byte) error {
 				return decodeHeaderData(nad, h)
 			})
 			s.HaveHdr = true
+			if s.Entries == nil && h.Elements > 0 && h.Elements <= 1<<17 {
+				// One allocation for the whole set (a hint: the kernel
+				// counts expired entries too).
+				s.Entries = make([]Entry, 0, h.Elements)
+			}
 		case attrADT:
 			s, err := get()
 			if err != nil {

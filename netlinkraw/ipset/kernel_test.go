@@ -39,3 +39,27 @@ func TestContractKernelProtocol6(t *testing.T) {
 		return c
 	}, ipsettest.Options{BigBatch: 5000})
 }
+
+// TestBatchSyscallsKernel: 100,000 entries go to the kernel in a handful of
+// system calls (the benchmark's target is at most 1/20 of `ipset
+// restore`'s 2,006).
+func TestBatchSyscallsKernel(t *testing.T) {
+	c, _ := dial(t, ipset.Config{})
+	if err := c.Create(ipset.Set{Name: "s", Type: ipset.HashIPPort, Family: ipset.INET, MaxElem: 200_000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Header("s"); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats()
+	if err := c.Add("s", ipsettest.BigEntries(ipset.INET, 100_000)); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	calls := st.Sendmsg - before.Sendmsg + st.Recvmsg - before.Recvmsg
+	msgs := st.MessagesSent - before.MessagesSent
+	t.Logf("100,000 entries: %d sendmsg, %d recvmsg, %d messages, %d bytes", st.Sendmsg-before.Sendmsg, st.Recvmsg-before.Recvmsg, msgs, st.BytesSent-before.BytesSent)
+	if calls > 10 || msgs > 100 {
+		t.Errorf("100,000 entries took %d syscalls and %d messages, want at most 10 and 100", calls, msgs)
+	}
+}

@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -385,4 +386,73 @@ func entriesIn(t *testing.T, m netlink.Message) int {
 		}
 	}
 	return n
+}
+
+// TestSequenceWrap: the sequence numbers of one sendmsg stay contiguous when
+// the counter wraps, so every answer finds its message.
+func TestSequenceWrap(t *testing.T) {
+	tr := &scripted{}
+	var failSeq uint32
+	tr.kernel = func(msgs []netlink.Message) [][]message {
+		switch cmdOf(msgs[0]) {
+		case cmdProtocol:
+			return [][]message{protoReply(msgs[0], 7), ack(msgs[0], 0)}
+		case cmdList:
+			return [][]message{{{Type: uint16(msgs[0].Header.Type), Seq: msgs[0].Header.Sequence, Data: listMessage(Header{Set: Set{Name: "s", Type: HashIP, Family: INET, HashSize: 64, MaxElem: 10}}, nil)}},
+				{{Type: uint16(netlink.Done), Flags: uint16(netlink.Multi), Seq: msgs[0].Header.Sequence, Data: []byte{0, 0, 0, 0}}}}
+		}
+		var out [][]message
+		for i, m := range msgs {
+			if i > 0 && m.Header.Sequence != msgs[i-1].Header.Sequence+1 {
+				t.Errorf("sequence %d follows %d", m.Header.Sequence, msgs[i-1].Header.Sequence)
+			}
+			if i == 1 {
+				failSeq = m.Header.Sequence
+				out = append(out, ack(m, int(ErrHashFull))) // no line: the whole message fails
+			}
+		}
+		return append(out, ack(msgs[len(msgs)-1], 0))
+	}
+	c, err := newConn(tr, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.seq = ^uint32(0) - 1
+	entries := make([]Entry, 6000)
+	for i := range entries {
+		entries[i] = Entry{IP: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})}
+	}
+	err = c.Add("s", entries)
+	if !errors.Is(err, ErrHashFull) {
+		t.Fatalf("Add = %v, want the second message's ErrHashFull", err)
+	}
+	if failSeq == 0 || failSeq > 100 {
+		t.Errorf("failing message had sequence %d, want a small one after the wrap", failSeq)
+	}
+}
+
+func TestErrnoFromKernel(t *testing.T) {
+	cases := []struct {
+		code   int
+		bitmap bool
+		want   string
+	}{
+		{4103, false, "element already exists"},
+		{4098, false, "set type not supported"},
+		{4352, false, "set is full"},
+		{4352, true, "element is out of the range of the set"},
+		{4355, false, "protocol missing"},
+		{4108, false, "set is referenced by a kernel component"},
+		{2, false, "no such file or directory"},
+		{5000, false, "ipset error 5000"},
+	}
+	for _, tc := range cases {
+		if got := errnoFromKernel(tc.code, tc.bitmap).Error(); got != tc.want {
+			t.Errorf("errnoFromKernel(%d, %v) = %q, want %q", tc.code, tc.bitmap, got, tc.want)
+		}
+	}
+	err := &OpError{Op: "create", Object: "set KUBE-X", Err: errnoFromKernel(17, false)}
+	if got := err.Error(); got != "ipset: create set KUBE-X: set already exists" {
+		t.Errorf("OpError text = %q", got)
+	}
 }

@@ -519,18 +519,21 @@ func testBigBatch(t *testing.T, c ipset.Client, n int) {
 				t.Fatalf("entry %d (%s) missing from the listing", i, e)
 			}
 		}
-		// Adding everything again fails for every entry, each reported.
+		// Adding present entries again fails for every one of them, each
+		// reported (10,000 of them: every failure costs the kernel one
+		// error message, slow under emulation).
+		again := es[:min(n, 10_000)]
 		start := time.Now()
-		err = c.Add(name, es)
-		if !errors.As(err, &be) || len(be.Failed) != n {
-			t.Fatalf("Add of %d present entries = %v, want %d failures", n, err, n)
+		err = c.Add(name, again)
+		if !errors.As(err, &be) || len(be.Failed) != len(again) {
+			t.Fatalf("Add of %d present entries = %v, want %d failures", len(again), err, len(again))
 		}
 		for i, fe := range be.Failed {
 			if fe.Index != i {
 				t.Fatalf("failure %d is for entry %d", i, fe.Index)
 			}
 		}
-		t.Logf("%d failing entries reported in %v", n, time.Since(start))
+		t.Logf("%d failing entries reported in %v", len(again), time.Since(start))
 		// Delete all of them, including the malformed one.
 		err = c.Del(name, es)
 		if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != bad {
