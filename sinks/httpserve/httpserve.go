@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -63,7 +64,7 @@ func NewMetrics() *Metrics {
 	}
 	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.ProgrammingDuration, m.NoLocalEndpoints, m.KernelOps,
 		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
