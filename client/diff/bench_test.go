@@ -53,9 +53,9 @@ func clusterSnapshots(b *testing.B, n int) (first *client.Snapshot, flips [2]*cl
 func BenchmarkEventsOneEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		first, flips := clusterSnapshots(b, n)
-		for _, full := range []bool{false, true} {
+		for _, compareAll := range []bool{false, true} {
 			name := fmt.Sprintf("services=%d/changes", n)
-			if full {
+			if compareAll {
 				name = fmt.Sprintf("services=%d/full-compare", n)
 			}
 			b.Run(name, func(b *testing.B) {
@@ -67,8 +67,8 @@ func BenchmarkEventsOneEndpointChange(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					s := flips[i%2]
-					if full {
-						s = &client.Snapshot{Services: s.Services, Full: true}
+					if compareAll {
+						s = full(s)
 					}
 					ev.Apply(s)
 					i++

@@ -76,8 +76,8 @@ func (ev *Events) Apply(s *client.Snapshot) {
 // fullChanges compares every service of s with the last state.
 func (ev *Events) fullChanges(s *client.Snapshot) []client.Change {
 	var out []client.Change
-	seen := make(map[client.ServiceKey]bool, len(s.Services))
-	for _, se := range s.Services {
+	seen := make(map[client.ServiceKey]bool, s.Len())
+	for se := range s.All() {
 		k := se.Service.Key()
 		seen[k] = true
 		if !se.Equal(ev.last[k]) {

@@ -50,8 +50,8 @@ func BenchmarkSnapshot(b *testing.B) {
 				snap := st.Snapshot()
 				b.StopTimer()
 				cpu += cputime.Now() - c0
-				if len(snap.Services) != n || len(snap.Services[0].Endpoints) != 10 {
-					b.Fatalf("snapshot has %d services", len(snap.Services))
+				if snap.Len() != n || len(snap.Services()[0].Endpoints) != 10 {
+					b.Fatalf("snapshot has %d services", snap.Len())
 				}
 				heap = heapMB() - before
 				runtime.KeepAlive(st)

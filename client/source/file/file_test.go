@@ -77,7 +77,7 @@ func replace(t *testing.T, path, content string) {
 // view renders a snapshot as "ns/name: ip,ip" lines.
 func view(s *client.Snapshot) []string {
 	var out []string
-	for _, se := range s.Services {
+	for se := range s.All() {
 		var ips []string
 		for _, e := range se.Endpoints {
 			for _, a := range e.IPs.All() {
@@ -126,7 +126,7 @@ func TestLoadFileAndDirectory(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/web: 10.244.0.1,10.244.0.2"}, view(s)); diff != "" {
 		t.Errorf("single file (-want +got):\n%s", diff)
 	}
-	if !s.Services[0].Endpoints[0].Local {
+	if !s.Services()[0].Endpoints[0].Local {
 		t.Error("endpoint on node-1 not local")
 	}
 	if _, err := New(Config{Path: filepath.Join(dir, "missing.yaml")}).Load(); !errors.Is(err, os.ErrNotExist) {

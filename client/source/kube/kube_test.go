@@ -66,7 +66,7 @@ func node(name, zone string) *corev1.Node {
 // this node sends cluster traffic to, L local ones.
 func view(s *client.Snapshot) []string {
 	var out []string
-	for _, se := range s.Services {
+	for se := range s.All() {
 		line := se.Service.Name + ":"
 		for _, e := range se.Endpoints {
 			line += " " + e.IPs.All()[0].String()
@@ -180,7 +180,7 @@ func TestFirstSnapshotAfterSync(t *testing.T) {
 func TestAddUpdateDelete(t *testing.T) {
 	ctx := context.Background()
 	h := start(t, Config{NodeName: "node-a", MinInterval: 10 * time.Millisecond})
-	if s := h.next("start"); len(s.Services) != 0 {
+	if s := h.next("start"); s.Len() != 0 {
 		t.Fatalf("empty cluster gives %v", view(s))
 	}
 	svcs := h.cs.CoreV1().Services("default")
@@ -256,7 +256,7 @@ func TestSyncPeriod(t *testing.T) {
 	h := start(t, Config{MinInterval: 5 * time.Millisecond, SyncPeriod: 20 * time.Millisecond}, service("web", "10.96.0.1"))
 	h.next("start")
 	s := h.next("periodic")
-	if len(s.Changes) != 0 || len(s.Services) != 1 {
+	if len(s.Changes) != 0 || s.Len() != 1 {
 		t.Errorf("periodic snapshot: %v, %d changes", view(s), len(s.Changes))
 	}
 }
