@@ -374,3 +374,32 @@ func TestExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateAcrossFiles: the later file wins; when it goes away, the
+// earlier definition comes back.
+func TestDuplicateAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.yaml"), svcYAML("web", "10.96.0.1", "TCP"))
+	write(t, filepath.Join(dir, "b.yaml"), svcYAML("web", "10.96.0.2", "TCP"))
+	src := New(Config{Path: dir})
+	clusterIP := func() string {
+		t.Helper()
+		s, err := src.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Len() != 1 {
+			t.Fatalf("%d services", s.Len())
+		}
+		return s.Services()[0].Service.ClusterIPs.All()[0].String()
+	}
+	if got := clusterIP(); got != "10.96.0.2" {
+		t.Errorf("cluster IP %s, want the later file's 10.96.0.2", got)
+	}
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got := clusterIP(); got != "10.96.0.1" {
+		t.Errorf("cluster IP %s after the override went away, want 10.96.0.1", got)
+	}
+}
