@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +93,8 @@ type Source struct {
 	mu    sync.Mutex
 	state *nodelocal.State
 	kick  *coalesce.Coalescer
+	// updates counts informer update notifications (resyncs included).
+	updates atomic.Uint64
 }
 
 // New returns a source reading from cs.
@@ -218,6 +221,7 @@ func handler[T metav1.Object](s *Source, set func(*nodelocal.State, T) error, de
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: onSet,
 		UpdateFunc: func(oldObj, newObj any) {
+			s.updates.Add(1)
 			if o, n, ok := sameVersion[T](oldObj, newObj); ok && o == n {
 				return // a resync of an unchanged object
 			}

@@ -246,10 +246,22 @@ func TestNodeZone(t *testing.T) {
 }
 
 func TestResyncDeliversNothing(t *testing.T) {
-	h := start(t, Config{NodeName: "node-a", MinInterval: 5 * time.Millisecond, ResyncPeriod: 10 * time.Millisecond},
+	// client-go's smallest resync period is 1s.
+	h := start(t, Config{NodeName: "node-a", MinInterval: 5 * time.Millisecond, ResyncPeriod: time.Second},
 		service("web", "10.96.0.1"), slice("web-1", "web", "10.244.0.1@node-a"))
 	h.next("start")
-	h.quiet("resyncs", 300*time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.src.updates.Load() < 2 && time.Now().Before(deadline) {
+		select {
+		case s := <-h.snaps:
+			t.Fatalf("snapshot during resyncs: %v (changes %d)", view(s), len(s.Changes))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if n := h.src.updates.Load(); n < 2 {
+		t.Fatalf("%d informer updates in 10s: the resync never happened", n)
+	}
+	h.quiet("resyncs", 200*time.Millisecond)
 }
 
 func TestSyncPeriod(t *testing.T) {
@@ -265,6 +277,7 @@ func TestBurstsCoalesced(t *testing.T) {
 	ctx := context.Background()
 	h := start(t, Config{MinInterval: 300 * time.Millisecond})
 	h.next("start")
+	start := time.Now()
 	var want []string
 	for i := range 50 {
 		name := fmt.Sprintf("svc-%02d", i)
@@ -280,10 +293,11 @@ func TestBurstsCoalesced(t *testing.T) {
 		case s := <-h.snaps:
 			n++
 			if cmp.Equal(want, view(s)) {
-				// 50 creations: one snapshot for the first event, one after
-				// the minimum interval, perhaps one more for stragglers.
-				if n > 3 {
-					t.Errorf("50 creations gave %d snapshots, want at most 3", n)
+				// At most one snapshot per minimum interval, plus one for
+				// events after the last interval began.
+				limit := int(time.Since(start)/(300*time.Millisecond)) + 1
+				if n > limit {
+					t.Errorf("50 creations in %v gave %d snapshots, want at most %d", time.Since(start), n, limit)
 				}
 				return
 			}
