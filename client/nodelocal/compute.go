@@ -103,14 +103,21 @@ func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoin
 		}
 	}
 
-	order := make([]int, len(eps))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(eps[a].Key, eps[b].Key) })
 	out := make([]*client.Endpoint, len(eps))
 	srcs := make([]*SliceEndpoint, len(eps))
-	for i, j := range order {
+	var order []int // nil: eps is already in key order
+	if !slices.IsSortedFunc(eps, func(a, b client.Endpoint) int { return cmp.Compare(a.Key, b.Key) }) {
+		order = make([]int, len(eps))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(eps[a].Key, eps[b].Key) })
+	}
+	for i := range eps {
+		j := i
+		if order != nil {
+			j = order[i]
+		}
 		e, s := &eps[j], info[j].src
 		e.Hostname, e.NodeName, e.Zone = s.Hostname, s.NodeName, s.Zone
 		e.Ready, e.Serving, e.Terminating = s.Ready, s.Serving, s.Terminating
