@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/internal/cputime"
 	"github.com/proxysinks/proxysinks/client/internal/gen"
 	"github.com/proxysinks/proxysinks/client/nodelocal"
 )
@@ -65,6 +66,7 @@ func BenchmarkEventsOneEndpointChange(b *testing.B) {
 				sink.sets = 0
 				b.ReportAllocs()
 				i := 0
+				c0 := cputime.Now()
 				for b.Loop() {
 					s := flips[i%2]
 					if compareAll {
@@ -73,6 +75,7 @@ func BenchmarkEventsOneEndpointChange(b *testing.B) {
 					ev.Apply(s)
 					i++
 				}
+				b.ReportMetric(float64((cputime.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 				if sink.sets != i || sink.deletes != 0 {
 					b.Fatalf("%d sets, %d deletes for %d one-endpoint changes", sink.sets, sink.deletes, i)
 				}
