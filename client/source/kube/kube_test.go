@@ -177,6 +177,29 @@ func TestFirstSnapshotAfterSync(t *testing.T) {
 	}
 }
 
+// TestFirstSnapshotIsComplete: with many objects, the first snapshot must
+// still hold all of them (the handlers, not only the informer stores, must
+// have seen the initial lists).
+func TestFirstSnapshotIsComplete(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 2000 {
+		objs = append(objs, service(fmt.Sprintf("svc-%04d", i), fmt.Sprintf("10.96.%d.%d", i/256, i%256)),
+			slice(fmt.Sprintf("svc-%04d-1", i), fmt.Sprintf("svc-%04d", i), fmt.Sprintf("10.244.%d.%d", i/256, i%256)))
+	}
+	for range 3 {
+		h := start(t, Config{MinInterval: time.Hour}, objs...)
+		s := h.next("start")
+		if s.Len() != 2000 {
+			t.Fatalf("first snapshot has %d services, want 2000", s.Len())
+		}
+		for se := range s.All() {
+			if len(se.Endpoints) != 1 {
+				t.Fatalf("%s has %d endpoints in the first snapshot, want 1", se.Service.Key(), len(se.Endpoints))
+			}
+		}
+	}
+}
+
 func TestAddUpdateDelete(t *testing.T) {
 	ctx := context.Background()
 	h := start(t, Config{NodeName: "node-a", MinInterval: 10 * time.Millisecond})
