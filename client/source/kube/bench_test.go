@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func BenchmarkFirstSnapshot(b *testing.B) {
 				c0 := cputime.Now()
 				ctx, cancel := context.WithCancel(context.Background())
 				got := make(chan *client.Snapshot, 1)
-				src := New(cs, Config{NodeName: "node-1", MinInterval: time.Hour})
+				src := New(cs, Config{NodeName: "node-1", MinInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 				done := make(chan struct{})
 				b.StartTimer()
 				go func() {
