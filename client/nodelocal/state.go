@@ -25,20 +25,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Stats counts what a State could not or would not serve.
-type Stats struct {
-	// InvalidTotal counts every invalid object version seen (a counter,
-	// never decreasing).
-	InvalidTotal uint64
-	// Invalid is the number of objects that are invalid right now.
-	Invalid int
-	// NotProxied is the number of valid services skipped on purpose:
-	// headless, ExternalName, or labelled for another proxy.
-	NotProxied int
-	// Services is the number of services served.
-	Services int
-}
-
 // objRef names an API object.
 type objRef struct {
 	kind, namespace, name string
@@ -281,8 +267,8 @@ func (st *State) Snapshot() *client.Snapshot {
 }
 
 // Stats returns the counters.
-func (st *State) Stats() Stats {
-	return Stats{
+func (st *State) Stats() client.Stats {
+	return client.Stats{
 		InvalidTotal: st.total.Load(),
 		Invalid:      len(st.invalid),
 		NotProxied:   st.notProxied,

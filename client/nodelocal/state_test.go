@@ -51,7 +51,7 @@ func TestStateChanges(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/api", "default/web"}, changedKeys(s1)); diff != "" {
 		t.Fatalf("first changes (-want +got):\n%s", diff)
 	}
-	if got := st.Stats(); got != (Stats{NotProxied: 1, Services: 2}) {
+	if got := st.Stats(); got != (client.Stats{NotProxied: 1, Services: 2}) {
 		t.Errorf("stats = %+v", got)
 	}
 
@@ -150,7 +150,7 @@ func TestStateBadInput(t *testing.T) {
 	if n := len(s.Services()[0].Endpoints); n != 1 {
 		t.Errorf("db has %d endpoints, want the good slice's 1", n)
 	}
-	if got := st.Stats(); got != (Stats{InvalidTotal: 2, Invalid: 2, Services: 1}) {
+	if got := st.Stats(); got != (client.Stats{InvalidTotal: 2, Invalid: 2, Services: 1}) {
 		t.Errorf("stats = %+v", got)
 	}
 	var fields []string
@@ -170,7 +170,7 @@ func TestStateBadInput(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/web"}, changedKeys(s)); diff != "" {
 		t.Errorf("changes after fix (-want +got):\n%s", diff)
 	}
-	if got := st.Stats(); got != (Stats{InvalidTotal: 2, Invalid: 0, Services: 2}) {
+	if got := st.Stats(); got != (client.Stats{InvalidTotal: 2, Invalid: 0, Services: 2}) {
 		t.Errorf("stats after fix = %+v", got)
 	}
 }

@@ -69,14 +69,23 @@ func run(args []string, out io.Writer) error {
 		deliver = func(s *client.Snapshot) { inner(s); cancel() }
 	}
 
+	var src client.Source
 	if path := fs.Arg(0); path != "" {
-		return file.New(file.Config{Path: path, NodeName: *nodeName, MinInterval: *minInterval}).Run(ctx, deliver)
+		src = file.New(file.Config{Path: path, NodeName: *nodeName, MinInterval: *minInterval})
+	} else {
+		k, err := kube.NewForConfig(*kubeconfig, kube.Config{NodeName: *nodeName, MinInterval: *minInterval})
+		if err != nil {
+			return err
+		}
+		src = k
 	}
-	src, err := kube.NewForConfig(*kubeconfig, kube.Config{NodeName: *nodeName, MinInterval: *minInterval})
-	if err != nil {
+	if err := src.Run(ctx, deliver); err != nil {
 		return err
 	}
-	return src.Run(ctx, deliver)
+	for _, e := range src.Errors() {
+		fmt.Fprintln(os.Stderr, "invalid:", e)
+	}
+	return nil
 }
 
 func printService(out io.Writer, se *client.ServiceEndpoints) {

@@ -105,7 +105,7 @@ func (s *Source) Load() (*client.Snapshot, error) {
 }
 
 // Stats returns the invalid-object and service counters (for metrics).
-func (s *Source) Stats() nodelocal.Stats {
+func (s *Source) Stats() client.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state.Stats()
@@ -343,3 +343,5 @@ func (s *Source) remove(r ref) {
 		s.state.DeleteNode(r.name)
 	}
 }
+
+var _ client.Source = (*Source)(nil)

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/client/nodelocal"
 )
 
 func svcYAML(name, clusterIP, proto string) string {
@@ -285,7 +284,7 @@ func TestExamples(t *testing.T) {
 	if errs := src.Errors(); len(errs) != 0 {
 		t.Fatalf("examples have invalid objects: %v", errs)
 	}
-	if st := src.Stats(); st != (nodelocal.Stats{NotProxied: 3, Services: 9}) {
+	if st := src.Stats(); st != (client.Stats{NotProxied: 3, Services: 9}) {
 		t.Errorf("stats = %+v, want 9 services served and 3 left alone", st)
 	}
 	get := func(ns, name string) *client.ServiceEndpoints {

@@ -116,7 +116,7 @@ func New(cs kubernetes.Interface, cfg Config) *Source {
 }
 
 // Stats returns the invalid-object and service counters (for metrics).
-func (s *Source) Stats() nodelocal.Stats {
+func (s *Source) Stats() client.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state.Stats()
@@ -278,3 +278,5 @@ func waitSynced(ctx context.Context, synced []cache.InformerSynced) bool {
 		}
 	}
 }
+
+var _ client.Source = (*Source)(nil)
