@@ -15,10 +15,9 @@ import (
 //
 // Each Apply emits, in order: DeleteEndpoint for endpoints gone from
 // surviving services or whose addresses changed, and DeleteService for
-// services gone, then SetService
-// for new or changed services and SetEndpoint for new or changed endpoints,
-// then Sync. Within each phase, services come in key order and endpoints in
-// key order.
+// services gone; then SetService for new or changed services and
+// SetEndpoint for new or changed endpoints; then Sync. Within each phase,
+// services come in key order and endpoints in key order.
 type Events struct {
 	sink client.Sink
 	last map[client.ServiceKey]*client.ServiceEndpoints
