@@ -42,6 +42,36 @@ func NodeFrom(n *corev1.Node) Node {
 //     else the cluster endpoints; External does the same with
 //     externalTrafficPolicy.
 func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoints {
+	return compute(svc, sl, node, &scratch{})
+}
+
+// merged is the bookkeeping of one endpoint while slices are merged.
+type merged struct {
+	src      *SliceEndpoint // the copy whose conditions and hints are used
+	families [2]bool
+	ports    bool // PortOverrides is our own copy (may be appended to)
+}
+
+// scratch holds Compute's temporary slices, reused across services by a
+// State so that only the result is allocated.
+type scratch struct {
+	info       []merged
+	smallAddrs []netip.Addr
+	smallOwner []int
+	order      []int
+	srcs       []*SliceEndpoint
+	flags      []uint8
+}
+
+// release drops the pointers the scratch holds, so that it keeps no slice
+// alive.
+func (sc *scratch) release() {
+	clear(sc.info[:cap(sc.info)])
+	clear(sc.srcs[:cap(sc.srcs)])
+}
+
+func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.ServiceEndpoints {
+	defer sc.release()
 	sorted := sl
 	if !slices.IsSortedFunc(sl, compareSlices) {
 		sorted = slices.Clone(sl)
@@ -51,17 +81,12 @@ func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoin
 	for _, s := range sorted {
 		total += len(s.Endpoints)
 	}
-	// One allocation each for the endpoints, their addresses and the
-	// bookkeeping, whatever the number of endpoints.
-	type merged struct {
-		src      *SliceEndpoint // the copy whose conditions and hints are used
-		families [2]bool
-		ports    bool // PortOverrides is our own copy (may be appended to)
-	}
+	// One allocation each for the endpoints and their addresses, whatever
+	// the number of endpoints; the bookkeeping reuses the scratch.
 	eps := make([]client.Endpoint, 0, total)
-	info := make([]merged, 0, total)
+	info := slices.Grow(sc.info[:0], total)
 	addrs := make([]netip.Addr, 0, total)
-	idx := newIndex(total)
+	idx := newIndex(total, sc)
 	for _, s := range sorted {
 		fam := 0
 		if s.IPv6 {
@@ -103,11 +128,17 @@ func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoin
 		}
 	}
 
+	sc.info = info
+	if idx.keys == nil {
+		sc.smallAddrs, sc.smallOwner = idx.smallAddrs, idx.smallOwner
+	}
 	out := make([]*client.Endpoint, len(eps))
-	srcs := make([]*SliceEndpoint, len(eps))
+	srcs := slices.Grow(sc.srcs[:0], len(eps))[:len(eps)]
+	sc.srcs = srcs
 	var order []int // nil: eps is already in key order
 	if !slices.IsSortedFunc(eps, func(a, b client.Endpoint) int { return cmp.Compare(a.Key, b.Key) }) {
-		order = make([]int, len(eps))
+		order = slices.Grow(sc.order[:0], len(eps))[:len(eps)]
+		sc.order = order
 		for i := range order {
 			order[i] = i
 		}
@@ -124,7 +155,7 @@ func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoin
 		e.Local = node.Name != "" && s.NodeName == node.Name
 		out[i], srcs[i] = e, s
 	}
-	categorize(svc, out, srcs, node)
+	categorize(svc, out, srcs, node, sc)
 	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
 }
 
@@ -162,11 +193,11 @@ type index struct {
 
 const smallIndex = 32
 
-func newIndex(n int) index {
+func newIndex(n int, sc *scratch) index {
 	if n > smallIndex {
 		return index{keys: make(map[client.EndpointKey]int, n), addrs: make(map[netip.Addr]int, n)}
 	}
-	return index{smallAddrs: make([]netip.Addr, 0, n), smallOwner: make([]int, 0, n)}
+	return index{smallAddrs: sc.smallAddrs[:0], smallOwner: sc.smallOwner[:0]}
 }
 
 func (x *index) byKey(k client.EndpointKey, eps []client.Endpoint) (int, bool) {
@@ -211,12 +242,14 @@ func (x *index) addAddr(a netip.Addr, j int) {
 }
 
 // categorize sets Internal and External on every endpoint.
-func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoint, node Node) {
+func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoint, node Node, sc *scratch) {
 	externalLocal := svc.ExternalTrafficLocal && svc.ExternallyAccessible()
 	usesCluster := !svc.InternalTrafficLocal || (svc.ExternallyAccessible() && !externalLocal)
 	usesLocal := svc.InternalTrafficLocal || externalLocal
 
-	flags := make([]uint8, len(eps)) // bit 0: cluster endpoint, bit 1: local endpoint
+	flags := slices.Grow(sc.flags[:0], len(eps))[:len(eps)] // bit 0: cluster endpoint, bit 1: local endpoint
+	clear(flags)
+	sc.flags = flags
 	if usesCluster {
 		inTopology := topologyFilter(eps, srcs, node)
 		n := 0

@@ -47,6 +47,7 @@ type State struct {
 
 	results *client.Tracker
 	dirty   []client.ServiceKey
+	scratch scratch
 }
 
 // svcState is what the State knows under one service key.
@@ -257,7 +258,7 @@ func (st *State) Snapshot() *client.Snapshot {
 		e.dirty = false
 		var se *client.ServiceEndpoints
 		if e.svc != nil {
-			se = Compute(e.svc, e.slices, st.node)
+			se = compute(e.svc, e.slices, st.node, &st.scratch)
 		}
 		st.results.Set(k, se)
 		st.forget(k, e)
