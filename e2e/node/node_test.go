@@ -49,10 +49,10 @@ func TestMultiport(t *testing.T) {
 
 // Conformance: should serve endpoints on same port and different protocols.
 func TestSamePortDifferentProtocols(t *testing.T) {
+	c := newCluster(t)
 	if out, err := exec.Command("modprobe", "sctp").CombinedOutput(); err != nil {
 		t.Fatalf("modprobe sctp: %v: %s", err, out)
 	}
-	c := newCluster(t)
 	ports := []port{{"dns-tcp", "TCP", 53, 8053, 0}, {"dns-udp", "UDP", 53, 8053, 0}, {"dns-sctp", "SCTP", 53, 8053, 0}}
 	a := c.addPod("pod-a", 8053)
 	client := c.addPod("client")
