@@ -1,6 +1,6 @@
 module github.com/proxysinks/proxysinks/bench
 
-go 1.26.0
+go 1.26
 
 require (
 	github.com/moby/ipvs v1.1.0
