@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -139,7 +140,7 @@ func fsCreateSets(c ipset.Client) error {
 // batch), which is what the "sink CPU excluding the kernel" target bounds.
 type discard struct{}
 
-func (discard) IPVS(ops []ipvs.Op) []error                   { return make([]error, len(ops)) }
+func (discard) IPVS(ops []ipvs.Op) []error                    { return make([]error, len(ops)) }
 func (discard) AddEntries(_ string, es []ipset.Entry) []error { return make([]error, len(es)) }
 func (discard) DelEntries(_ string, es []ipset.Entry) []error { return make([]error, len(es)) }
 func (discard) Bind(as []netip.Addr) []error                  { return make([]error, len(as)) }
@@ -284,7 +285,13 @@ func peakRSS() float64 {
 // syncs, and the process's peak RSS while it ran.
 type memReport struct{}
 
-func startMem() memReport { resetPeakRSS(); return memReport{} }
+// startMem returns the heap to the OS and resets the peak RSS, so that
+// what earlier benchmarks left behind does not count.
+func startMem() memReport {
+	debug.FreeOSMemory()
+	resetPeakRSS()
+	return memReport{}
+}
 
 func (memReport) report(b *testing.B) {
 	runtime.GC()
