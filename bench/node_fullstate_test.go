@@ -235,11 +235,16 @@ func (c *counting) Unbind(as []netip.Addr) []error {
 }
 
 // fsController returns a controller writing through w, without adoption
-// (the benchmarks start from an empty kernel), and a pointer to the stats
-// of its last sync.
+// (the fakes start empty), and a pointer to the stats of its last sync.
 func fsController(w dataplane.Writer) (*fullstate.Controller, *fullstate.SyncStats) {
+	return fsControllerReading(w, nil)
+}
+
+// fsControllerReading is fsController adopting what r reads before the
+// first sync, as a starting sink does.
+func fsControllerReading(w dataplane.Writer, r fullstate.Reader) (*fullstate.Controller, *fullstate.SyncStats) {
 	c := fullstate.NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}},
-		dataplane.NewApplier(w), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		dataplane.NewApplier(w), r, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var last fullstate.SyncStats
 	c.OnSync = func(s fullstate.SyncStats) { last = s }
 	return c, &last
