@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
@@ -86,6 +87,7 @@ func (s *fsSink) syscalls() uint64 {
 type syncResult struct {
 	stats    fullstate.SyncStats
 	writes   writeCounts
+	times    writeTimes
 	syscalls uint64
 }
 
@@ -94,9 +96,10 @@ type syncResult struct {
 func (s *fsSink) sync(tb testing.TB, snap []*client.ServiceEndpoints) syncResult {
 	tb.Helper()
 	s.w.take()
+	s.w.takeTimes()
 	before := s.syscalls()
 	fsFeed(s.c, snap)
-	r := syncResult{stats: *s.last, writes: s.w.take(), syscalls: s.syscalls() - before}
+	r := syncResult{stats: *s.last, writes: s.w.take(), times: s.w.takeTimes(), syscalls: s.syscalls() - before}
 	if r.stats.Err != nil || r.stats.Failed != 0 {
 		tb.Fatalf("sync of %d services: %d objects failed: %v", len(snap), r.stats.Failed, r.stats.Err)
 	}
@@ -155,19 +158,29 @@ var sinkKinds = []struct {
 type metrics struct {
 	writes, syscalls uint64
 	cpu              float64
+	times            writeTimes
 }
 
 func (m *metrics) add(r syncResult) {
 	m.writes += uint64(r.stats.Writes)
 	m.syscalls += r.syscalls
+	m.times.ipvs += r.times.ipvs
+	m.times.entries += r.times.entries
+	m.times.addrs += r.times.addrs
 }
 
+func ms(d time.Duration, n int) float64 { return float64(d) / 1e6 / float64(n) }
+
+// report reports the counts per sync, the process CPU time, and the time
+// spent in the writer (the kernel and its client library; the rest of
+// ns/op is the sink's own work).
 func (m *metrics) report(b *testing.B, s *fsSink) {
 	b.ReportMetric(float64(m.writes)/float64(b.N), "kernel-writes/op")
 	if s.conn != nil {
 		b.ReportMetric(float64(m.syscalls)/float64(b.N), "ipvs-syscalls/op")
 	}
 	b.ReportMetric(m.cpu*1e3/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(ms(m.times.total(), b.N), "writer-ms/op")
 }
 
 // timed runs f between StartTimer and StopTimer and adds its CPU time.

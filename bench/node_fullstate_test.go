@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -156,6 +157,14 @@ type writeCounts struct {
 	addrs   int
 }
 
+// writeTimes is the time spent inside a Writer, by kind of object: the
+// kernel's share of a sync (and the client library's).
+type writeTimes struct {
+	ipvs, entries, addrs time.Duration
+}
+
+func (t writeTimes) total() time.Duration { return t.ipvs + t.entries + t.addrs }
+
 func (w writeCounts) total() int {
 	n := w.entries + w.addrs
 	for _, c := range w.ipvs {
@@ -177,11 +186,13 @@ func (w writeCounts) String() string {
 	return s + fmt.Sprintf("set entries: %d, addresses: %d", w.entries, w.addrs)
 }
 
-// counting wraps a Writer and counts what passes through it.
+// counting wraps a Writer and counts what passes through it, and the time
+// it takes.
 type counting struct {
 	dataplane.Writer
 	mu sync.Mutex
 	n  writeCounts
+	t  writeTimes
 }
 
 func newCounting(w dataplane.Writer) *counting {
@@ -197,12 +208,30 @@ func (c *counting) take() writeCounts {
 	return n
 }
 
+// takeTimes returns the time spent in the writer so far and starts again
+// from zero.
+func (c *counting) takeTimes() writeTimes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.t
+	c.t = writeTimes{}
+	return t
+}
+
+// since adds the time since t0 to *d.
+func (c *counting) since(d *time.Duration, t0 time.Time) {
+	c.mu.Lock()
+	*d += time.Since(t0)
+	c.mu.Unlock()
+}
+
 func (c *counting) IPVS(ops []ipvs.Op) []error {
 	c.mu.Lock()
 	for _, op := range ops {
 		c.n.ipvs[op.Kind]++
 	}
 	c.mu.Unlock()
+	defer c.since(&c.t.ipvs, time.Now())
 	return c.Writer.IPVS(ops)
 }
 
@@ -210,6 +239,7 @@ func (c *counting) AddEntries(set string, es []ipset.Entry) []error {
 	c.mu.Lock()
 	c.n.entries += len(es)
 	c.mu.Unlock()
+	defer c.since(&c.t.entries, time.Now())
 	return c.Writer.AddEntries(set, es)
 }
 
@@ -217,6 +247,7 @@ func (c *counting) DelEntries(set string, es []ipset.Entry) []error {
 	c.mu.Lock()
 	c.n.entries += len(es)
 	c.mu.Unlock()
+	defer c.since(&c.t.entries, time.Now())
 	return c.Writer.DelEntries(set, es)
 }
 
@@ -224,6 +255,7 @@ func (c *counting) Bind(as []netip.Addr) []error {
 	c.mu.Lock()
 	c.n.addrs += len(as)
 	c.mu.Unlock()
+	defer c.since(&c.t.addrs, time.Now())
 	return c.Writer.Bind(as)
 }
 
@@ -231,6 +263,7 @@ func (c *counting) Unbind(as []netip.Addr) []error {
 	c.mu.Lock()
 	c.n.addrs += len(as)
 	c.mu.Unlock()
+	defer c.since(&c.t.addrs, time.Now())
 	return c.Writer.Unbind(as)
 }
 

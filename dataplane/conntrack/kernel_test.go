@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"slices"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	ct "github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
 
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -190,5 +193,58 @@ func TestKernelFlushUDPTraffic(t *testing.T) {
 	send(t, ns, "10.0.0.1:40000", "10.96.0.10:53")
 	if got := udpFlows(t, raw); !slices.Contains(got, "udp 10.0.0.1:40000 -> 10.96.0.10:53 via 10.244.1.6:5353") {
 		t.Errorf("after the flush the client does not reach the live backend: %v", got)
+	}
+}
+
+// TestKernelFlushUDPIPVS checks the flows IPVS itself leaves (with
+// net.ipv4.vs.conntrack=1, as the sinks set it): a UDP virtual server
+// sending to a destination gives a flow whose original destination is the
+// virtual server and whose reply source is the destination, which
+// FlushUDP deletes. It needs IPVS: it runs in the VM.
+func TestKernelFlushUDPIPVS(t *testing.T) {
+	ns := nstest.New(t)
+	c, raw := dialNS(t, ns)
+	vsConn, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+	if errors.Is(err, ipvs.ErrNotSupported) {
+		_ = exec.Command("modprobe", "ip_vs").Run()
+		vsConn, err = ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+	}
+	if err != nil {
+		nstest.Missing(t, "IPVS: %v", err)
+	}
+	defer vsConn.Close()
+	err = ns.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/vs/conntrack", []byte("1"), 0)
+	})
+	if err != nil {
+		t.Fatalf("set net.ipv4.vs.conntrack=1 in the namespace: %v", err)
+	}
+	for _, a := range []string{"10.0.0.1", "10.96.0.10", "10.244.1.5"} {
+		ns.MustRun(t, "ip", "addr", "add", a+"/32", "dev", "lo")
+	}
+	svc := ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.UDP, Address: netip.MustParseAddr("10.96.0.10"), Port: 53, Scheduler: "rr", Netmask: 32}
+	dst := ipvs.Destination{Family: ipvs.IPv4, Address: netip.MustParseAddr("10.244.1.5"), Port: 5353, Forward: ipvs.Masquerade, Weight: 1}
+	if err := vsConn.CreateService(svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := vsConn.CreateDestination(svc, dst); err != nil {
+		t.Fatal(err)
+	}
+
+	send(t, ns, "10.0.0.1:40000", "10.96.0.10:53")
+	send(t, ns, "10.0.0.1:40001", "10.244.1.5:5353")
+	want := []string{
+		"udp 10.0.0.1:40000 -> 10.96.0.10:53 via 10.244.1.5:5353",
+		"udp 10.0.0.1:40001 -> 10.244.1.5:5353 via 10.244.1.5:5353",
+	}
+	if diff := cmp.Diff(want, udpFlows(t, raw)); diff != "" {
+		t.Fatalf("flows IPVS left (-want +got):\n%s", diff)
+	}
+	n, err := c.FlushUDP([]Target{target("10.96.0.10:53", "10.244.1.5:5353")})
+	if err != nil || n != 1 {
+		t.Fatalf("FlushUDP = %d, %v; want 1 flow deleted", n, err)
+	}
+	if diff := cmp.Diff(want[1:], udpFlows(t, raw)); diff != "" {
+		t.Errorf("flows after the flush (-want +got):\n%s", diff)
 	}
 }
