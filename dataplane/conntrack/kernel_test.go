@@ -202,6 +202,7 @@ func TestKernelFlushUDPTraffic(t *testing.T) {
 // virtual server and whose reply source is the destination, which
 // FlushUDP deletes. It needs IPVS: it runs in the VM.
 func TestKernelFlushUDPIPVS(t *testing.T) {
+	iptables := nstest.LookPath(t, "iptables")
 	ns := nstest.New(t)
 	c, raw := dialNS(t, ns)
 	vsConn, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
@@ -222,6 +223,9 @@ func TestKernelFlushUDPIPVS(t *testing.T) {
 	for _, a := range []string{"10.0.0.1", "10.96.0.10", "10.244.1.5"} {
 		ns.MustRun(t, "ip", "addr", "add", a+"/32", "dev", "lo")
 	}
+	// Conntrack tracks a namespace's packets once a rule needs it, as the
+	// sinks' masquerade rule (KUBE-POSTROUTING) does on a node.
+	ns.MustRun(t, iptables, "-w", "-t", "nat", "-A", "POSTROUTING", "-m", "mark", "--mark", "0x4000/0x4000", "-j", "MASQUERADE")
 	svc := ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.UDP, Address: netip.MustParseAddr("10.96.0.10"), Port: 53, Scheduler: "rr", Netmask: 32}
 	dst := ipvs.Destination{Family: ipvs.IPv4, Address: netip.MustParseAddr("10.244.1.5"), Port: 5353, Forward: ipvs.Masquerade, Weight: 1}
 	if err := vsConn.CreateService(svc); err != nil {
