@@ -27,23 +27,37 @@ type Target struct {
 	// original destination.
 	Service netip.AddrPort
 	// Backend is the endpoint's address and port: the flows' reply source.
+	// The zero value selects every flow to Service, whatever answers it:
+	// what kube-proxy flushes when a UDP service gets its first endpoint
+	// (datagrams sent while it had none left flows that lead nowhere).
 	Backend netip.AddrPort
 }
 
-// String formats the target as "service -> backend".
-func (t Target) String() string { return t.Service.String() + " -> " + t.Backend.String() }
+// String formats the target as "service -> backend", or "service -> any".
+func (t Target) String() string {
+	if t.anyBackend() {
+		return t.Service.String() + " -> any"
+	}
+	return t.Service.String() + " -> " + t.Backend.String()
+}
+
+func (t Target) anyBackend() bool { return t.Backend == netip.AddrPort{} }
 
 func (t Target) valid() bool {
-	return t.Service.Addr().IsValid() && t.Backend.Addr().IsValid() && t.Service.Port() != 0 && t.Backend.Port() != 0
+	if !t.Service.Addr().IsValid() || t.Service.Port() == 0 {
+		return false
+	}
+	return t.anyBackend() || t.Backend.Addr().IsValid() && t.Backend.Port() != 0
 }
 
 // normalize unmaps IPv4-mapped IPv6 addresses, as conntrack reports IPv4
 // flows with 4-byte addresses.
 func (t Target) normalize() Target {
-	return Target{
-		Service: netip.AddrPortFrom(t.Service.Addr().Unmap(), t.Service.Port()),
-		Backend: netip.AddrPortFrom(t.Backend.Addr().Unmap(), t.Backend.Port()),
+	n := Target{Service: netip.AddrPortFrom(t.Service.Addr().Unmap(), t.Service.Port())}
+	if !t.anyBackend() {
+		n.Backend = netip.AddrPortFrom(t.Backend.Addr().Unmap(), t.Backend.Port())
 	}
+	return n
 }
 
 // Flusher removes stale UDP flows. *Conn implements it; a controller takes
@@ -94,15 +108,23 @@ func udpKey(f ct.Flow) (Target, bool) {
 }
 
 // matcher selects the flows of a set of targets.
-type matcher map[Target]struct{}
+type matcher struct {
+	exact   map[Target]struct{}
+	service map[netip.AddrPort]struct{} // targets with any backend
+}
 
 func newMatcher(targets []Target) (matcher, error) {
-	m := make(matcher, len(targets))
+	m := matcher{exact: map[Target]struct{}{}, service: map[netip.AddrPort]struct{}{}}
 	for _, t := range targets {
 		if !t.valid() {
-			return nil, fmt.Errorf("conntrack: flush UDP flows of %s: invalid target (address and port needed on both sides)", t)
+			return matcher{}, fmt.Errorf("conntrack: flush UDP flows of %s: invalid target (the service needs an address and a port; the backend too, unless zero for any)", t)
 		}
-		m[t.normalize()] = struct{}{}
+		t = t.normalize()
+		if t.anyBackend() {
+			m.service[t.Service] = struct{}{}
+		} else {
+			m.exact[t] = struct{}{}
+		}
 	}
 	return m, nil
 }
@@ -112,7 +134,10 @@ func (m matcher) match(f ct.Flow) bool {
 	if !ok {
 		return false
 	}
-	_, ok = m[k]
+	if _, ok := m.service[k.Service]; ok {
+		return true
+	}
+	_, ok = m.exact[k]
 	return ok
 }
 

@@ -36,6 +36,8 @@ func TestMatch(t *testing.T) {
 		target("[fd00::10]:53", "[fd00:244::5]:5353"),
 		// An IPv4-mapped address matches the IPv4 flow.
 		target("[::ffff:10.96.0.20]:53", "[::ffff:10.244.2.5]:53"),
+		// Any backend of 10.96.0.30:53.
+		{Service: netip.MustParseAddrPort("10.96.0.30:53")},
 	}
 	m, err := newMatcher(targets)
 	if err != nil {
@@ -57,6 +59,10 @@ func TestMatch(t *testing.T) {
 		{"other service port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:54", "10.244.1.5:5353"), false},
 		{"other service", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.11:53", "10.244.1.5:5353"), false},
 		{"to the backend directly", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.244.1.5:5353", "10.244.1.5:5353"), false},
+		{"any backend", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:53", "10.244.3.5:5353"), true},
+		{"any backend, not yet answered", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:53", "10.96.0.30:53"), true},
+		{"any backend, other port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:54", "10.244.3.5:5353"), false},
+		{"any backend, TCP", flow(unix.IPPROTO_TCP, "10.0.0.1:40000", "10.96.0.30:53", "10.244.3.5:5353"), false},
 		{"empty flow", ct.Flow{}, false},
 	}
 	for _, tt := range tests {
@@ -71,9 +77,10 @@ func TestMatch(t *testing.T) {
 func TestInvalidTargets(t *testing.T) {
 	for _, tgt := range []Target{
 		{},
-		{Service: netip.MustParseAddrPort("10.96.0.10:53")},
-		{Service: netip.MustParseAddrPort("10.96.0.10:0"), Backend: netip.MustParseAddrPort("10.244.1.5:53")},
+		{Backend: netip.MustParseAddrPort("10.244.1.5:53")},
+		{Service: netip.MustParseAddrPort("10.96.0.10:53"), Backend: netip.AddrPortFrom(netip.Addr{}, 53)},
 		{Service: netip.MustParseAddrPort("10.96.0.10:53"), Backend: netip.MustParseAddrPort("10.244.1.5:0")},
+		{Service: netip.MustParseAddrPort("10.96.0.10:0"), Backend: netip.MustParseAddrPort("10.244.1.5:53")},
 	} {
 		// No connection is needed: targets are checked before any I/O.
 		var c Conn

@@ -72,7 +72,7 @@ func udpFlows(t *testing.T, raw *ct.Conn) []string {
 
 // TestKernelFlushUDPCreated creates flows directly through ctnetlink (as
 // IPVS and DNAT leave them: the reply comes from the backend) and flushes
-// two targets.
+// two targets and one service whatever its backend.
 func TestKernelFlushUDPCreated(t *testing.T) {
 	ns := nstest.New(t)
 	c, raw := dialNS(t, ns)
@@ -84,6 +84,10 @@ func TestKernelFlushUDPCreated(t *testing.T) {
 		flow(unix.IPPROTO_UDP, "10.0.0.1:40003", "10.244.1.5:5353", "10.244.1.5:5353"),
 		flow(unix.IPPROTO_UDP, "[fd00::1]:40000", "[fd00::10]:53", "[fd00:244::5]:5353"),
 		flow(unix.IPPROTO_UDP, "[fd00::1]:40001", "[fd00::10]:53", "[fd00:244::6]:5353"),
+		// A service that had no endpoint: flushed whatever answers.
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40010", "10.96.0.30:53", "10.244.3.5:53"),
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40011", "10.96.0.30:53", "10.96.0.30:53"),
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40012", "10.96.0.31:53", "10.244.3.5:53"),
 	}
 	for _, f := range flows {
 		f.Timeout = 120
@@ -98,14 +102,16 @@ func TestKernelFlushUDPCreated(t *testing.T) {
 	n, err := c.FlushUDP([]Target{
 		target("10.96.0.10:53", "10.244.1.5:5353"),
 		target("[fd00::10]:53", "[fd00:244::5]:5353"),
+		{Service: netip.MustParseAddrPort("10.96.0.30:53")},
 	})
-	if err != nil || n != 3 {
-		t.Fatalf("FlushUDP = %d, %v; want 3 flows deleted", n, err)
+	if err != nil || n != 5 {
+		t.Fatalf("FlushUDP = %d, %v; want 5 flows deleted", n, err)
 	}
 	want := []string{
 		"udp 10.0.0.1:40001 -> 10.96.0.10:53 via 10.244.1.6:5353",
 		"udp 10.0.0.1:40002 -> 10.96.0.10:54 via 10.244.1.5:5353",
 		"udp 10.0.0.1:40003 -> 10.244.1.5:5353 via 10.244.1.5:5353",
+		"udp 10.0.0.1:40012 -> 10.96.0.31:53 via 10.244.3.5:53",
 		"udp [fd00::1]:40001 -> [fd00::10]:53 via [fd00:244::6]:5353",
 	}
 	if diff := cmp.Diff(want, udpFlows(t, raw)); diff != "" {
