@@ -25,7 +25,7 @@ import (
 // dialNS opens this package's Conn and a raw ti-mo/conntrack connection
 // (to create and list flows) in ns; it calls Missing when the kernel has
 // no ctnetlink.
-func dialNS(t *testing.T, ns *nstest.NetNS) (*Conn, *ct.Conn) {
+func dialNS(t testing.TB, ns *nstest.NetNS) (*Conn, *ct.Conn) {
 	t.Helper()
 	c, err := Dial(&Config{NetNS: ns.FD()})
 	if err != nil {
