@@ -100,7 +100,7 @@ func TestTracker(t *testing.T) {
 	tr.Set(ServiceKey{"a", "y"}, se("a", "y"))
 	tr.Set(ServiceKey{"a", "x"}, se("a", "x"))
 	s1 := tr.Snapshot()
-	if diff := cmp.Diff([]string{"a/x", "a/y", "b/x"}, keys(s1.Services)); diff != "" {
+	if diff := cmp.Diff([]string{"a/x", "a/y", "b/x"}, keys(s1.Services())); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
 	}
 	if len(s1.Changes) != 3 {
@@ -119,7 +119,7 @@ func TestTracker(t *testing.T) {
 	if diff := cmp.Diff([]Change{{Key: ServiceKey{"a", "y"}, Service: changed}}, s2.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
-	if s1.Services[1].Service.Type != ClusterIP {
+	if s1.Services()[1].Service.Type != ClusterIP {
 		t.Error("a new snapshot modified the previous one's list")
 	}
 	if s2.Lookup(ServiceKey{"a", "y"}) != changed || s2.Lookup(ServiceKey{"c", "c"}) != nil {
@@ -127,19 +127,19 @@ func TestTracker(t *testing.T) {
 	}
 	tr.Set(ServiceKey{"a", "x"}, nil)
 	s3 := tr.Snapshot()
-	if diff := cmp.Diff([]string{"a/y", "b/x"}, keys(s3.Services)); diff != "" {
+	if diff := cmp.Diff([]string{"a/y", "b/x"}, keys(s3.Services())); diff != "" {
 		t.Errorf("after delete (-want +got):\n%s", diff)
 	}
 	if len(s3.Changes) != 1 || s3.Changes[0].Service != nil {
 		t.Errorf("delete change = %+v", s3.Changes)
 	}
-	if s4 := tr.Snapshot(); len(s4.Changes) != 0 || len(s4.Services) != 2 {
+	if s4 := tr.Snapshot(); len(s4.Changes) != 0 || s4.Len() != 2 {
 		t.Errorf("idle snapshot = %+v", s4)
 	}
 }
 
 func TestToCallback(t *testing.T) {
-	snap := &Snapshot{Services: []*ServiceEndpoints{se("a", "x"), se("a", "y"), se("b", "x")}}
+	snap := NewSnapshot([]*ServiceEndpoints{se("a", "x"), se("a", "y"), se("b", "x")}, nil)
 	var got []string
 	ToCallback(func(ch <-chan *ServiceEndpoints) {
 		for s := range ch {
@@ -150,9 +150,10 @@ func TestToCallback(t *testing.T) {
 		t.Errorf("streamed (-want +got):\n%s", diff)
 	}
 	// A callback that stops reading early does not block the source.
-	big := &Snapshot{}
+	var list []*ServiceEndpoints
 	for i := range 1000 {
-		big.Services = append(big.Services, se("ns", fmt.Sprint(i)))
+		list = append(list, se("ns", fmt.Sprintf("%04d", i)))
 	}
+	big := NewSnapshot(list, nil)
 	ToCallback(func(ch <-chan *ServiceEndpoints) { <-ch })(big)
 }

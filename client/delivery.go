@@ -1,6 +1,7 @@
 package client
 
 import (
+	"iter"
 	"slices"
 )
 
@@ -45,32 +46,80 @@ type Change struct {
 	Service *ServiceEndpoints
 }
 
-// Snapshot is one consistent node-local state, as sources deliver it.
+// Snapshot is one consistent node-local state, as sources deliver it: the
+// full state, readable in key order, and the services that changed since
+// the previous snapshot of the same source. A Snapshot is immutable and
+// shares unchanged parts with the snapshots before it, so building one
+// after a change costs in proportion to the change, not to the cluster.
 type Snapshot struct {
-	// Services is the full state, sorted by key (see ServiceKey.Compare).
-	Services []*ServiceEndpoints
 	// Changes lists, sorted by key, the services added, changed or removed
 	// since the previous snapshot from the same source; the first snapshot
-	// lists every service. Consumers use it to avoid walking Services.
+	// lists every service. Consumers use it to avoid walking the state.
 	Changes []Change
 	// Full is true when Changes is not known: consumers must compare every
 	// service.
 	Full bool
+
+	chunks [][]*ServiceEndpoints // sorted runs, each non-empty
+	n      int
+}
+
+// NewSnapshot returns a snapshot of services, which must be sorted by key
+// (see ServiceKey.Compare), with the given changes. The slice is kept: it
+// must not be modified afterwards.
+func NewSnapshot(services []*ServiceEndpoints, changes []Change) *Snapshot {
+	s := &Snapshot{Changes: changes, n: len(services)}
+	if len(services) > 0 {
+		s.chunks = [][]*ServiceEndpoints{services}
+	}
+	return s
+}
+
+// Len is the number of services.
+func (s *Snapshot) Len() int { return s.n }
+
+// All yields every service in key order (namespace, then name).
+func (s *Snapshot) All() iter.Seq[*ServiceEndpoints] {
+	return func(yield func(*ServiceEndpoints) bool) {
+		for _, c := range s.chunks {
+			for _, se := range c {
+				if !yield(se) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Services returns every service in key order, in a new slice.
+func (s *Snapshot) Services() []*ServiceEndpoints {
+	out := make([]*ServiceEndpoints, 0, s.n)
+	for _, c := range s.chunks {
+		out = append(out, c...)
+	}
+	return out
 }
 
 // Lookup returns the service with key k, or nil.
 func (s *Snapshot) Lookup(k ServiceKey) *ServiceEndpoints {
-	i, ok := slices.BinarySearchFunc(s.Services, k, func(se *ServiceEndpoints, k ServiceKey) int {
+	ci, _ := slices.BinarySearchFunc(s.chunks, k, func(c []*ServiceEndpoints, k ServiceKey) int {
+		return c[len(c)-1].Service.Key().Compare(k)
+	})
+	if ci == len(s.chunks) {
+		return nil
+	}
+	c := s.chunks[ci]
+	i, ok := slices.BinarySearchFunc(c, k, func(se *ServiceEndpoints, k ServiceKey) int {
 		return se.Service.Key().Compare(k)
 	})
 	if !ok {
 		return nil
 	}
-	return s.Services[i]
+	return c[i]
 }
 
 // ToCallback adapts a full-state Callback to the function sources deliver
-// snapshots to. It streams s.Services to cb and returns when cb returns; a
+// snapshots to. It streams the snapshot's services to cb and returns when cb returns; a
 // callback that returns early is not blocked on.
 func ToCallback(cb Callback) func(*Snapshot) {
 	return func(s *Snapshot) {
@@ -82,7 +131,7 @@ func ToCallback(cb Callback) func(*Snapshot) {
 		}()
 		defer func() { <-done }()
 		defer close(ch)
-		for _, se := range s.Services {
+		for se := range s.All() {
 			select {
 			case ch <- se:
 			case <-done:

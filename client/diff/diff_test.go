@@ -127,7 +127,7 @@ func expectedEvents(prev, cur []*client.ServiceEndpoints) int {
 
 func TestRoundTripProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		full := rapid.Bool().Draw(t, "full")
+		compareAll := rapid.Bool().Draw(t, "full")
 		rec := newRecorder()
 		var rebuilt *client.Snapshot
 		rebuild := NewSnapshots(func(s *client.Snapshot) { rebuilt = s })
@@ -138,15 +138,15 @@ func TestRoundTripProperty(t *testing.T) {
 		for round := range rapid.IntRange(1, 6).Draw(t, "rounds") {
 			state := gen.State(t, 4, 5)
 			snap := tr.snapshot(state)
-			if full {
-				snap = &client.Snapshot{Services: snap.Services, Full: true}
+			if compareAll {
+				snap = full(snap)
 			}
 			rec.events = rec.events[:0]
 			ev.Apply(snap)
 			ev2.Apply(snap)
 
 			// snapshot -> events -> rebuilt snapshot is the identity.
-			if diff := cmp.Diff(state, rebuilt.Services, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(state, rebuilt.Services(), cmpopts.EquateEmpty()); diff != "" {
 				t.Fatalf("round %d: rebuilt snapshot differs (-want +got):\n%s", round, diff)
 			}
 			// The stream is minimal: one event per changed object, then Sync.
@@ -182,7 +182,7 @@ func TestUnchangedSnapshotSendsOnlySync(t *testing.T) {
 		state := gen.State(t, 3, 3)
 		rec := newRecorder()
 		ev := NewEvents(rec)
-		ev.Apply(&client.Snapshot{Services: state, Full: true})
+		ev.Apply(full(client.NewSnapshot(state, nil)))
 		// The same content in new pointers.
 		copied := make([]*client.ServiceEndpoints, len(state))
 		for i, se := range state {
@@ -195,7 +195,7 @@ func TestUnchangedSnapshotSendsOnlySync(t *testing.T) {
 			copied[i] = c
 		}
 		rec.events = nil
-		ev.Apply(&client.Snapshot{Services: copied, Full: true})
+		ev.Apply(full(client.NewSnapshot(copied, nil)))
 		if diff := cmp.Diff([]string{"Sync"}, rec.events); diff != "" {
 			t.Fatalf("events for an unchanged snapshot (-want +got):\n%s", diff)
 		}
@@ -254,4 +254,11 @@ func TestEventOrder(t *testing.T) {
 			t.Fatalf("%s: events (-want +got):\n%s", s.name, diff)
 		}
 	}
+}
+
+// full returns a snapshot with s's services and no change information.
+func full(s *client.Snapshot) *client.Snapshot {
+	f := client.NewSnapshot(s.Services(), nil)
+	f.Full = true
+	return f
 }

@@ -15,10 +15,9 @@ import (
 //
 // Each Apply emits, in order: DeleteEndpoint for endpoints gone from
 // surviving services or whose addresses changed, and DeleteService for
-// services gone, then SetService
-// for new or changed services and SetEndpoint for new or changed endpoints,
-// then Sync. Within each phase, services come in key order and endpoints in
-// key order.
+// services gone; then SetService for new or changed services and
+// SetEndpoint for new or changed endpoints; then Sync. Within each phase,
+// services come in key order and endpoints in key order.
 type Events struct {
 	sink client.Sink
 	last map[client.ServiceKey]*client.ServiceEndpoints
@@ -76,8 +75,8 @@ func (ev *Events) Apply(s *client.Snapshot) {
 // fullChanges compares every service of s with the last state.
 func (ev *Events) fullChanges(s *client.Snapshot) []client.Change {
 	var out []client.Change
-	seen := make(map[client.ServiceKey]bool, len(s.Services))
-	for _, se := range s.Services {
+	seen := make(map[client.ServiceKey]bool, s.Len())
+	for se := range s.All() {
 		k := se.Service.Key()
 		seen[k] = true
 		if !se.Equal(ev.last[k]) {

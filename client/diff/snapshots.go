@@ -89,3 +89,5 @@ func (s *Snapshots) Sync() {
 func sortChanges(c []client.Change) {
 	slices.SortFunc(c, func(a, b client.Change) int { return a.Key.Compare(b.Key) })
 }
+
+var _ client.Sink = (*Snapshots)(nil)

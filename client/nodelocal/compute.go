@@ -2,6 +2,7 @@ package nodelocal
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,81 +42,214 @@ func NodeFrom(n *corev1.Node) Node {
 //     else the cluster endpoints; External does the same with
 //     externalTrafficPolicy.
 func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoints {
-	sorted := slices.Clone(sl)
-	slices.SortFunc(sorted, func(a, b *Slice) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), boolCmp(a.IPv6, b.IPv6))
-	})
-	type merged struct {
-		ep       *client.Endpoint
-		src      *SliceEndpoint // the copy whose conditions and hints are used
-		families [2]bool
+	return compute(svc, sl, node, &scratch{})
+}
+
+// merged is the bookkeeping of one endpoint while slices are merged.
+type merged struct {
+	src      *SliceEndpoint // the copy whose conditions and hints are used
+	families [2]bool
+	ports    bool // PortOverrides is our own copy (may be appended to)
+}
+
+// scratch holds Compute's temporary slices, reused across services by a
+// State so that only the result is allocated.
+type scratch struct {
+	info       []merged
+	smallAddrs []netip.Addr
+	smallOwner []int
+	order      []int
+	srcs       []*SliceEndpoint
+	flags      []uint8
+}
+
+// release drops the pointers the scratch holds, so that it keeps no slice
+// alive.
+func (sc *scratch) release() {
+	clear(sc.info[:cap(sc.info)])
+	clear(sc.srcs[:cap(sc.srcs)])
+}
+
+func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.ServiceEndpoints {
+	defer sc.release()
+	sorted := sl
+	if !slices.IsSortedFunc(sl, compareSlices) {
+		sorted = slices.Clone(sl)
+		slices.SortFunc(sorted, compareSlices)
 	}
-	byKey := make(map[client.EndpointKey]*merged)
-	owner := make(map[[16]byte]client.EndpointKey)
-	var order []*merged
+	total := 0
 	for _, s := range sorted {
+		total += len(s.Endpoints)
+	}
+	// One allocation each for the endpoints and their addresses, whatever
+	// the number of endpoints; the bookkeeping reuses the scratch.
+	eps := make([]client.Endpoint, 0, total)
+	info := slices.Grow(sc.info[:0], total)
+	addrs := make([]netip.Addr, 0, total)
+	idx := newIndex(total, sc)
+	for _, s := range sorted {
+		fam := 0
+		if s.IPv6 {
+			fam = 1
+		}
 		for i := range s.Endpoints {
 			se := &s.Endpoints[i]
-			fam := 0
-			if s.IPv6 {
-				fam = 1
-			}
-			if k, ok := owner[se.Addr.As16()]; ok && k != se.Key {
+			if j, ok := idx.byAddr(se.Addr, eps); ok && eps[j].Key != se.Key {
 				continue // the address belongs to another endpoint
 			}
-			m := byKey[se.Key]
-			if m == nil {
-				m = &merged{ep: &client.Endpoint{Key: se.Key}, src: se}
-				byKey[se.Key] = m
-				order = append(order, m)
-			} else if se.Ready && !m.src.Ready {
-				m.src = se
+			j, ok := idx.byKey(se.Key, eps)
+			if !ok {
+				j = len(eps)
+				eps = append(eps, client.Endpoint{Key: se.Key, PortOverrides: s.Ports})
+				info = append(info, merged{src: se})
+				idx.add(se.Key, j)
+			} else {
+				if se.Ready && !info[j].src.Ready {
+					info[j].src = se
+				}
+				mergePorts(&eps[j], &info[j].ports, s.Ports)
 			}
-			if !m.families[fam] {
+			m, e := &info[j], &eps[j]
+			list := &e.IPs.V4
+			if fam == 1 {
+				list = &e.IPs.V6
+			}
+			switch {
+			case !m.families[fam]:
 				m.families[fam] = true
-				m.ep.IPs.Add(se.Addr)
-				owner[se.Addr.As16()] = se.Key
-			} else if m.src == se {
+				addrs = append(addrs, se.Addr)
+				*list = addrs[len(addrs)-1 : len(addrs) : len(addrs)]
+				idx.addAddr(se.Addr, j)
+			case m.src == se:
 				// A ready duplicate of the same family replaces the address.
-				if fam == 1 {
-					m.ep.IPs.V6[0] = se.Addr
-				} else {
-					m.ep.IPs.V4[0] = se.Addr
-				}
-				owner[se.Addr.As16()] = se.Key
-			}
-			for _, p := range s.Ports {
-				if !slices.ContainsFunc(m.ep.PortOverrides, func(o client.PortOverride) bool {
-					return o.Name == p.Name && o.Protocol == p.Protocol
-				}) {
-					m.ep.PortOverrides = append(m.ep.PortOverrides, p)
-				}
+				(*list)[0] = se.Addr
+				idx.addAddr(se.Addr, j)
 			}
 		}
 	}
 
-	slices.SortFunc(order, func(a, b *merged) int { return cmp.Compare(a.ep.Key, b.ep.Key) })
-	eps := make([]*client.Endpoint, len(order))
-	srcs := make([]*SliceEndpoint, len(order))
-	for i, m := range order {
-		e, s := m.ep, m.src
+	sc.info = info
+	if idx.keys == nil {
+		sc.smallAddrs, sc.smallOwner = idx.smallAddrs, idx.smallOwner
+	}
+	out := make([]*client.Endpoint, len(eps))
+	srcs := slices.Grow(sc.srcs[:0], len(eps))[:len(eps)]
+	sc.srcs = srcs
+	var order []int // nil: eps is already in key order
+	if !slices.IsSortedFunc(eps, func(a, b client.Endpoint) int { return cmp.Compare(a.Key, b.Key) }) {
+		order = slices.Grow(sc.order[:0], len(eps))[:len(eps)]
+		sc.order = order
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(eps[a].Key, eps[b].Key) })
+	}
+	for i := range eps {
+		j := i
+		if order != nil {
+			j = order[i]
+		}
+		e, s := &eps[j], info[j].src
 		e.Hostname, e.NodeName, e.Zone = s.Hostname, s.NodeName, s.Zone
 		e.Ready, e.Serving, e.Terminating = s.Ready, s.Serving, s.Terminating
 		e.Local = node.Name != "" && s.NodeName == node.Name
-		slices.SortFunc(e.PortOverrides, comparePorts)
-		eps[i], srcs[i] = e, s
+		out[i], srcs[i] = e, s
 	}
-	categorize(svc, eps, srcs, node)
-	return &client.ServiceEndpoints{Service: svc, Endpoints: eps}
+	categorize(svc, out, srcs, node, sc)
+	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+}
+
+// mergePorts adds the ports of another slice to an endpoint's overrides,
+// copying the shared slice ports on first change.
+func mergePorts(e *client.Endpoint, own *bool, ports []client.PortOverride) {
+	for _, p := range ports {
+		if slices.ContainsFunc(e.PortOverrides, func(o client.PortOverride) bool {
+			return o.Name == p.Name && o.Protocol == p.Protocol
+		}) {
+			continue
+		}
+		if !*own {
+			e.PortOverrides = slices.Clone(e.PortOverrides)
+			*own = true
+		}
+		e.PortOverrides = append(e.PortOverrides, p)
+		slices.SortFunc(e.PortOverrides, comparePorts)
+	}
+}
+
+func compareSlices(a, b *Slice) int {
+	return cmp.Or(cmp.Compare(a.Name, b.Name), boolCmp(a.IPv6, b.IPv6))
+}
+
+// index finds merged endpoints by key and by address: by a linear scan for
+// the usual handful of endpoints, with maps past that.
+type index struct {
+	keys  map[client.EndpointKey]int
+	addrs map[netip.Addr]int
+	// small: addresses in the order added, with their endpoint.
+	smallAddrs []netip.Addr
+	smallOwner []int
+}
+
+const smallIndex = 32
+
+func newIndex(n int, sc *scratch) index {
+	if n > smallIndex {
+		return index{keys: make(map[client.EndpointKey]int, n), addrs: make(map[netip.Addr]int, n)}
+	}
+	return index{smallAddrs: sc.smallAddrs[:0], smallOwner: sc.smallOwner[:0]}
+}
+
+func (x *index) byKey(k client.EndpointKey, eps []client.Endpoint) (int, bool) {
+	if x.keys != nil {
+		j, ok := x.keys[k]
+		return j, ok
+	}
+	for j := range eps {
+		if eps[j].Key == k {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+func (x *index) add(k client.EndpointKey, j int) {
+	if x.keys != nil {
+		x.keys[k] = j
+	}
+}
+
+func (x *index) byAddr(a netip.Addr, _ []client.Endpoint) (int, bool) {
+	if x.addrs != nil {
+		j, ok := x.addrs[a]
+		return j, ok
+	}
+	for i, b := range x.smallAddrs {
+		if a == b {
+			return x.smallOwner[i], true
+		}
+	}
+	return 0, false
+}
+
+func (x *index) addAddr(a netip.Addr, j int) {
+	if x.addrs != nil {
+		x.addrs[a] = j
+		return
+	}
+	x.smallAddrs = append(x.smallAddrs, a)
+	x.smallOwner = append(x.smallOwner, j)
 }
 
 // categorize sets Internal and External on every endpoint.
-func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoint, node Node) {
+func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoint, node Node, sc *scratch) {
 	externalLocal := svc.ExternalTrafficLocal && svc.ExternallyAccessible()
 	usesCluster := !svc.InternalTrafficLocal || (svc.ExternallyAccessible() && !externalLocal)
 	usesLocal := svc.InternalTrafficLocal || externalLocal
 
-	flags := make([]uint8, len(eps)) // bit 0: cluster endpoint, bit 1: local endpoint
+	flags := slices.Grow(sc.flags[:0], len(eps))[:len(eps)] // bit 0: cluster endpoint, bit 1: local endpoint
+	clear(flags)
+	sc.flags = flags
 	if usesCluster {
 		inTopology := topologyFilter(eps, srcs, node)
 		n := 0

@@ -85,7 +85,7 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 			return nil, SkipHeadless, nil
 		}
 		if err := addIP(&svc.ClusterIPs, ip); err != nil {
-			return fail(index(field, i, field == "spec.clusterIPs"), err)
+			return fail(indexed(field, i, field == "spec.clusterIPs"), err)
 		}
 	}
 	for i, ip := range s.Spec.ExternalIPs {
@@ -110,22 +110,21 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	if len(s.Spec.Ports) == 0 {
 		return fail("spec.ports", errors.New("no ports"))
 	}
-	seen := make(map[string]bool, len(s.Spec.Ports))
+	svc.Ports = make([]client.Port, 0, len(s.Spec.Ports))
 	for i, p := range s.Spec.Ports {
-		f := fmt.Sprintf("spec.ports[%d]", i)
 		port, err := convertPort(p, typ)
 		if err != nil {
 			var fe fieldError
 			if errors.As(err, &fe) {
-				return fail(f+"."+fe.field, fe.err)
+				return fail(fmt.Sprintf("spec.ports[%d].%s", i, fe.field), fe.err)
 			}
-			return fail(f, err)
+			return fail(fmt.Sprintf("spec.ports[%d]", i), err)
 		}
-		id := port.Name + "/" + string(port.Protocol)
-		if seen[id] {
-			return fail(f+".name", fmt.Errorf("duplicate port name %q for %s", port.Name, port.Protocol))
+		for _, q := range svc.Ports {
+			if q.Name == port.Name && q.Protocol == port.Protocol {
+				return fail(fmt.Sprintf("spec.ports[%d].name", i), fmt.Errorf("duplicate port name %q for %s", port.Name, port.Protocol))
+			}
 		}
-		seen[id] = true
 		svc.Ports = append(svc.Ports, port)
 	}
 
@@ -260,7 +259,7 @@ func addIP(ips *client.IPs, s string) error {
 	return nil
 }
 
-func index(field string, i int, indexed bool) string {
+func indexed(field string, i int, indexed bool) string {
 	if !indexed {
 		return field
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -97,6 +98,9 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		}
 	}
 	out.Endpoints = make([]SliceEndpoint, 0, len(es.Endpoints))
+	var keys strings.Builder
+	keys.Grow(len(es.Endpoints) * 32)
+	keyEnds := make([][2]int, 0, len(es.Endpoints))
 	for i := range es.Endpoints {
 		e := &es.Endpoints[i]
 		if len(e.Addresses) == 0 {
@@ -111,6 +115,9 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType))
 		}
 		se := SliceEndpoint{Addr: a, Ready: true}
+		// Keys are written into one buffer and cut out after the loop:
+		// one allocation per slice instead of one per endpoint.
+		start := keys.Len()
 		if r := e.TargetRef; r != nil && r.Name != "" {
 			ns := r.Namespace
 			if ns == "" {
@@ -120,10 +127,16 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 			if kind == "" {
 				kind = "Pod"
 			}
-			se.Key = client.EndpointKey(kind + "/" + ns + "/" + r.Name)
+			keys.WriteString(kind)
+			keys.WriteByte('/')
+			keys.WriteString(ns)
+			keys.WriteByte('/')
+			keys.WriteString(r.Name)
 		} else {
-			se.Key = client.EndpointKey(a.String())
+			var tmp [64]byte
+			keys.Write(a.AppendTo(tmp[:0]))
 		}
+		keyEnds = append(keyEnds, [2]int{start, keys.Len()})
 		if e.Hostname != nil {
 			se.Hostname = *e.Hostname
 		}
@@ -153,6 +166,10 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 			}
 		}
 		out.Endpoints = append(out.Endpoints, se)
+	}
+	all := keys.String()
+	for i, k := range keyEnds {
+		out.Endpoints[i].Key = client.EndpointKey(all[k[0]:k[1]])
 	}
 	return out, nil
 }

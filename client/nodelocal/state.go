@@ -25,20 +25,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Stats counts what a State could not or would not serve.
-type Stats struct {
-	// InvalidTotal counts every invalid object version seen (a counter,
-	// never decreasing).
-	InvalidTotal uint64
-	// Invalid is the number of objects that are invalid right now.
-	Invalid int
-	// NotProxied is the number of valid services skipped on purpose:
-	// headless, ExternalName, or labelled for another proxy.
-	NotProxied int
-	// Services is the number of services served.
-	Services int
-}
-
 // objRef names an API object.
 type objRef struct {
 	kind, namespace, name string
@@ -53,29 +39,63 @@ type State struct {
 	cfg  Config
 	node Node
 
-	services   map[client.ServiceKey]*client.Service
-	notProxied map[client.ServiceKey]bool
-	slices     map[client.ServiceKey]map[string]*Slice
-	sliceOwner map[objRef]client.ServiceKey
+	services   map[client.ServiceKey]*svcState
+	sliceOwner map[nsName]string // slice -> its service's name
+	notProxied int
 	invalid    map[objRef]*client.ObjectError
 	total      atomic.Uint64
 
 	results *client.Tracker
-	dirty   map[client.ServiceKey]struct{}
+	dirty   []client.ServiceKey
+	scratch scratch
 }
+
+// svcState is what the State knows under one service key.
+type svcState struct {
+	svc        *client.Service // nil: absent, invalid or not proxied
+	notProxied bool
+	slices     []*Slice // sorted by name and family
+	dirty      bool     // listed in State.dirty
+}
+
+type nsName struct{ namespace, name string }
 
 // NewState returns an empty State.
 func NewState(cfg Config) *State {
 	return &State{
 		cfg:        cfg,
 		node:       Node{Name: cfg.NodeName},
-		services:   map[client.ServiceKey]*client.Service{},
-		notProxied: map[client.ServiceKey]bool{},
-		slices:     map[client.ServiceKey]map[string]*Slice{},
-		sliceOwner: map[objRef]client.ServiceKey{},
+		services:   map[client.ServiceKey]*svcState{},
+		sliceOwner: map[nsName]string{},
 		invalid:    map[objRef]*client.ObjectError{},
 		results:    client.NewTracker(),
-		dirty:      map[client.ServiceKey]struct{}{},
+	}
+}
+
+func (st *State) entry(k client.ServiceKey) *svcState {
+	e := st.services[k]
+	if e == nil {
+		e = &svcState{}
+		st.services[k] = e
+	}
+	return e
+}
+
+func (st *State) markDirty(k client.ServiceKey, e *svcState) {
+	if !e.dirty {
+		e.dirty = true
+		st.dirty = append(st.dirty, k)
+	}
+}
+
+func (st *State) setNotProxied(e *svcState, v bool) {
+	if e.notProxied != v {
+		e.notProxied = v
+		if v {
+			st.notProxied++
+		} else {
+			st.notProxied--
+		}
 	}
 }
 
@@ -84,87 +104,92 @@ func NewState(cfg Config) *State {
 // comes).
 func (st *State) SetService(s *corev1.Service) error {
 	key := client.ServiceKey{Namespace: s.Namespace, Name: s.Name}
-	ref := objRef{"Service", s.Namespace, s.Name}
 	svc, skip, err := ConvertService(s, st.cfg.ProxyName)
-	st.setInvalid(ref, err)
-	if skip != "" {
-		st.notProxied[key] = true
-	} else {
-		delete(st.notProxied, key)
-	}
-	old, had := st.services[key]
-	if svc == nil {
-		if had {
-			delete(st.services, key)
-			st.dirty[key] = struct{}{}
-		}
+	st.setInvalid(objRef{"Service", s.Namespace, s.Name}, err)
+	e := st.entry(key)
+	st.setNotProxied(e, skip != "")
+	if svc == nil && e.svc == nil || svc != nil && e.svc.Equal(svc) {
+		st.forget(key, e)
 		return err
 	}
-	if had && old.Equal(svc) {
-		return nil
-	}
-	st.services[key] = svc
-	st.dirty[key] = struct{}{}
-	return nil
+	e.svc = svc
+	st.markDirty(key, e)
+	return err
 }
 
 // DeleteService removes a Service.
 func (st *State) DeleteService(namespace, name string) {
 	key := client.ServiceKey{Namespace: namespace, Name: name}
 	st.setInvalid(objRef{"Service", namespace, name}, nil)
-	delete(st.notProxied, key)
-	if _, ok := st.services[key]; ok {
-		delete(st.services, key)
-		st.dirty[key] = struct{}{}
+	e := st.services[key]
+	if e == nil {
+		return
+	}
+	st.setNotProxied(e, false)
+	if e.svc != nil {
+		e.svc = nil
+		st.markDirty(key, e)
+	}
+	st.forget(key, e)
+}
+
+// forget drops an entry that holds nothing and waits for no snapshot.
+func (st *State) forget(k client.ServiceKey, e *svcState) {
+	if !e.dirty && e.svc == nil && !e.notProxied && len(e.slices) == 0 {
+		delete(st.services, k)
 	}
 }
 
 // SetSlice adds or updates an EndpointSlice. It returns the validation error
 // of an invalid slice, which is then left out of its service.
 func (st *State) SetSlice(es *discoveryv1.EndpointSlice) error {
-	ref := objRef{"EndpointSlice", es.Namespace, es.Name}
+	ref := nsName{es.Namespace, es.Name}
 	s, err := ParseSlice(es)
-	st.setInvalid(ref, err)
-	oldKey, had := st.sliceOwner[ref]
+	st.setInvalid(objRef{"EndpointSlice", es.Namespace, es.Name}, err)
+	oldSvc, had := st.sliceOwner[ref]
 	if s == nil {
 		if had {
-			st.removeSlice(ref, oldKey)
+			st.removeSlice(ref, oldSvc)
 		}
 		return err
 	}
+	if had && oldSvc != s.Service {
+		st.removeSlice(ref, oldSvc)
+	}
 	key := s.ServiceKey()
-	if had && oldKey != key {
-		st.removeSlice(ref, oldKey)
-	} else if had && reflect.DeepEqual(st.slices[key][es.Name], s) {
+	e := st.entry(key)
+	i, found := slices.BinarySearchFunc(e.slices, s, compareSlices)
+	switch {
+	case found && reflect.DeepEqual(e.slices[i], s):
 		return nil
+	case found:
+		e.slices[i] = s
+	default:
+		e.slices = slices.Insert(e.slices, i, s)
 	}
-	m := st.slices[key]
-	if m == nil {
-		m = map[string]*Slice{}
-		st.slices[key] = m
-	}
-	m[es.Name] = s
-	st.sliceOwner[ref] = key
-	st.dirty[key] = struct{}{}
+	st.sliceOwner[ref] = s.Service
+	st.markDirty(key, e)
 	return nil
 }
 
 // DeleteSlice removes an EndpointSlice.
 func (st *State) DeleteSlice(namespace, name string) {
-	ref := objRef{"EndpointSlice", namespace, name}
-	st.setInvalid(ref, nil)
-	if key, ok := st.sliceOwner[ref]; ok {
-		st.removeSlice(ref, key)
+	ref := nsName{namespace, name}
+	st.setInvalid(objRef{"EndpointSlice", namespace, name}, nil)
+	if svc, ok := st.sliceOwner[ref]; ok {
+		st.removeSlice(ref, svc)
 	}
 }
 
-func (st *State) removeSlice(ref objRef, key client.ServiceKey) {
+func (st *State) removeSlice(ref nsName, svc string) {
 	delete(st.sliceOwner, ref)
-	delete(st.slices[key], ref.name)
-	if len(st.slices[key]) == 0 {
-		delete(st.slices, key)
+	key := client.ServiceKey{Namespace: ref.namespace, Name: svc}
+	e := st.services[key]
+	if e == nil {
+		return
 	}
-	st.dirty[key] = struct{}{}
+	e.slices = slices.DeleteFunc(e.slices, func(s *Slice) bool { return s.Name == ref.name })
+	st.markDirty(key, e)
 }
 
 // SetNode updates this node's facts from its Node object; Node objects of
@@ -190,8 +215,10 @@ func (st *State) setNode(n Node) {
 		return
 	}
 	st.node = n
-	for k := range st.services {
-		st.dirty[k] = struct{}{}
+	for k, e := range st.services {
+		if e.svc != nil {
+			st.markDirty(k, e)
+		}
 	}
 }
 
@@ -226,28 +253,26 @@ func (st *State) Dirty() bool { return len(st.dirty) > 0 }
 // returns the full state with the services whose content changed. The
 // returned value is shared: it must not be modified.
 func (st *State) Snapshot() *client.Snapshot {
-	for k := range st.dirty {
+	for _, k := range st.dirty {
+		e := st.services[k]
+		e.dirty = false
 		var se *client.ServiceEndpoints
-		if svc := st.services[k]; svc != nil {
-			m := st.slices[k]
-			sl := make([]*Slice, 0, len(m))
-			for _, s := range m {
-				sl = append(sl, s)
-			}
-			se = Compute(svc, sl, st.node)
+		if e.svc != nil {
+			se = compute(e.svc, e.slices, st.node, &st.scratch)
 		}
 		st.results.Set(k, se)
+		st.forget(k, e)
 	}
-	clear(st.dirty)
+	st.dirty = st.dirty[:0]
 	return st.results.Snapshot()
 }
 
 // Stats returns the counters.
-func (st *State) Stats() Stats {
-	return Stats{
+func (st *State) Stats() client.Stats {
+	return client.Stats{
 		InvalidTotal: st.total.Load(),
 		Invalid:      len(st.invalid),
-		NotProxied:   len(st.notProxied),
+		NotProxied:   st.notProxied,
 		Services:     st.results.Len(),
 	}
 }

@@ -24,7 +24,7 @@ func changedKeys(s *client.Snapshot) []string {
 
 func serviceKeys(s *client.Snapshot) []string {
 	var out []string
-	for _, se := range s.Services {
+	for se := range s.All() {
 		out = append(out, se.Service.Key().String())
 	}
 	return out
@@ -51,7 +51,7 @@ func TestStateChanges(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/api", "default/web"}, changedKeys(s1)); diff != "" {
 		t.Fatalf("first changes (-want +got):\n%s", diff)
 	}
-	if got := st.Stats(); got != (Stats{NotProxied: 1, Services: 2}) {
+	if got := st.Stats(); got != (client.Stats{NotProxied: 1, Services: 2}) {
 		t.Errorf("stats = %+v", got)
 	}
 
@@ -61,8 +61,8 @@ func TestStateChanges(t *testing.T) {
 	if st.Dirty() {
 		t.Error("identical objects made the state dirty")
 	}
-	if s := st.Snapshot(); len(s.Changes) != 0 || len(s.Services) != 2 {
-		t.Errorf("idle snapshot: changes %v, %d services", changedKeys(s), len(s.Services))
+	if s := st.Snapshot(); len(s.Changes) != 0 || s.Len() != 2 {
+		t.Errorf("idle snapshot: changes %v, %d services", changedKeys(s), s.Len())
 	}
 
 	// One endpoint change touches one service.
@@ -71,7 +71,7 @@ func TestStateChanges(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/web"}, changedKeys(s2)); diff != "" {
 		t.Errorf("changes after endpoint update (-want +got):\n%s", diff)
 	}
-	if s1.Services[1].Endpoints[0].Ready != true {
+	if s1.Services()[1].Endpoints[0].Ready != true {
 		t.Error("a later snapshot modified an earlier one")
 	}
 
@@ -147,10 +147,10 @@ func TestStateBadInput(t *testing.T) {
 	if diff := cmp.Diff([]string{"-default/web"}, changedKeys(s)); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
-	if n := len(s.Services[0].Endpoints); n != 1 {
+	if n := len(s.Services()[0].Endpoints); n != 1 {
 		t.Errorf("db has %d endpoints, want the good slice's 1", n)
 	}
-	if got := st.Stats(); got != (Stats{InvalidTotal: 2, Invalid: 2, Services: 1}) {
+	if got := st.Stats(); got != (client.Stats{InvalidTotal: 2, Invalid: 2, Services: 1}) {
 		t.Errorf("stats = %+v", got)
 	}
 	var fields []string
@@ -170,7 +170,7 @@ func TestStateBadInput(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/web"}, changedKeys(s)); diff != "" {
 		t.Errorf("changes after fix (-want +got):\n%s", diff)
 	}
-	if got := st.Stats(); got != (Stats{InvalidTotal: 2, Invalid: 0, Services: 2}) {
+	if got := st.Stats(); got != (client.Stats{InvalidTotal: 2, Invalid: 0, Services: 2}) {
 		t.Errorf("stats after fix = %+v", got)
 	}
 }

@@ -179,6 +179,12 @@ func Get(proto string, addr netip.AddrPort, timeout time.Duration) (Reply, error
 			return Reply{}, err
 		}
 		defer c.Close()
+		if tc, ok := c.(*net.TCPConn); ok {
+			// Close with a reset: IPVS then forgets the connection within
+			// seconds instead of keeping it in TIME_WAIT for two minutes,
+			// which would hold terminating destinations that long.
+			tc.SetLinger(0)
+		}
 		c.SetDeadline(deadline)
 		if _, err := io.WriteString(c, "hello\n"); err != nil {
 			return Reply{}, err

@@ -15,29 +15,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane"
-	"github.com/proxysinks/proxysinks/fullstate"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
 	"github.com/urfave/cli/v2"
 )
-
-// controller adapts the full-state controller to the sink runner.
-type controller struct{ c *fullstate.Controller }
-
-func (f controller) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
-
-func (f controller) Resync() dataplane.SyncStats { return f.c.Resync() }
-
-func newController(d ipvssink.Deps) ipvssink.Controller {
-	var reader fullstate.Reader
-	if d.Reader != nil {
-		reader = d.Reader
-	}
-	c := fullstate.NewController(d.Render, d.Applier, reader, d.Log)
-	c.OnSync = d.OnSync
-	return controller{c}
-}
 
 func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 
@@ -59,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log := cfg.Logger(stderr)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := ipvssink.Run(ctx, cfg, "ipvs", newController, stdout, log); err != nil {
+			if err := ipvssink.Run(ctx, cfg, "ipvs", ipvssink.FullState, stdout, log); err != nil {
 				return cli.Exit("ipvs-fullstate: "+err.Error(), 1)
 			}
 			return nil

@@ -42,8 +42,10 @@ func (c *Coalescer) Kick() {
 
 // Run calls fn for kicks and periods until ctx is done. fn runs on the
 // calling goroutine; kicks that arrive while it runs lead to one more run.
+// The minimum interval counts from the start of Run, as the caller has
+// usually just delivered a first snapshot.
 func (c *Coalescer) Run(ctx context.Context, fn func()) {
-	var last time.Time
+	last := time.Now()
 	var periodic <-chan time.Time
 	if c.period > 0 {
 		t := time.NewTicker(c.period)
@@ -60,7 +62,7 @@ func (c *Coalescer) Run(ctx context.Context, fn func()) {
 			}
 		case <-periodic:
 		}
-		if wait := c.min - time.Since(last); !last.IsZero() && wait > 0 {
+		if wait := c.min - time.Since(last); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():

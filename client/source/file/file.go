@@ -7,8 +7,8 @@
 package file
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,12 +62,12 @@ type Source struct {
 	state *nodelocal.State
 	// files holds the last good parse of each file, by path.
 	files map[string]*fileState
-	// applied holds the objects given to state, by ref.
-	applied map[ref]doc
+	// applied holds the hashes of the objects given to state, by ref.
+	applied map[ref][sha256.Size]byte
 }
 
 type fileState struct {
-	data []byte
+	sum  [sha256.Size]byte
 	docs []doc
 }
 
@@ -88,7 +88,7 @@ func New(cfg Config) *Source {
 		log:     log.With("source", "file", "path", cfg.Path),
 		state:   nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log}),
 		files:   map[string]*fileState{},
-		applied: map[ref]doc{},
+		applied: map[ref][sha256.Size]byte{},
 	}
 }
 
@@ -100,12 +100,12 @@ func New(cfg Config) *Source {
 func (s *Source) Load() (*client.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.reload()
+	err := s.reload(false)
 	return s.state.Snapshot(), err
 }
 
 // Stats returns the invalid-object and service counters (for metrics).
-func (s *Source) Stats() nodelocal.Stats {
+func (s *Source) Stats() client.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state.Stats()
@@ -228,7 +228,7 @@ func (s *Source) paths() ([]string, error) {
 }
 
 // reload re-reads changed files and applies the objects that changed.
-func (s *Source) reload() error {
+func (s *Source) reload(retried bool) error {
 	paths, err := s.paths()
 	if err != nil {
 		return err
@@ -242,7 +242,8 @@ func (s *Source) reload() error {
 			errs = append(errs, fmt.Errorf("file source: %w", err))
 			continue // keep the last good content
 		}
-		if fs := s.files[p]; fs != nil && bytes.Equal(fs.data, data) {
+		sum := sha256.Sum256(data)
+		if fs := s.files[p]; fs != nil && fs.sum == sum {
 			continue
 		}
 		docs, err := parseFile(p, data)
@@ -255,7 +256,7 @@ func (s *Source) reload() error {
 			errs = append(errs, err)
 			continue
 		}
-		s.files[p] = &fileState{data: data, docs: docs}
+		s.files[p] = &fileState{sum: sum, docs: docs}
 	}
 	for p := range s.files {
 		if !seen[p] {
@@ -264,38 +265,65 @@ func (s *Source) reload() error {
 	}
 
 	// The wanted objects: later files override earlier ones.
-	want := make(map[ref]doc, len(s.applied))
+	want := make(map[ref]*doc, len(s.applied))
 	for _, p := range paths {
 		if fs := s.files[p]; fs != nil {
-			for _, d := range fs.docs {
+			for i := range fs.docs {
+				d := &fs.docs[i]
+				if prev, dup := want[d.ref]; dup && prev.sum != d.sum {
+					s.log.Warn("object defined twice; the later file wins", "kind", d.ref.kind,
+						"namespace", d.ref.namespace, "name", d.ref.name, "file", p)
+				}
 				want[d.ref] = d
 			}
 		}
 	}
-	for r, old := range s.applied {
-		if _, ok := want[r]; !ok {
-			s.remove(old)
+	// A winning definition whose decoded object was already dropped (an
+	// overriding definition went away): decode its file again.
+	if !retried {
+		for _, p := range paths {
+			fs := s.files[p]
+			if fs == nil {
+				continue
+			}
+			for i := range fs.docs {
+				d := &fs.docs[i]
+				old, ok := s.applied[d.ref]
+				if want[d.ref] == d && d.obj == nil && d.err == nil && (!ok || old != d.sum) {
+					delete(s.files, p)
+					return errors.Join(append(errs, s.reload(true))...)
+				}
+			}
 		}
 	}
+	for r := range s.applied {
+		if _, ok := want[r]; !ok {
+			s.remove(r)
+		}
+	}
+	applied := make(map[ref][sha256.Size]byte, len(want))
 	for r, d := range want {
-		if old, ok := s.applied[r]; ok && bytes.Equal(old.raw, d.raw) {
+		applied[r] = d.sum
+		if old, ok := s.applied[r]; ok && old == d.sum {
 			continue
 		}
 		s.apply(d)
 	}
-	s.applied = want
+	s.applied = applied
 	return errors.Join(errs...)
 }
 
-func (s *Source) apply(d doc) {
+func (s *Source) apply(d *doc) {
 	if d.err != nil {
 		// Decoding failed: the object is skipped (its earlier version, if
 		// any, goes away) and counted.
-		s.remove(d)
+		s.remove(d.ref)
 		s.state.Invalid(d.err)
 		return
 	}
-	switch o := d.obj.(type) {
+	o := d.obj
+	d.obj = nil // applied: the state holds what it needs
+	switch o := o.(type) {
 	case *corev1.Service:
 		_ = s.state.SetService(o) // the state logs and counts errors
 	case *discoveryv1.EndpointSlice:
@@ -305,13 +333,15 @@ func (s *Source) apply(d doc) {
 	}
 }
 
-func (s *Source) remove(d doc) {
-	switch d.ref.kind {
+func (s *Source) remove(r ref) {
+	switch r.kind {
 	case "Service":
-		s.state.DeleteService(d.ref.namespace, d.ref.name)
+		s.state.DeleteService(r.namespace, r.name)
 	case "EndpointSlice":
-		s.state.DeleteSlice(d.ref.namespace, d.ref.name)
+		s.state.DeleteSlice(r.namespace, r.name)
 	case "Node":
-		s.state.DeleteNode(d.ref.name)
+		s.state.DeleteNode(r.name)
 	}
 }
+
+var _ client.Source = (*Source)(nil)

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/client/nodelocal"
 )
 
 func svcYAML(name, clusterIP, proto string) string {
@@ -77,7 +76,7 @@ func replace(t *testing.T, path, content string) {
 // view renders a snapshot as "ns/name: ip,ip" lines.
 func view(s *client.Snapshot) []string {
 	var out []string
-	for _, se := range s.Services {
+	for se := range s.All() {
 		var ips []string
 		for _, e := range se.Endpoints {
 			for _, a := range e.IPs.All() {
@@ -126,7 +125,7 @@ func TestLoadFileAndDirectory(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/web: 10.244.0.1,10.244.0.2"}, view(s)); diff != "" {
 		t.Errorf("single file (-want +got):\n%s", diff)
 	}
-	if !s.Services[0].Endpoints[0].Local {
+	if !s.Services()[0].Endpoints[0].Local {
 		t.Error("endpoint on node-1 not local")
 	}
 	if _, err := New(Config{Path: filepath.Join(dir, "missing.yaml")}).Load(); !errors.Is(err, os.ErrNotExist) {
@@ -285,7 +284,7 @@ func TestExamples(t *testing.T) {
 	if errs := src.Errors(); len(errs) != 0 {
 		t.Fatalf("examples have invalid objects: %v", errs)
 	}
-	if st := src.Stats(); st != (nodelocal.Stats{NotProxied: 3, Services: 9}) {
+	if st := src.Stats(); st != (client.Stats{NotProxied: 3, Services: 9}) {
 		t.Errorf("stats = %+v, want 9 services served and 3 left alone", st)
 	}
 	get := func(ns, name string) *client.ServiceEndpoints {
@@ -372,5 +371,34 @@ func TestExamples(t *testing.T) {
 		if s.Lookup(client.ServiceKey{Namespace: "default", Name: name}) != nil {
 			t.Errorf("%s served, want left alone", name)
 		}
+	}
+}
+
+// TestDuplicateAcrossFiles: the later file wins; when it goes away, the
+// earlier definition comes back.
+func TestDuplicateAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.yaml"), svcYAML("web", "10.96.0.1", "TCP"))
+	write(t, filepath.Join(dir, "b.yaml"), svcYAML("web", "10.96.0.2", "TCP"))
+	src := New(Config{Path: dir})
+	clusterIP := func() string {
+		t.Helper()
+		s, err := src.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Len() != 1 {
+			t.Fatalf("%d services", s.Len())
+		}
+		return s.Services()[0].Service.ClusterIPs.All()[0].String()
+	}
+	if got := clusterIP(); got != "10.96.0.2" {
+		t.Errorf("cluster IP %s, want the later file's 10.96.0.2", got)
+	}
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got := clusterIP(); got != "10.96.0.1" {
+		t.Errorf("cluster IP %s after the override went away, want 10.96.0.1", got)
 	}
 }

@@ -3,10 +3,14 @@ package file
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,10 +28,12 @@ type ref struct {
 // doc is one object read from a manifest file.
 type doc struct {
 	ref ref
-	// raw is the object's JSON: an unchanged object is not processed again.
-	raw []byte
+	// sum is the hash of the object's JSON: an unchanged object is not
+	// processed again.
+	sum [sha256.Size]byte
 	// obj is the decoded *corev1.Service, *discoveryv1.EndpointSlice or
-	// *corev1.Node; nil when decoding failed (err says why).
+	// *corev1.Node until the source has applied it (then nil, to keep
+	// memory low); nil too when decoding failed (err says why).
 	obj any
 	err *client.ObjectError
 }
@@ -48,7 +54,9 @@ type header struct {
 // objects. Other kinds are ignored. It fails only when the file is not
 // valid YAML; an object that does not decode is returned with its error.
 func parseFile(name string, data []byte) ([]doc, error) {
-	var out []doc
+	// Split first (cheap), then decode the documents in parallel: YAML
+	// decoding is most of the cost of a large file.
+	var chunks [][]byte
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 0; ; i++ {
 		chunk, err := r.Read()
@@ -58,24 +66,51 @@ func parseFile(name string, data []byte) ([]doc, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
 		}
-		if len(bytes.TrimSpace(chunk)) == 0 {
-			continue
-		}
-		js := chunk
-		if !utilyaml.IsJSONBuffer(chunk) {
-			if js, err = yaml.YAMLToJSON(chunk); err != nil {
-				return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+		chunks = append(chunks, chunk)
+	}
+	results := make([][]doc, len(chunks))
+	errs := make([]error, len(chunks))
+	workers := min(runtime.GOMAXPROCS(0), len(chunks))
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(chunks) {
+					return
+				}
+				results[i], errs[i] = parseDocument(chunks[i], name, i)
 			}
-		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			continue // a document holding only comments
-		}
-		out, err = appendObjects(out, js, fmt.Sprintf("%s#%d", name, i))
-		if err != nil {
-			return nil, err
-		}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var out []doc
+	for _, r := range results {
+		out = append(out, r...)
 	}
 	return out, nil
+}
+
+// parseDocument decodes document i of a file.
+func parseDocument(chunk []byte, name string, i int) ([]doc, error) {
+	if len(bytes.TrimSpace(chunk)) == 0 {
+		return nil, nil
+	}
+	js := chunk
+	if !utilyaml.IsJSONBuffer(chunk) {
+		var err error
+		if js, err = yaml.YAMLToJSON(chunk); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+		}
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, nil // a document holding only comments
+	}
+	return appendObjects(nil, js, fmt.Sprintf("%s#%d", name, i))
 }
 
 func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
@@ -94,7 +129,7 @@ func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
 		}
 		return out, nil
 	}
-	d := doc{ref: ref{kind: h.Kind, namespace: h.Metadata.Namespace, name: h.Metadata.Name}, raw: js}
+	d := doc{ref: ref{kind: h.Kind, namespace: h.Metadata.Namespace, name: h.Metadata.Name}, sum: sha256.Sum256(js)}
 	if d.ref.namespace == "" && h.Kind != "Node" {
 		d.ref.namespace = "default"
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +93,8 @@ type Source struct {
 	mu    sync.Mutex
 	state *nodelocal.State
 	kick  *coalesce.Coalescer
+	// updates counts informer update notifications (resyncs included).
+	updates atomic.Uint64
 }
 
 // New returns a source reading from cs.
@@ -113,7 +116,7 @@ func New(cs kubernetes.Interface, cfg Config) *Source {
 }
 
 // Stats returns the invalid-object and service counters (for metrics).
-func (s *Source) Stats() nodelocal.Stats {
+func (s *Source) Stats() client.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state.Stats()
@@ -148,15 +151,21 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	factory := informers.NewSharedInformerFactory(s.cs, s.cfg.ResyncPeriod)
 	svcs := factory.Core().V1().Services().Informer()
 	slices := factory.Discovery().V1().EndpointSlices().Informer()
-	synced := []cache.InformerSynced{svcs.HasSynced, slices.HasSynced}
-	if _, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Service) error { return st.SetService(o) },
-		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) })); err != nil {
+	// A registration has synced once its handler has seen the whole
+	// initial list (the informer's own HasSynced only says its store has).
+	var synced []cache.InformerSynced
+	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Service) error { return st.SetService(o) },
+		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) }))
+	if err != nil {
 		return fmt.Errorf("kube source: service informer: %w", err)
 	}
-	if _, err := slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *discoveryv1.EndpointSlice) error { return st.SetSlice(o) },
-		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) })); err != nil {
+	synced = append(synced, reg.HasSynced)
+	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *discoveryv1.EndpointSlice) error { return st.SetSlice(o) },
+		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) }))
+	if err != nil {
 		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
 	}
+	synced = append(synced, reg.HasSynced)
 	var nodeFactory informers.SharedInformerFactory
 	if s.cfg.NodeName != "" {
 		nodeFactory = informers.NewSharedInformerFactoryWithOptions(s.cs, s.cfg.ResyncPeriod,
@@ -164,11 +173,12 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.cfg.NodeName).String()
 			}))
 		nodes := nodeFactory.Core().V1().Nodes().Informer()
-		if _, err := nodes.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Node) error { st.SetNode(o); return nil },
-			func(st *nodelocal.State, _, name string) { st.DeleteNode(name) })); err != nil {
+		reg, err := nodes.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Node) error { st.SetNode(o); return nil },
+			func(st *nodelocal.State, _, name string) { st.DeleteNode(name) }))
+		if err != nil {
 			return fmt.Errorf("kube source: node informer: %w", err)
 		}
-		synced = append(synced, nodes.HasSynced)
+		synced = append(synced, reg.HasSynced)
 		nodeFactory.Start(ctx.Done())
 	}
 	factory.Start(ctx.Done())
@@ -180,7 +190,7 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 		}
 	}()
 
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !waitSynced(ctx, synced) {
 		if ctx.Err() != nil {
 			return nil // stopped before the first snapshot
 		}
@@ -218,6 +228,7 @@ func handler[T metav1.Object](s *Source, set func(*nodelocal.State, T) error, de
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: onSet,
 		UpdateFunc: func(oldObj, newObj any) {
+			s.updates.Add(1)
 			if o, n, ok := sameVersion[T](oldObj, newObj); ok && o == n {
 				return // a resync of an unchanged object
 			}
@@ -246,3 +257,26 @@ func sameVersion[T metav1.Object](a, b any) (string, string, bool) {
 	}
 	return oa.GetResourceVersion(), ob.GetResourceVersion(), true
 }
+
+// waitSynced polls the informers every 10ms (client-go's WaitForCacheSync
+// polls every 100ms, which would add up to 100ms to startup).
+func waitSynced(ctx context.Context, synced []cache.InformerSynced) bool {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		all := true
+		for _, s := range synced {
+			all = all && s()
+		}
+		if all {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+var _ client.Source = (*Source)(nil)

@@ -66,7 +66,7 @@ func node(name, zone string) *corev1.Node {
 // this node sends cluster traffic to, L local ones.
 func view(s *client.Snapshot) []string {
 	var out []string
-	for _, se := range s.Services {
+	for se := range s.All() {
 		line := se.Service.Name + ":"
 		for _, e := range se.Endpoints {
 			line += " " + e.IPs.All()[0].String()
@@ -177,10 +177,33 @@ func TestFirstSnapshotAfterSync(t *testing.T) {
 	}
 }
 
+// TestFirstSnapshotIsComplete: with many objects, the first snapshot must
+// still hold all of them (the handlers, not only the informer stores, must
+// have seen the initial lists).
+func TestFirstSnapshotIsComplete(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 2000 {
+		objs = append(objs, service(fmt.Sprintf("svc-%04d", i), fmt.Sprintf("10.96.%d.%d", i/256, i%256)),
+			slice(fmt.Sprintf("svc-%04d-1", i), fmt.Sprintf("svc-%04d", i), fmt.Sprintf("10.244.%d.%d", i/256, i%256)))
+	}
+	for range 3 {
+		h := start(t, Config{MinInterval: time.Hour}, objs...)
+		s := h.next("start")
+		if s.Len() != 2000 {
+			t.Fatalf("first snapshot has %d services, want 2000", s.Len())
+		}
+		for se := range s.All() {
+			if len(se.Endpoints) != 1 {
+				t.Fatalf("%s has %d endpoints in the first snapshot, want 1", se.Service.Key(), len(se.Endpoints))
+			}
+		}
+	}
+}
+
 func TestAddUpdateDelete(t *testing.T) {
 	ctx := context.Background()
 	h := start(t, Config{NodeName: "node-a", MinInterval: 10 * time.Millisecond})
-	if s := h.next("start"); len(s.Services) != 0 {
+	if s := h.next("start"); s.Len() != 0 {
 		t.Fatalf("empty cluster gives %v", view(s))
 	}
 	svcs := h.cs.CoreV1().Services("default")
@@ -246,17 +269,29 @@ func TestNodeZone(t *testing.T) {
 }
 
 func TestResyncDeliversNothing(t *testing.T) {
-	h := start(t, Config{NodeName: "node-a", MinInterval: 5 * time.Millisecond, ResyncPeriod: 10 * time.Millisecond},
+	// client-go's smallest resync period is 1s.
+	h := start(t, Config{NodeName: "node-a", MinInterval: 5 * time.Millisecond, ResyncPeriod: time.Second},
 		service("web", "10.96.0.1"), slice("web-1", "web", "10.244.0.1@node-a"))
 	h.next("start")
-	h.quiet("resyncs", 300*time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.src.updates.Load() < 2 && time.Now().Before(deadline) {
+		select {
+		case s := <-h.snaps:
+			t.Fatalf("snapshot during resyncs: %v (changes %d)", view(s), len(s.Changes))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if n := h.src.updates.Load(); n < 2 {
+		t.Fatalf("%d informer updates in 10s: the resync never happened", n)
+	}
+	h.quiet("resyncs", 200*time.Millisecond)
 }
 
 func TestSyncPeriod(t *testing.T) {
 	h := start(t, Config{MinInterval: 5 * time.Millisecond, SyncPeriod: 20 * time.Millisecond}, service("web", "10.96.0.1"))
 	h.next("start")
 	s := h.next("periodic")
-	if len(s.Changes) != 0 || len(s.Services) != 1 {
+	if len(s.Changes) != 0 || s.Len() != 1 {
 		t.Errorf("periodic snapshot: %v, %d changes", view(s), len(s.Changes))
 	}
 }
@@ -265,6 +300,7 @@ func TestBurstsCoalesced(t *testing.T) {
 	ctx := context.Background()
 	h := start(t, Config{MinInterval: 300 * time.Millisecond})
 	h.next("start")
+	start := time.Now()
 	var want []string
 	for i := range 50 {
 		name := fmt.Sprintf("svc-%02d", i)
@@ -280,10 +316,11 @@ func TestBurstsCoalesced(t *testing.T) {
 		case s := <-h.snaps:
 			n++
 			if cmp.Equal(want, view(s)) {
-				// 50 creations: one snapshot for the first event, one after
-				// the minimum interval, perhaps one more for stragglers.
-				if n > 3 {
-					t.Errorf("50 creations gave %d snapshots, want at most 3", n)
+				// At most one snapshot per minimum interval, plus one for
+				// events after the last interval began.
+				limit := int(time.Since(start)/(300*time.Millisecond)) + 1
+				if n > limit {
+					t.Errorf("50 creations in %v gave %d snapshots, want at most %d", time.Since(start), n, limit)
 				}
 				return
 			}
