@@ -31,11 +31,11 @@ test: deps build
 
 ## test-unit: unit tests and host-kernel tests (root: fresh network namespaces); VM tests skipped
 test-unit:
-	PROXYSINKS_SKIP_VM=1 $(GO) test -timeout 20m work
+	PROXYSINKS_SKIP_VM=1 $(GO) test -count=1 -timeout 30m work
 
 ## test-vm: tests that boot the real-kernel VM (IPVS, dummy links, traffic)
 test-vm:
-	PROXYSINKS_REQUIRE_VM=1 $(GO) test -timeout 60m -v $(VM_PKGS)
+	PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 60m -v $(VM_PKGS)
 
 ## bench: benchmarks (fakes and host kernel in a netns), then the VM benchmarks
 bench:
