@@ -8,6 +8,8 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -60,10 +62,10 @@ func newFakeSink(tb testing.TB) *fsSink {
 	}
 	tb.Cleanup(func() { conn.Close() })
 	sets := ipsettest.New()
-	if err := fsCreateSets(sets); err != nil {
+	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
 		tb.Fatal(err)
 	}
-	w := newCounting(&dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: &fsLinks{addrs: map[netip.Addr]bool{}}, Dummy: "kube-ipvs0"})
+	w := newCounting(&dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"})
 	c, last := fsController(w)
 	return &fsSink{c: c, last: last, w: w, conn: conn}
 }

@@ -134,7 +134,7 @@ func newKernelSink(b *testing.B) (*fsSink, *ipset.Conn) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { sets.Close() })
-	if err := fsCreateSets(sets); err != nil {
+	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
 		b.Fatal(err)
 	}
 	links, err := link.Dial(&link.Config{NetNS: ns.FD()})

@@ -21,11 +21,9 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
-	"github.com/proxysinks/proxysinks/netlinkraw/link"
 )
 
 // This file holds what the full-state benchmarks share: the cluster they
@@ -91,49 +89,6 @@ func fsFeed(c *fullstate.Controller, snap []*client.ServiceEndpoints) {
 		close(ch)
 	}()
 	c.Callback(ch)
-}
-
-// fsLinks is an in-memory dummy link: this build machine's kernel has no
-// dummy links (the VM benchmark uses the real one).
-type fsLinks struct{ addrs map[netip.Addr]bool }
-
-func (f *fsLinks) EnsureDummy(name string) (link.Link, error) { return link.Link{Name: name}, nil }
-func (f *fsLinks) Addresses(string) ([]netip.Addr, error) {
-	out := make([]netip.Addr, 0, len(f.addrs))
-	for a := range f.addrs {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out, nil
-}
-func (f *fsLinks) AddAddresses(_ string, as []netip.Addr) error {
-	for _, a := range as {
-		f.addrs[a] = true
-	}
-	return nil
-}
-func (f *fsLinks) DelAddresses(_ string, as []netip.Addr) error {
-	for _, a := range as {
-		delete(f.addrs, a)
-	}
-	return nil
-}
-
-// fsCreateSets creates kube-proxy's IPv4 ipsets as dataplane.Node.Setup
-// does (hash sets sized 1024/65536, bitmaps over every port).
-func fsCreateSets(c ipset.Client) error {
-	for _, name := range rules.Sets(rules.IPv4) {
-		s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
-		if s.Type == ipset.BitmapPort {
-			s.PortFrom, s.PortTo = 0, 65535
-		} else {
-			s.Family, s.HashSize, s.MaxElem = ipset.INET, 1024, 65536
-		}
-		if err := c.Create(s, ipset.Exist); err != nil {
-			return fmt.Errorf("create ipset %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // discard is a dataplane.Writer that writes nothing and fails nothing: a

@@ -91,6 +91,17 @@ func (n *Node) Setup() error {
 	if err := n.Modules.Ensure(kernel.RequiredIPVSModules(v, n.Cfg.Scheduler)); err != nil {
 		return err
 	}
+	// Schedulers a service may pick by annotation are loaded now too: a
+	// scheduler module the kernel loads on first use can deadlock against
+	// the cleanup of a dying network namespace. Missing ones are only
+	// reported; services asking for them fail and are retried.
+	var more []string
+	for _, s := range render.Schedulers {
+		more = append(more, "ip_vs_"+s)
+	}
+	if err := n.Modules.Ensure(more); err != nil {
+		log.Warn("some IPVS schedulers are unavailable", "error", err)
+	}
 	wrote, err := kernel.EnsureAll(n.Sysctl, kernel.IPVSSysctls(v, n.Cfg.StrictARP))
 	if err != nil {
 		return err
@@ -104,21 +115,8 @@ func (n *Node) Setup() error {
 	if _, err := n.Kernel.Link.EnsureDummy(n.Cfg.Dummy); err != nil {
 		return err
 	}
-	for _, f := range n.Cfg.Families {
-		for _, name := range rules.Sets(f) {
-			s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
-			if s.Type == ipset.BitmapPort {
-				s.PortFrom, s.PortTo = 0, 65535
-			} else {
-				s.Family, s.HashSize, s.MaxElem = ipset.INET, n.Cfg.IPSetHashSize, n.Cfg.IPSetMaxElem
-				if f == rules.IPv6 {
-					s.Family = ipset.INET6
-				}
-			}
-			if err := n.Kernel.IPSet.Create(s, ipset.Exist); err != nil {
-				return fmt.Errorf("dataplane: create ipset %s: %w", name, err)
-			}
-		}
+	if err := CreateSets(n.Kernel.IPSet, n.Cfg.Families, n.Cfg.IPSetHashSize, n.Cfg.IPSetMaxElem); err != nil {
+		return err
 	}
 	if err := n.Cfg.Rules.Validate(); err != nil {
 		return err
@@ -139,6 +137,29 @@ func (n *Node) Setup() error {
 		}
 		if changed {
 			log.Info("iptables rules installed", "family", f.String(), "backend", string(b))
+		}
+	}
+	return nil
+}
+
+// CreateSets creates every kube-proxy ipset of the families unless it
+// exists: hash sets with the given hash size and maximum size, bitmap:port
+// sets over every port.
+func CreateSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint32) error {
+	for _, f := range families {
+		for _, name := range rules.Sets(f) {
+			s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
+			if s.Type == ipset.BitmapPort {
+				s.PortFrom, s.PortTo = 0, 65535
+			} else {
+				s.Family, s.HashSize, s.MaxElem = ipset.INET, hashSize, maxElem
+				if f == rules.IPv6 {
+					s.Family = ipset.INET6
+				}
+			}
+			if err := c.Create(s, ipset.Exist); err != nil {
+				return fmt.Errorf("dataplane: create ipset %s: %w", name, err)
+			}
 		}
 	}
 	return nil

@@ -11,62 +11,26 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
-	"github.com/proxysinks/proxysinks/netlinkraw/link"
 )
-
-// fakeLinks is an in-memory dummy link (this machine's kernel has none; the
-// real one is covered by the VM tests).
-type fakeLinks struct{ addrs map[netip.Addr]bool }
-
-func (f *fakeLinks) EnsureDummy(name string) (link.Link, error) { return link.Link{Name: name}, nil }
-func (f *fakeLinks) Addresses(string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for a := range f.addrs {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out, nil
-}
-func (f *fakeLinks) AddAddresses(_ string, as []netip.Addr) error {
-	for _, a := range as {
-		f.addrs[a] = true
-	}
-	return nil
-}
-func (f *fakeLinks) DelAddresses(_ string, as []netip.Addr) error {
-	for _, a := range as {
-		delete(f.addrs, a)
-	}
-	return nil
-}
 
 // node is one fake node: IPVS, ipsets and the dummy link.
 type node struct {
 	ipvs   *ipvstest.Kernel
 	ipsets *ipsettest.Fake
-	links  *fakeLinks
+	links  *dataplanetest.Links
 }
 
 func newNode(t *testing.T, opts ...ipvstest.Option) *node {
-	n := &node{ipvs: ipvstest.New(opts...), ipsets: ipsettest.New(), links: &fakeLinks{addrs: map[netip.Addr]bool{}}}
-	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		for _, name := range rules.Sets(f) {
-			s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
-			if s.Type == ipset.BitmapPort {
-				s.PortTo = 65535
-			} else if s.Family = ipset.INET; f == rules.IPv6 {
-				s.Family = ipset.INET6
-			}
-			if err := n.ipsets.Create(s); err != nil {
-				t.Fatal(err)
-			}
-		}
+	n := &node{ipvs: ipvstest.New(opts...), ipsets: ipsettest.New(), links: dataplanetest.NewLinks()}
+	if err := dataplane.CreateSets(n.ipsets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
+		t.Fatal(err)
 	}
 	return n
 }
@@ -160,7 +124,7 @@ func TestSyncWritesOnlyChanges(t *testing.T) {
 	if st.Err != nil || st.Writes != 22+60+21+43 {
 		t.Fatalf("initial sync: %+v", st)
 	}
-	if got := len(n.links.addrs); got != 21 {
+	if got := n.links.Len(); got != 21 {
 		t.Errorf("%d addresses bound, want 21", got)
 	}
 	if _, entries, _ := n.ipsets.List("KUBE-NODE-PORT-UDP"); len(entries) != 1 || entries[0].Port != 30053 {
@@ -202,7 +166,7 @@ func TestSyncWritesOnlyChanges(t *testing.T) {
 	if got := n.dests(t, "10.96.0.5:80"); got != nil {
 		t.Errorf("deleted service's destinations still there: %v", got)
 	}
-	if n.links.addrs[netip.MustParseAddr("10.96.0.5")] {
+	if n.links.Has(netip.MustParseAddr("10.96.0.5")) {
 		t.Error("deleted service's address still bound")
 	}
 }
@@ -260,7 +224,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	if err := conn.RemoveDestination(vs, ipvs.Destination{Address: netip.MustParseAddr("10.244.1.1"), Port: 8080}); err != nil {
 		t.Fatal(err)
 	}
-	n.links.addrs[netip.MustParseAddr("10.96.9.9")] = true
+	n.links.AddAddresses("kube-ipvs0", []netip.Addr{netip.MustParseAddr("10.96.9.9")})
 	st := c.Resync()
 	if st.Err != nil || st.Writes != 2 {
 		t.Fatalf("resync: %+v, want 2 writes (destination back, stray address gone)", st)
@@ -268,7 +232,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	if got := n.dests(t, "10.96.0.1:80"); len(got) != 2 {
 		t.Errorf("destinations after repair: %v", got)
 	}
-	if n.links.addrs[netip.MustParseAddr("10.96.9.9")] {
+	if n.links.Has(netip.MustParseAddr("10.96.9.9")) {
 		t.Error("stray address on the dummy link survived the resync")
 	}
 	feed(c, snap)
