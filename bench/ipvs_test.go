@@ -62,21 +62,26 @@ func newWorkload(n int) *workload {
 }
 
 var probe struct {
-	once sync.Once
-	err  error
+	once     sync.Once
+	err      error
+	baseline int
 }
 
 // requireIPVS skips the benchmark without IPVS (failing inside the VM).
 func requireIPVS(b *testing.B) {
 	probe.once.Do(func() {
 		ns := nstest.New(b)
-		_, probe.err = ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+		var c *ipvs.Conn
+		c, probe.err = ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
 		if errors.Is(probe.err, ipvs.ErrNotSupported) {
 			_ = exec.Command("modprobe", "ip_vs").Run()
-			var c *ipvs.Conn
-			if c, probe.err = ipvs.Dial(&ipvs.Options{NetNS: ns.FD()}); probe.err == nil {
-				c.Close()
-			}
+			c, probe.err = ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+		}
+		if probe.err == nil {
+			c.Close()
+			// Load the scheduler now, not during the first measurement.
+			_ = exec.Command("modprobe", "ip_vs_rr").Run()
+			probe.baseline, _ = ipvsRefs()
 		}
 	})
 	if probe.err != nil {
@@ -99,8 +104,9 @@ func benchOurs(b *testing.B, w *workload, batched bool) {
 	var sys, sends uint64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		ns := nstest.New(b)
-		c, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+		waitIPVSIdle(b, probe.baseline)
+		ns := newNetNS(b)
+		c, err := ipvs.Dial(&ipvs.Options{NetNS: ns.fd})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -135,6 +141,7 @@ func benchOurs(b *testing.B, w *workload, batched bool) {
 		sys += counted
 		sends += after.Sendmsg - before.Sendmsg
 		c.Close()
+		ns.close()
 	}
 	b.ReportMetric(float64(sys)/float64(b.N), "syscalls/op")
 	b.ReportMetric(float64(sends)/float64(b.N), "sendmsg/op")
@@ -147,8 +154,9 @@ func benchMoby(b *testing.B, w *workload) {
 	var sys uint64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		ns := nstest.New(b)
-		h, err := mobyipvs.New(ns.Path())
+		waitIPVSIdle(b, probe.baseline)
+		ns := newNetNS(b)
+		h, err := mobyipvs.New(ns.path())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -170,6 +178,7 @@ func benchMoby(b *testing.B, w *workload) {
 		}
 		sys += tr.stop()
 		h.Close()
+		ns.close()
 	}
 	if sys > 0 {
 		b.ReportMetric(float64(sys)/float64(b.N), "syscalls/op")

@@ -1,95 +1,90 @@
 package bench
 
 import (
-	"fmt"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
-// syscallTrace counts this process's send and receive system calls
-// (sendto, recvfrom, sendmsg, recvmsg) with the kernel's raw_syscalls
-// tracepoint, to measure libraries that keep no counters (moby/ipvs). It
-// is used inside the VM only; elsewhere it counts nothing.
-type syscallTrace struct {
-	dir string
+// syscallCounter counts this process's send and receive system calls
+// (sendto, recvfrom, sendmsg, recvmsg) with perf counters on the kernel's
+// syscall tracepoints, as `perf stat -e syscalls:sys_enter_sendto` does, to
+// measure libraries that keep no counters (moby/ipvs). It runs inside the
+// VM only; elsewhere, or when the kernel lacks the tracepoints, it counts
+// nothing and stop returns 0.
+type syscallCounter struct {
+	fds []int
 }
 
 const tracefs = "/sys/kernel/tracing"
 
-func writeTrace(name, v string) error {
-	return os.WriteFile(filepath.Join(tracefs, name), []byte(v), 0o644)
-}
-
-func startSyscallTrace(b *testing.B) *syscallTrace {
+func startSyscallTrace(b *testing.B) *syscallCounter {
 	if !nstest.InVM() {
-		return &syscallTrace{}
+		return &syscallCounter{}
 	}
 	if _, err := os.Stat(filepath.Join(tracefs, "events")); err != nil {
 		if err := unix.Mount("nodev", tracefs, "tracefs", 0, ""); err != nil {
-			b.Logf("no syscall tracing: mount tracefs: %v", err)
-			return &syscallTrace{}
+			b.Logf("no syscall counting: mount tracefs: %v", err)
+			return &syscallCounter{}
 		}
 	}
-	tids, err := os.ReadDir("/proc/self/task")
+	var ids []uint64
+	for _, name := range []string{"sendto", "recvfrom", "sendmsg", "recvmsg"} {
+		raw, err := os.ReadFile(filepath.Join(tracefs, "events", "syscalls", "sys_enter_"+name, "id"))
+		if err != nil {
+			b.Logf("no syscall counting: %v", err)
+			return &syscallCounter{}
+		}
+		id, _ := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+		ids = append(ids, id)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		b.Logf("no syscall tracing: %v", err)
-		return &syscallTrace{}
+		b.Logf("no syscall counting: %v", err)
+		return &syscallCounter{}
 	}
-	var pids []string
-	for _, t := range tids {
-		pids = append(pids, t.Name())
-	}
-	filter := fmt.Sprintf("id == %d || id == %d || id == %d || id == %d", unix.SYS_SENDTO, unix.SYS_RECVFROM, unix.SYS_SENDMSG, unix.SYS_RECVMSG)
-	for _, step := range [][2]string{
-		{"tracing_on", "0"},
-		{"events/raw_syscalls/sys_enter/enable", "0"},
-		{"buffer_size_kb", "4096"},
-		{"trace", ""},
-		{"options/event-fork", "1"},
-		{"set_event_pid", strings.Join(pids, " ")},
-		{"events/raw_syscalls/sys_enter/filter", filter},
-		{"events/raw_syscalls/sys_enter/enable", "1"},
-		{"tracing_on", "1"},
-	} {
-		if err := writeTrace(step[0], step[1]); err != nil {
-			b.Logf("no syscall tracing: %s: %v", step[0], err)
-			return &syscallTrace{}
+	c := &syscallCounter{}
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		for _, id := range ids {
+			attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Bits: unix.PerfBitInherit}
+			attr.Size = uint32(unsafe.Sizeof(attr))
+			fd, err := unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+			if err != nil {
+				c.close()
+				b.Logf("no syscall counting: perf_event_open: %v", err)
+				return &syscallCounter{}
+			}
+			c.fds = append(c.fds, fd)
 		}
 	}
-	return &syscallTrace{dir: tracefs}
+	return c
 }
 
-// stop ends the trace and returns the number of system calls counted: the
-// events in the ring buffers plus those overwritten.
-func (t *syscallTrace) stop() uint64 {
-	if t.dir == "" {
-		return 0
+func (c *syscallCounter) close() {
+	for _, fd := range c.fds {
+		unix.Close(fd)
 	}
-	_ = writeTrace("tracing_on", "0")
-	_ = writeTrace("events/raw_syscalls/sys_enter/enable", "0")
-	cpus, _ := filepath.Glob(filepath.Join(tracefs, "per_cpu", "cpu*", "stats"))
+	c.fds = nil
+}
+
+// stop returns the system calls counted since start (0 when not counting).
+func (c *syscallCounter) stop() uint64 {
 	var n uint64
-	for _, f := range cpus {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(l, ":")
-			if ok && (k == "entries" || k == "overrun") {
-				x, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-				n += x
-			}
+	buf := make([]byte, 8)
+	for _, fd := range c.fds {
+		if k, err := unix.Read(fd, buf); err == nil && k == 8 {
+			n += binary.NativeEndian.Uint64(buf)
 		}
 	}
-	_ = writeTrace("set_event_pid", "")
-	_ = writeTrace("events/raw_syscalls/sys_enter/filter", "0")
+	c.close()
 	return n
 }
