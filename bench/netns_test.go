@@ -78,25 +78,35 @@ func ipvsRefs() (int, error) {
 }
 
 // waitIPVSIdle waits until the kernel has destroyed the services of earlier
-// iterations' namespaces (namespace cleanup runs asynchronously and holds
-// IPVS's mutex while it flushes, which would slow the next measurement):
-// until ip_vs's reference count is back to baseline, or has not moved for
-// 3 seconds, at most 3 minutes.
+// iterations' namespaces: namespace cleanup runs asynchronously, late, and
+// holds IPVS's mutex while it flushes, which would slow the next
+// measurement. It waits for ip_vs's reference count to come back to
+// baseline, at most 5 minutes.
 func waitIPVSIdle(b *testing.B, baseline int) {
 	start := time.Now()
-	last, since := -1, time.Now()
 	for {
 		n, err := ipvsRefs()
 		if err != nil || n <= baseline {
+			if d := time.Since(start); d > time.Second {
+				b.Logf("waited %v for earlier namespaces to be destroyed", d.Round(time.Millisecond))
+			}
 			return
 		}
-		if n != last {
-			last, since = n, time.Now()
-		}
-		if time.Since(since) > 3*time.Second || time.Since(start) > 3*time.Minute {
-			b.Logf("ip_vs holds %d references (baseline %d) after %v; going on", n, baseline, time.Since(start).Round(time.Millisecond))
+		if time.Since(start) > 5*time.Minute {
+			b.Logf("ip_vs still holds %d references (baseline %d) after 5 minutes; going on", n, baseline)
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ipvsBaseline is ip_vs's reference count with no services anywhere: from
+// $PROXYSINKS_IPVS_REFS (set by BenchmarkIPVSInVM right after loading the
+// modules), else the current count.
+func ipvsBaseline() int {
+	if v, err := strconv.Atoi(os.Getenv("PROXYSINKS_IPVS_REFS")); err == nil {
+		return v
+	}
+	n, _ := ipvsRefs()
+	return n
 }

@@ -58,6 +58,7 @@ var floorBaseline struct {
 }
 
 func benchFloor(b *testing.B, n int) {
+	b.StopTimer()
 	ops := floorOps(n)
 	const perSend = 500
 	var sys uint64
