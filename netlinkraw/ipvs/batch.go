@@ -24,7 +24,7 @@ func (o Op) String() string {
 
 // encodeOp appends the message of op to c.enc; on a validation error it
 // appends nothing.
-func (c *Conn) encodeOp(op Op, seq uint32) error {
+func (c *Conn) encodeOp(op *Op, seq uint32) error {
 	var (
 		cmd      uint8
 		fullSvc  bool
@@ -50,11 +50,11 @@ func (c *Conn) encodeOp(op Op, seq uint32) error {
 	default:
 		return invalidf("unknown operation kind %d", op.Kind)
 	}
-	if s, err = checkService(op.Service, fullSvc); err != nil {
+	if s, err = checkService(&op.Service, fullSvc); err != nil {
 		return err
 	}
 	if dest {
-		if d, err = checkDestination(op.Destination); err != nil {
+		if d, err = checkDestination(&op.Destination); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func (c *Conn) Apply(ops []Op) error {
 		lastOff := 0
 		for i < len(ops) && len(c.chunk) < c.maxMsgs {
 			mark := len(c.enc.b)
-			if err := c.encodeOp(ops[i], base+uint32(len(c.chunk))); err != nil {
+			if err := c.encodeOp(&ops[i], base+uint32(len(c.chunk))); err != nil {
 				c.enc.b = c.enc.b[:mark]
 				fail(i, err)
 				i++
