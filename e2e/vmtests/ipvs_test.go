@@ -20,10 +20,17 @@ func TestIPVSKernelInVM(t *testing.T) {
 
 // BenchmarkIPVSInVM runs the IPVS write benchmarks inside the VM and prints
 // their results: netlinkraw/ipvs's BenchmarkFloor (the same operations
-// pre-encoded, one ACK per 500), then the bench module's BenchmarkIPVSCreate
-// (netlinkraw/ipvs batched and one by one, and moby/ipvs), in one boot. It runs them once per invocation, whatever b.N:
-// each iteration inside creates up to 110,000 kernel objects in a fresh
-// namespace. PROXYSINKS_BENCHTIME (default 1x) sets their -test.benchtime.
+// pre-encoded, one ACK per 500 messages) and the bench module's
+// BenchmarkIPVSCreate (netlinkraw/ipvs batched, batched 512 at a time, one
+// by one, and moby/ipvs), for 1,000 and 10,000 services with 10
+// destinations each.
+//
+// Each variant gets a freshly booted kernel: IPVS hashes the services of
+// every namespace into one global table, and the kernel destroys a
+// namespace holding thousands of services only minutes after its last
+// reference goes, so variants sharing a kernel would slow each other down.
+// It runs them once per invocation, whatever b.N. PROXYSINKS_BENCHTIME
+// (default 1x) sets their -test.benchtime.
 func BenchmarkIPVSInVM(b *testing.B) {
 	vm.Require(b)
 	root, err := vm.WorkspaceRoot()
@@ -49,19 +56,26 @@ func BenchmarkIPVSInVM(b *testing.B) {
 		benchtime = "1x"
 	}
 	b.ResetTimer()
-	// The floor (pre-encoded messages, one ACK per 500) first, then ours
-	// batched, ours one by one and moby/ipvs, in one boot.
-	flags := " -test.run '^$' -test.benchmem -test.benchtime " + benchtime
-	status, err := vm.Run(context.Background(),
-		// ip_vs's reference count with no service is the benchmarks'
-		// sign that earlier namespaces are gone.
-		"modprobe ip_vs && modprobe ip_vs_rr && export PROXYSINKS_IPVS_REFS=$(cat /sys/module/ip_vs/refcnt) && "+
-			"ipvs.test -test.bench Floor"+flags+" && bench.test -test.bench IPVSCreate"+flags,
-		vm.Options{Files: files, Output: os.Stdout, Timeout: 60 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if status != 0 {
-		b.Fatalf("benchmarks failed in the VM (exit status %d)", status)
+	for _, n := range []string{"1000", "10000"} {
+		for _, v := range []struct{ bin, bench string }{
+			{"ipvs.test", "Floor/^services=" + n + "$"},
+			{"bench.test", "IPVSCreate/^services=" + n + "$/^ours-batched$"},
+			{"bench.test", "IPVSCreate/^services=" + n + "$/^ours-batched-512$"},
+			{"bench.test", "IPVSCreate/^services=" + n + "$/^ours-one-by-one$"},
+			{"bench.test", "IPVSCreate/^services=" + n + "$/^moby-ipvs$"},
+		} {
+			// ip_vs's reference count with no service is the benchmarks'
+			// sign that earlier namespaces are gone.
+			status, err := vm.Run(context.Background(),
+				"modprobe ip_vs && modprobe ip_vs_rr && export PROXYSINKS_IPVS_REFS=$(cat /sys/module/ip_vs/refcnt) && "+
+					v.bin+" -test.run '^$' -test.benchmem -test.benchtime "+benchtime+" -test.bench '"+v.bench+"'",
+				vm.Options{Files: files, Output: os.Stdout, Timeout: 30 * time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if status != 0 {
+				b.Fatalf("benchmark %s failed in the VM (exit status %d)", v.bench, status)
+			}
+		}
 	}
 }
