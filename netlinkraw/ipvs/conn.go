@@ -54,7 +54,8 @@ type Conn struct {
 	maxMsgs  int
 	maxBytes int
 	enc      encoder
-	chunk    []int
+	chunks   [2]chunk    // Apply's encoding buffers
+	free     chan *chunk // during a pipelined Apply: chunks to refill
 	ctr      Counters
 }
 
