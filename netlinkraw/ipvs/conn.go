@@ -54,8 +54,7 @@ type Conn struct {
 	maxMsgs  int
 	maxBytes int
 	enc      encoder
-	chunks   [2]chunk    // Apply's encoding buffers
-	free     chan *chunk // during a pipelined Apply: chunks to refill
+	chunks   [2]chunk // Apply's encoding buffers
 	ctr      Counters
 }
 
