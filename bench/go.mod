@@ -1,6 +1,6 @@
 module github.com/proxysinks/proxysinks/bench
 
-go 1.26.0
+go 1.26
 
 require (
 	github.com/moby/ipvs v1.1.0
@@ -9,15 +9,20 @@ require (
 )
 
 require (
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/ti-mo/netfilter v0.5.3 // indirect
+)
+
+require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/genetlink v1.4.0 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
-	github.com/vishvananda/netlink v1.1.0 // indirect
-	github.com/vishvananda/netns v0.0.2 // indirect
-	golang.org/x/net v0.53.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	golang.org/x/net v0.55.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 )
 
 replace github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw

@@ -1,0 +1,52 @@
+package client
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ObjectError is a Kubernetes object that a source could not use: which
+// object (kind, namespace, name), which field, and why. The object is skipped
+// and counted; everything else keeps working.
+type ObjectError struct {
+	// Kind is the object's kind: Service, EndpointSlice or Node.
+	Kind      string
+	Namespace string
+	Name      string
+	// Field is the JSON path of the bad field, e.g.
+	// "spec.ports[1].protocol"; empty when the whole object is bad.
+	Field string
+	// Source says where the object came from, e.g. a file name and document
+	// index; empty for API objects.
+	Source string
+	Err    error
+}
+
+// Error returns e.g. `Service default/web: spec.clusterIPs[0]: invalid IP "10.0.0.300"`.
+func (e *ObjectError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Kind)
+	b.WriteByte(' ')
+	if e.Namespace != "" {
+		b.WriteString(e.Namespace)
+		b.WriteByte('/')
+	}
+	b.WriteString(e.Name)
+	if e.Source != "" {
+		fmt.Fprintf(&b, " (%s)", e.Source)
+	}
+	if e.Field != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Field)
+	}
+	b.WriteString(": ")
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	} else {
+		b.WriteString("invalid")
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *ObjectError) Unwrap() error { return e.Err }

@@ -1,0 +1,340 @@
+package nodelocal
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/proxysinks/proxysinks/client"
+)
+
+// Node is what the node-local rules need to know about this node.
+type Node struct {
+	// Name is this node's name, as EndpointSlices give it in nodeName.
+	Name string
+	// Zone is this node's topology.kubernetes.io/zone label, if any.
+	Zone string
+}
+
+// NodeFrom returns the Node facts of a Node object.
+func NodeFrom(n *corev1.Node) Node {
+	return Node{Name: n.Name, Zone: n.Labels[LabelTopologyZone]}
+}
+
+// Compute applies the node-local rules to a service and its EndpointSlices
+// (in any order) and returns what this node must serve for it.
+//
+// Endpoints of all slices are merged by key: a dual-stack endpoint gets both
+// addresses, an endpoint listed in two slices of the same family is kept
+// once (preferring a ready copy, then the first slice by name), and an
+// address claimed by two keys is kept on the first. Each endpoint's Internal
+// and External flags then follow kube-proxy's rules:
+//
+//   - cluster endpoints are the ready endpoints, narrowed by topology hints
+//     when every ready endpoint has hints and some hint names this node
+//     (node hints) or this node's zone (zone hints); when no endpoint is
+//     ready, the serving terminating endpoints;
+//   - local endpoints are the ready endpoints on this node or, when there are
+//     none, the serving terminating endpoints on this node;
+//   - Internal marks the local endpoints when internalTrafficPolicy is Local,
+//     else the cluster endpoints; External does the same with
+//     externalTrafficPolicy.
+func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoints {
+	return compute(svc, sl, node, &scratch{})
+}
+
+// merged is the bookkeeping of one endpoint while slices are merged.
+type merged struct {
+	src      *SliceEndpoint // the copy whose conditions and hints are used
+	families [2]bool
+	ports    bool // PortOverrides is our own copy (may be appended to)
+}
+
+// scratch holds Compute's temporary slices, reused across services by a
+// State so that only the result is allocated.
+type scratch struct {
+	info       []merged
+	smallAddrs []netip.Addr
+	smallOwner []int
+	order      []int
+	srcs       []*SliceEndpoint
+	flags      []uint8
+}
+
+// release drops the pointers the scratch holds, so that it keeps no slice
+// alive.
+func (sc *scratch) release() {
+	clear(sc.info[:cap(sc.info)])
+	clear(sc.srcs[:cap(sc.srcs)])
+}
+
+func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.ServiceEndpoints {
+	defer sc.release()
+	sorted := sl
+	if !slices.IsSortedFunc(sl, compareSlices) {
+		sorted = slices.Clone(sl)
+		slices.SortFunc(sorted, compareSlices)
+	}
+	total := 0
+	for _, s := range sorted {
+		total += len(s.Endpoints)
+	}
+	// One allocation each for the endpoints and their addresses, whatever
+	// the number of endpoints; the bookkeeping reuses the scratch.
+	eps := make([]client.Endpoint, 0, total)
+	info := slices.Grow(sc.info[:0], total)
+	addrs := make([]netip.Addr, 0, total)
+	idx := newIndex(total, sc)
+	for _, s := range sorted {
+		fam := 0
+		if s.IPv6 {
+			fam = 1
+		}
+		for i := range s.Endpoints {
+			se := &s.Endpoints[i]
+			if j, ok := idx.byAddr(se.Addr, eps); ok && eps[j].Key != se.Key {
+				continue // the address belongs to another endpoint
+			}
+			j, ok := idx.byKey(se.Key, eps)
+			if !ok {
+				j = len(eps)
+				eps = append(eps, client.Endpoint{Key: se.Key, PortOverrides: s.Ports})
+				info = append(info, merged{src: se})
+				idx.add(se.Key, j)
+			} else {
+				if se.Ready && !info[j].src.Ready {
+					info[j].src = se
+				}
+				mergePorts(&eps[j], &info[j].ports, s.Ports)
+			}
+			m, e := &info[j], &eps[j]
+			list := &e.IPs.V4
+			if fam == 1 {
+				list = &e.IPs.V6
+			}
+			switch {
+			case !m.families[fam]:
+				m.families[fam] = true
+				addrs = append(addrs, se.Addr)
+				*list = addrs[len(addrs)-1 : len(addrs) : len(addrs)]
+				idx.addAddr(se.Addr, j)
+			case m.src == se:
+				// A ready duplicate of the same family replaces the address.
+				(*list)[0] = se.Addr
+				idx.addAddr(se.Addr, j)
+			}
+		}
+	}
+
+	sc.info = info
+	if idx.keys == nil {
+		sc.smallAddrs, sc.smallOwner = idx.smallAddrs, idx.smallOwner
+	}
+	out := make([]*client.Endpoint, len(eps))
+	srcs := slices.Grow(sc.srcs[:0], len(eps))[:len(eps)]
+	sc.srcs = srcs
+	var order []int // nil: eps is already in key order
+	if !slices.IsSortedFunc(eps, func(a, b client.Endpoint) int { return cmp.Compare(a.Key, b.Key) }) {
+		order = slices.Grow(sc.order[:0], len(eps))[:len(eps)]
+		sc.order = order
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(eps[a].Key, eps[b].Key) })
+	}
+	for i := range eps {
+		j := i
+		if order != nil {
+			j = order[i]
+		}
+		e, s := &eps[j], info[j].src
+		e.Hostname, e.NodeName, e.Zone = s.Hostname, s.NodeName, s.Zone
+		e.Ready, e.Serving, e.Terminating = s.Ready, s.Serving, s.Terminating
+		e.Local = node.Name != "" && s.NodeName == node.Name
+		out[i], srcs[i] = e, s
+	}
+	categorize(svc, out, srcs, node, sc)
+	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+}
+
+// mergePorts adds the ports of another slice to an endpoint's overrides,
+// copying the shared slice ports on first change.
+func mergePorts(e *client.Endpoint, own *bool, ports []client.PortOverride) {
+	for _, p := range ports {
+		if slices.ContainsFunc(e.PortOverrides, func(o client.PortOverride) bool {
+			return o.Name == p.Name && o.Protocol == p.Protocol
+		}) {
+			continue
+		}
+		if !*own {
+			e.PortOverrides = slices.Clone(e.PortOverrides)
+			*own = true
+		}
+		e.PortOverrides = append(e.PortOverrides, p)
+		slices.SortFunc(e.PortOverrides, comparePorts)
+	}
+}
+
+func compareSlices(a, b *Slice) int {
+	return cmp.Or(cmp.Compare(a.Name, b.Name), boolCmp(a.IPv6, b.IPv6))
+}
+
+// index finds merged endpoints by key and by address: by a linear scan for
+// the usual handful of endpoints, with maps past that.
+type index struct {
+	keys  map[client.EndpointKey]int
+	addrs map[netip.Addr]int
+	// small: addresses in the order added, with their endpoint.
+	smallAddrs []netip.Addr
+	smallOwner []int
+}
+
+const smallIndex = 32
+
+func newIndex(n int, sc *scratch) index {
+	if n > smallIndex {
+		return index{keys: make(map[client.EndpointKey]int, n), addrs: make(map[netip.Addr]int, n)}
+	}
+	return index{smallAddrs: sc.smallAddrs[:0], smallOwner: sc.smallOwner[:0]}
+}
+
+func (x *index) byKey(k client.EndpointKey, eps []client.Endpoint) (int, bool) {
+	if x.keys != nil {
+		j, ok := x.keys[k]
+		return j, ok
+	}
+	for j := range eps {
+		if eps[j].Key == k {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+func (x *index) add(k client.EndpointKey, j int) {
+	if x.keys != nil {
+		x.keys[k] = j
+	}
+}
+
+func (x *index) byAddr(a netip.Addr, _ []client.Endpoint) (int, bool) {
+	if x.addrs != nil {
+		j, ok := x.addrs[a]
+		return j, ok
+	}
+	for i, b := range x.smallAddrs {
+		if a == b {
+			return x.smallOwner[i], true
+		}
+	}
+	return 0, false
+}
+
+func (x *index) addAddr(a netip.Addr, j int) {
+	if x.addrs != nil {
+		x.addrs[a] = j
+		return
+	}
+	x.smallAddrs = append(x.smallAddrs, a)
+	x.smallOwner = append(x.smallOwner, j)
+}
+
+// categorize sets Internal and External on every endpoint.
+func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoint, node Node, sc *scratch) {
+	externalLocal := svc.ExternalTrafficLocal && svc.ExternallyAccessible()
+	usesCluster := !svc.InternalTrafficLocal || (svc.ExternallyAccessible() && !externalLocal)
+	usesLocal := svc.InternalTrafficLocal || externalLocal
+
+	flags := slices.Grow(sc.flags[:0], len(eps))[:len(eps)] // bit 0: cluster endpoint, bit 1: local endpoint
+	clear(flags)
+	sc.flags = flags
+	if usesCluster {
+		inTopology := topologyFilter(eps, srcs, node)
+		n := 0
+		for i, e := range eps {
+			if e.Ready && inTopology(i) {
+				flags[i] |= 1
+				n++
+			}
+		}
+		if n == 0 {
+			for i, e := range eps {
+				if e.Serving && e.Terminating {
+					flags[i] |= 1
+				}
+			}
+		}
+	}
+	if usesLocal {
+		n := 0
+		for i, e := range eps {
+			if e.Ready && e.Local {
+				flags[i] |= 2
+				n++
+			}
+		}
+		if n == 0 {
+			for i, e := range eps {
+				if e.Serving && e.Terminating && e.Local {
+					flags[i] |= 2
+				}
+			}
+		}
+	}
+	internal, external := uint8(1), uint8(1)
+	if svc.InternalTrafficLocal {
+		internal = 2
+	}
+	if externalLocal {
+		external = 2
+	} else if !svc.ExternallyAccessible() {
+		external = 0
+	}
+	for i, e := range eps {
+		e.Internal = flags[i]&internal != 0
+		e.External = flags[i]&external != 0
+	}
+}
+
+// topologyFilter returns which ready endpoints topology hints allow for this
+// node: node hints first, then zone hints; every endpoint when hints do not
+// apply (some ready endpoint has none, or none names this node or zone).
+func topologyFilter(eps []*client.Endpoint, srcs []*SliceEndpoint, node Node) func(int) bool {
+	allNode, anyNode := true, false
+	allZone, anyZone := true, false
+	for i, e := range eps {
+		if !e.Ready {
+			continue
+		}
+		s := srcs[i]
+		if len(s.NodeHints) == 0 {
+			allNode = false
+		} else if node.Name != "" && slices.Contains(s.NodeHints, node.Name) {
+			anyNode = true
+		}
+		if len(s.ZoneHints) == 0 {
+			allZone = false
+		} else if node.Zone != "" && slices.Contains(s.ZoneHints, node.Zone) {
+			anyZone = true
+		}
+	}
+	switch {
+	case allNode && anyNode:
+		return func(i int) bool { return slices.Contains(srcs[i].NodeHints, node.Name) }
+	case allZone && anyZone:
+		return func(i int) bool { return slices.Contains(srcs[i].ZoneHints, node.Zone) }
+	}
+	return func(int) bool { return true }
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}

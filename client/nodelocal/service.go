@@ -1,0 +1,267 @@
+package nodelocal
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/proxysinks/proxysinks/client"
+)
+
+// Well-known labels and annotations the conversion reads.
+const (
+	// LabelServiceProxyName marks a service as served by another proxy.
+	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	// AnnotationSourceRanges is the legacy form of
+	// spec.loadBalancerSourceRanges (comma-separated CIDRs).
+	AnnotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
+	// AnnotationLastApplied is kubectl's copy of the object; it is dropped.
+	AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+	// LabelTopologyZone is the node label holding the node's zone.
+	LabelTopologyZone = "topology.kubernetes.io/zone"
+)
+
+// Reasons a valid service is not served (see ConvertService).
+const (
+	SkipHeadless     = "headless"
+	SkipExternalName = "ExternalName"
+	SkipOtherProxy   = "service-proxy-name"
+)
+
+// DefaultAffinityTimeout is Kubernetes' default ClientIP affinity timeout
+// (3 hours).
+const DefaultAffinityTimeout = 10800
+
+// ConvertService validates a Service and converts it to the node-local model.
+// A service this proxy does not serve returns a nil service and the reason
+// (SkipHeadless, SkipExternalName, SkipOtherProxy). An invalid service
+// returns a *client.ObjectError naming the first bad field.
+//
+// proxyName selects services by their service.kubernetes.io/service-proxy-name
+// label: empty serves unlabelled services only (kube-proxy's rule); non-empty
+// serves only the services labelled with that name.
+func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, skip string, err error) {
+	fail := func(field string, err error) (*client.Service, string, error) {
+		return nil, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: field, Err: err}
+	}
+	if s.Name == "" {
+		return fail("metadata.name", errors.New("missing"))
+	}
+	if s.Labels[LabelServiceProxyName] != proxyName {
+		return nil, SkipOtherProxy, nil
+	}
+	var typ client.ServiceType
+	switch s.Spec.Type {
+	case corev1.ServiceTypeExternalName:
+		return nil, SkipExternalName, nil
+	case "", corev1.ServiceTypeClusterIP:
+		typ = client.ClusterIP
+	case corev1.ServiceTypeNodePort:
+		typ = client.NodePort
+	case corev1.ServiceTypeLoadBalancer:
+		typ = client.LoadBalancer
+	default:
+		return fail("spec.type", fmt.Errorf("unknown service type %q", s.Spec.Type))
+	}
+	if s.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil, SkipHeadless, nil
+	}
+	svc = &client.Service{Namespace: s.Namespace, Name: s.Name, Type: typ}
+
+	clusterIPs, field := s.Spec.ClusterIPs, "spec.clusterIPs"
+	if len(clusterIPs) == 0 && s.Spec.ClusterIP != "" {
+		clusterIPs, field = []string{s.Spec.ClusterIP}, "spec.clusterIP"
+	}
+	if len(clusterIPs) == 0 {
+		return fail("spec.clusterIPs", errors.New("no cluster IP (not allocated yet?)"))
+	}
+	for i, ip := range clusterIPs {
+		if ip == corev1.ClusterIPNone {
+			return nil, SkipHeadless, nil
+		}
+		if err := addIP(&svc.ClusterIPs, ip); err != nil {
+			return fail(indexed(field, i, field == "spec.clusterIPs"), err)
+		}
+	}
+	for i, ip := range s.Spec.ExternalIPs {
+		if err := addIP(&svc.ExternalIPs, ip); err != nil {
+			return fail(fmt.Sprintf("spec.externalIPs[%d]", i), err)
+		}
+	}
+	if typ == client.LoadBalancer {
+		for i, ing := range s.Status.LoadBalancer.Ingress {
+			if ing.IP == "" {
+				continue // hostname-only ingress
+			}
+			if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+				continue
+			}
+			if err := addIP(&svc.LoadBalancerIPs, ing.IP); err != nil {
+				return fail(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), err)
+			}
+		}
+	}
+
+	if len(s.Spec.Ports) == 0 {
+		return fail("spec.ports", errors.New("no ports"))
+	}
+	svc.Ports = make([]client.Port, 0, len(s.Spec.Ports))
+	for i, p := range s.Spec.Ports {
+		port, err := convertPort(p, typ)
+		if err != nil {
+			var fe fieldError
+			if errors.As(err, &fe) {
+				return fail(fmt.Sprintf("spec.ports[%d].%s", i, fe.field), fe.err)
+			}
+			return fail(fmt.Sprintf("spec.ports[%d]", i), err)
+		}
+		for _, q := range svc.Ports {
+			if q.Name == port.Name && q.Protocol == port.Protocol {
+				return fail(fmt.Sprintf("spec.ports[%d].name", i), fmt.Errorf("duplicate port name %q for %s", port.Name, port.Protocol))
+			}
+		}
+		svc.Ports = append(svc.Ports, port)
+	}
+
+	switch s.Spec.SessionAffinity {
+	case "", corev1.ServiceAffinityNone:
+	case corev1.ServiceAffinityClientIP:
+		t := DefaultAffinityTimeout
+		if c := s.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			t = int(*c.ClientIP.TimeoutSeconds)
+			if t < 1 || t > 86400 {
+				return fail("spec.sessionAffinityConfig.clientIP.timeoutSeconds", fmt.Errorf("timeout %d out of range 1-86400", t))
+			}
+		}
+		svc.SessionAffinity = &client.SessionAffinity{TimeoutSeconds: t}
+	default:
+		return fail("spec.sessionAffinity", fmt.Errorf("unknown session affinity %q", s.Spec.SessionAffinity))
+	}
+
+	switch s.Spec.ExternalTrafficPolicy {
+	case "", corev1.ServiceExternalTrafficPolicyCluster:
+	case corev1.ServiceExternalTrafficPolicyLocal:
+		svc.ExternalTrafficLocal = svc.ExternallyAccessible()
+	default:
+		return fail("spec.externalTrafficPolicy", fmt.Errorf("unknown policy %q", s.Spec.ExternalTrafficPolicy))
+	}
+	if p := s.Spec.InternalTrafficPolicy; p != nil {
+		switch *p {
+		case "", corev1.ServiceInternalTrafficPolicyCluster:
+		case corev1.ServiceInternalTrafficPolicyLocal:
+			svc.InternalTrafficLocal = true
+		default:
+			return fail("spec.internalTrafficPolicy", fmt.Errorf("unknown policy %q", *p))
+		}
+	}
+	if typ == client.LoadBalancer && svc.ExternalTrafficLocal && s.Spec.HealthCheckNodePort != 0 {
+		hc := int(s.Spec.HealthCheckNodePort)
+		if hc < 1 || hc > 65535 {
+			return fail("spec.healthCheckNodePort", fmt.Errorf("port %d out of range 1-65535", hc))
+		}
+		svc.HealthCheckNodePort = hc
+	}
+
+	ranges, field := s.Spec.LoadBalancerSourceRanges, "spec.loadBalancerSourceRanges"
+	if len(ranges) == 0 && s.Annotations[AnnotationSourceRanges] != "" {
+		ranges = strings.Split(s.Annotations[AnnotationSourceRanges], ",")
+		field = "metadata.annotations[" + AnnotationSourceRanges + "]"
+	}
+	for i, r := range ranges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		if err != nil {
+			return fail(fmt.Sprintf("%s[%d]", field, i), fmt.Errorf("invalid CIDR %q", r))
+		}
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
+		svc.LoadBalancerSourceRanges = append(svc.LoadBalancerSourceRanges, p)
+	}
+
+	if len(s.Labels) > 0 {
+		svc.Labels = maps.Clone(s.Labels)
+	}
+	if len(s.Annotations) > 0 {
+		svc.Annotations = maps.Clone(s.Annotations)
+		delete(svc.Annotations, AnnotationLastApplied)
+		if len(svc.Annotations) == 0 {
+			svc.Annotations = nil
+		}
+	}
+	return svc, "", nil
+}
+
+// fieldError is an error in a sub-field, joined to its parent's path.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e fieldError) Error() string { return e.field + ": " + e.err.Error() }
+
+func convertPort(p corev1.ServicePort, typ client.ServiceType) (client.Port, error) {
+	proto, err := protocol(p.Protocol)
+	if err != nil {
+		return client.Port{}, fieldError{"protocol", err}
+	}
+	out := client.Port{Name: p.Name, Protocol: proto, Port: int(p.Port)}
+	if !validPort(out.Port) {
+		return client.Port{}, fieldError{"port", fmt.Errorf("port %d out of range 1-65535", p.Port)}
+	}
+	if typ == client.NodePort || typ == client.LoadBalancer {
+		out.NodePort = int(p.NodePort)
+		if p.NodePort != 0 && !validPort(out.NodePort) {
+			return client.Port{}, fieldError{"nodePort", fmt.Errorf("port %d out of range 1-65535", p.NodePort)}
+		}
+	}
+	switch {
+	case p.TargetPort.Type == intstr.String:
+		name := p.TargetPort.StrVal
+		if name == "" {
+			out.TargetPort = out.Port
+		} else {
+			out.TargetPortName = name
+		}
+	case p.TargetPort.IntVal == 0:
+		out.TargetPort = out.Port // the API server's default
+	default:
+		out.TargetPort = int(p.TargetPort.IntVal)
+		if !validPort(out.TargetPort) {
+			return client.Port{}, fieldError{"targetPort", fmt.Errorf("port %d out of range 1-65535", p.TargetPort.IntVal)}
+		}
+	}
+	return out, nil
+}
+
+func protocol(p corev1.Protocol) (client.Protocol, error) {
+	switch p {
+	case "", corev1.ProtocolTCP:
+		return client.TCP, nil
+	case corev1.ProtocolUDP:
+		return client.UDP, nil
+	case corev1.ProtocolSCTP:
+		return client.SCTP, nil
+	}
+	return "", fmt.Errorf("unknown protocol %q", p)
+}
+
+func validPort(p int) bool { return p >= 1 && p <= 65535 }
+
+func addIP(ips *client.IPs, s string) error {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return fmt.Errorf("invalid IP %q", s)
+	}
+	ips.Add(a)
+	return nil
+}
+
+func indexed(field string, i int, indexed bool) string {
+	if !indexed {
+		return field
+	}
+	return fmt.Sprintf("%s[%d]", field, i)
+}

@@ -1,0 +1,179 @@
+package nodelocal
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/proxysinks/proxysinks/client"
+)
+
+// Slice is a validated EndpointSlice, before the node-local rules apply.
+type Slice struct {
+	Namespace string
+	Name      string
+	// Service is the name of the owning service (the
+	// kubernetes.io/service-name label).
+	Service string
+	// IPv6 is true for an IPv6 slice, false for IPv4.
+	IPv6 bool
+	// Ports of the slice, in (name, protocol) order; ports without a number
+	// are left out.
+	Ports     []client.PortOverride
+	Endpoints []SliceEndpoint
+}
+
+// ServiceKey returns the key of the service owning the slice.
+func (s *Slice) ServiceKey() client.ServiceKey {
+	return client.ServiceKey{Namespace: s.Namespace, Name: s.Service}
+}
+
+// SliceEndpoint is one validated endpoint of a Slice.
+type SliceEndpoint struct {
+	Key client.EndpointKey
+	// Addr is the endpoint's address (the first one: the API says consumers
+	// use only the first).
+	Addr                        netip.Addr
+	Hostname, NodeName, Zone    string
+	Ready, Serving, Terminating bool
+	// ZoneHints and NodeHints are the topology hints (nil when none).
+	ZoneHints []string
+	NodeHints []string
+}
+
+// ParseSlice validates an EndpointSlice. It returns a nil slice and a nil
+// error for slices a proxy ignores (addressType FQDN), and a
+// *client.ObjectError naming the first bad field for an invalid one.
+func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
+	fail := func(field string, err error) (*Slice, error) {
+		return nil, &client.ObjectError{Kind: "EndpointSlice", Namespace: es.Namespace, Name: es.Name, Field: field, Err: err}
+	}
+	if es.Name == "" {
+		return fail("metadata.name", errors.New("missing"))
+	}
+	out := &Slice{Namespace: es.Namespace, Name: es.Name, Service: es.Labels[discoveryv1.LabelServiceName]}
+	if out.Service == "" {
+		return fail("metadata.labels["+discoveryv1.LabelServiceName+"]", errors.New("missing: the slice belongs to no service"))
+	}
+	switch es.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+	case discoveryv1.AddressTypeIPv6:
+		out.IPv6 = true
+	case discoveryv1.AddressTypeFQDN:
+		return nil, nil
+	default:
+		return fail("addressType", fmt.Errorf("unknown address type %q", es.AddressType))
+	}
+	for i, p := range es.Ports {
+		if p.Port == nil {
+			continue
+		}
+		po := client.PortOverride{Port: int(*p.Port)}
+		if p.Name != nil {
+			po.Name = *p.Name
+		}
+		var proto corev1.Protocol
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		var err error
+		if po.Protocol, err = protocol(proto); err != nil {
+			return fail(fmt.Sprintf("ports[%d].protocol", i), err)
+		}
+		if !validPort(po.Port) {
+			return fail(fmt.Sprintf("ports[%d].port", i), fmt.Errorf("port %d out of range 1-65535", po.Port))
+		}
+		out.Ports = append(out.Ports, po)
+	}
+	slices.SortFunc(out.Ports, comparePorts)
+	for i := 1; i < len(out.Ports); i++ {
+		if out.Ports[i].Name == out.Ports[i-1].Name && out.Ports[i].Protocol == out.Ports[i-1].Protocol {
+			return fail("ports", fmt.Errorf("duplicate port name %q for %s", out.Ports[i].Name, out.Ports[i].Protocol))
+		}
+	}
+	out.Endpoints = make([]SliceEndpoint, 0, len(es.Endpoints))
+	var keys strings.Builder
+	keys.Grow(len(es.Endpoints) * 32)
+	keyEnds := make([][2]int, 0, len(es.Endpoints))
+	for i := range es.Endpoints {
+		e := &es.Endpoints[i]
+		if len(e.Addresses) == 0 {
+			return fail(fmt.Sprintf("endpoints[%d].addresses", i), errors.New("no address"))
+		}
+		a, err := netip.ParseAddr(e.Addresses[0])
+		if err != nil || a.Zone() != "" {
+			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("invalid IP %q", e.Addresses[0]))
+		}
+		a = a.Unmap()
+		if a.Is6() != out.IPv6 {
+			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType))
+		}
+		se := SliceEndpoint{Addr: a, Ready: true}
+		// Keys are written into one buffer and cut out after the loop:
+		// one allocation per slice instead of one per endpoint.
+		start := keys.Len()
+		if r := e.TargetRef; r != nil && r.Name != "" {
+			ns := r.Namespace
+			if ns == "" {
+				ns = es.Namespace
+			}
+			kind := r.Kind
+			if kind == "" {
+				kind = "Pod"
+			}
+			keys.WriteString(kind)
+			keys.WriteByte('/')
+			keys.WriteString(ns)
+			keys.WriteByte('/')
+			keys.WriteString(r.Name)
+		} else {
+			var tmp [64]byte
+			keys.Write(a.AppendTo(tmp[:0]))
+		}
+		keyEnds = append(keyEnds, [2]int{start, keys.Len()})
+		if e.Hostname != nil {
+			se.Hostname = *e.Hostname
+		}
+		if e.NodeName != nil {
+			se.NodeName = *e.NodeName
+		}
+		if e.Zone != nil {
+			se.Zone = *e.Zone
+		}
+		c := e.Conditions
+		if c.Ready != nil {
+			se.Ready = *c.Ready
+		}
+		se.Serving = se.Ready
+		if c.Serving != nil {
+			se.Serving = *c.Serving
+		}
+		if c.Terminating != nil {
+			se.Terminating = *c.Terminating
+		}
+		if h := e.Hints; h != nil {
+			for _, z := range h.ForZones {
+				se.ZoneHints = append(se.ZoneHints, z.Name)
+			}
+			for _, n := range h.ForNodes {
+				se.NodeHints = append(se.NodeHints, n.Name)
+			}
+		}
+		out.Endpoints = append(out.Endpoints, se)
+	}
+	all := keys.String()
+	for i, k := range keyEnds {
+		out.Endpoints[i].Key = client.EndpointKey(all[k[0]:k[1]])
+	}
+	return out, nil
+}
+
+func comparePorts(a, b client.PortOverride) int {
+	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol))
+}

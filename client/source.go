@@ -1,0 +1,29 @@
+package client
+
+import "context"
+
+// Source is what the kube and file sources (client/source/...) have in
+// common, so that a sink binary can pick one by flag.
+type Source interface {
+	// Run delivers snapshots until ctx is done: the first once the source
+	// has a consistent view, then one per coalesced burst of changes.
+	Run(ctx context.Context, deliver func(*Snapshot)) error
+	// Stats returns the counters a sink exports as metrics.
+	Stats() Stats
+	// Errors returns the objects that are invalid right now.
+	Errors() []*ObjectError
+}
+
+// Stats counts what a source could not or would not serve.
+type Stats struct {
+	// InvalidTotal counts every invalid object version seen (a counter,
+	// never decreasing).
+	InvalidTotal uint64
+	// Invalid is the number of objects that are invalid right now.
+	Invalid int
+	// NotProxied is the number of valid services skipped on purpose:
+	// headless, ExternalName, or labelled for another proxy.
+	NotProxied int
+	// Services is the number of services served.
+	Services int
+}

@@ -1,0 +1,366 @@
+// Package dataplane is what both IPVS sinks share below their controllers:
+// it writes a plan of object changes to the kernel in batches and in a safe
+// order, terminates TCP destinations gracefully, and prepares the node
+// (modules, sysctls, kube-ipvs0, ipsets, iptables rules). Rendering is in
+// dataplane/render, the iptables rules in dataplane/rules, modules and
+// sysctls in dataplane/kernel.
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+)
+
+// Server is a virtual server with its options.
+type Server struct {
+	VS   render.VirtualServer
+	Opts render.ServerOptions
+}
+
+// Dest is a destination with its options.
+type Dest struct {
+	D    render.Destination
+	Opts render.DestOptions
+}
+
+// Plan is one round of changes. Objects in Create lists are new to the
+// kernel; in Update lists they exist with other options.
+type Plan struct {
+	CreateServers, UpdateServers []Server
+	DeleteServers                []Server
+	CreateDests, UpdateDests     []Dest
+	DeleteDests                  []Dest
+	Bind, Unbind                 []netip.Addr
+	AddEntries, DelEntries       []render.SetEntry
+}
+
+// Empty reports whether the plan changes nothing.
+func (p *Plan) Empty() bool {
+	return len(p.CreateServers)+len(p.UpdateServers)+len(p.DeleteServers)+len(p.CreateDests)+
+		len(p.UpdateDests)+len(p.DeleteDests)+len(p.Bind)+len(p.Unbind)+len(p.AddEntries)+len(p.DelEntries) == 0
+}
+
+// Result tells which objects failed. Keys are render.VirtualServer,
+// render.Destination, netip.Addr (a binding) and render.SetEntry.
+type Result struct {
+	Failed map[any]error
+	// Writes counts the objects written (kernel operations).
+	Writes int
+}
+
+// Err returns the failures as one error, or nil.
+func (r Result) Err() error {
+	var errs []error
+	for _, e := range r.Failed {
+		errs = append(errs, e)
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return joinErrors(errs)
+}
+
+// Applier writes plans and keeps the graceful-termination list.
+type Applier struct {
+	W Writer
+
+	mu sync.Mutex
+	// terminating holds TCP destinations set to weight 0 that are removed
+	// once they have no connections left.
+	terminating map[render.Destination]Server
+}
+
+// NewApplier returns an Applier writing to w.
+func NewApplier(w Writer) *Applier {
+	return &Applier{W: w, terminating: map[render.Destination]Server{}}
+}
+
+// Terminating returns how many destinations wait for their connections to end.
+func (a *Applier) Terminating() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.terminating)
+}
+
+// IsTerminating reports whether d waits for its connections to end.
+func (a *Applier) IsTerminating(d render.Destination) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.terminating[d]
+	return ok
+}
+
+// Apply writes the plan: new and updated virtual servers, then destinations,
+// then bindings and set entries; then the removals in reverse order. An
+// object that fails is reported in the result and the rest go on.
+// Destinations of deleted TCP virtual servers go with them; a deleted TCP
+// destination of a live server is set to weight 0 and removed by Reap once
+// its connections end, while UDP and SCTP destinations are removed at once.
+func (a *Applier) Apply(p Plan) Result {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p.sort()
+	res := Result{Failed: map[any]error{}}
+	fail := func(key any, err error) {
+		if err != nil {
+			res.Failed[key] = err
+		}
+	}
+
+	// Servers and destinations, creations first.
+	var ops []ipvs.Op
+	var keys []any
+	add := func(key any, op ipvs.Op) { ops = append(ops, op); keys = append(keys, key) }
+	for _, s := range p.CreateServers {
+		add(s.VS, ipvs.Op{Kind: ipvs.OpCreateService, Service: Service(s.VS, s.Opts)})
+	}
+	for _, s := range p.UpdateServers {
+		add(s.VS, ipvs.Op{Kind: ipvs.OpUpdateService, Service: Service(s.VS, s.Opts)})
+	}
+	deletedServer := map[render.VirtualServer]bool{}
+	for _, s := range p.DeleteServers {
+		deletedServer[s.VS] = true
+	}
+	for _, d := range p.CreateDests {
+		kind := ipvs.OpCreateDestination
+		// A destination coming back while it terminates is still in the
+		// kernel with weight 0: restore its weight.
+		if _, ok := a.terminating[d.D]; ok {
+			kind = ipvs.OpUpdateDestination
+			delete(a.terminating, d.D)
+		}
+		add(d.D, ipvs.Op{Kind: kind, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
+	}
+	for _, d := range p.UpdateDests {
+		add(d.D, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
+	}
+	a.ipvs(&res, ops, keys)
+
+	// Bindings and entries.
+	for i, err := range a.W.Bind(p.Bind) {
+		fail(p.Bind[i], err)
+	}
+	res.Writes += len(p.Bind)
+	a.entries(&res, p.AddEntries, a.W.AddEntries)
+
+	// Removals in reverse order.
+	a.entries(&res, p.DelEntries, a.W.DelEntries)
+	for i, err := range a.W.Unbind(p.Unbind) {
+		fail(p.Unbind[i], err)
+	}
+	res.Writes += len(p.Unbind)
+
+	ops, keys = ops[:0], keys[:0]
+	for _, d := range p.DeleteDests {
+		if deletedServer[d.D.Server] {
+			continue // goes with its server
+		}
+		svc := Service(d.D.Server, render.ServerOptions{})
+		if d.D.Server.Protocol == render.TCP {
+			if d.Opts.Weight == 0 {
+				// Already quiesced (found so at start-up): only wait.
+				continue
+			}
+			// Quiesce: no new connections, existing ones finish.
+			zero := d.Opts
+			zero.Weight = 0
+			add(d.D, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: svc, Destination: Destination(d.D, zero)})
+			continue
+		}
+		add(d.D, ipvs.Op{Kind: ipvs.OpRemoveDestination, Service: svc, Destination: Destination(d.D, d.Opts)})
+	}
+	for _, s := range p.DeleteServers {
+		add(s.VS, ipvs.Op{Kind: ipvs.OpRemoveService, Service: Service(s.VS, s.Opts)})
+	}
+	a.ipvs(&res, ops, keys)
+	for _, d := range p.DeleteDests {
+		if d.D.Server.Protocol == render.TCP && !deletedServer[d.D.Server] {
+			if _, failed := res.Failed[d.D]; !failed {
+				a.terminating[d.D] = Server{VS: d.D.Server}
+			}
+		}
+	}
+	for _, s := range p.DeleteServers {
+		for d := range a.terminating {
+			if d.Server == s.VS {
+				delete(a.terminating, d)
+			}
+		}
+	}
+	return res
+}
+
+func (a *Applier) ipvs(res *Result, ops []ipvs.Op, keys []any) {
+	if len(ops) == 0 {
+		return
+	}
+	for i, err := range a.W.IPVS(ops) {
+		if err != nil {
+			res.Failed[keys[i]] = err
+		}
+	}
+	res.Writes += len(ops)
+}
+
+// entries writes set entries grouped by set, in a stable set order.
+func (a *Applier) entries(res *Result, es []render.SetEntry, write func(string, []ipset.Entry) []error) {
+	bySet := map[string][]render.SetEntry{}
+	for _, e := range es {
+		bySet[e.Set] = append(bySet[e.Set], e)
+	}
+	sets := make([]string, 0, len(bySet))
+	for s := range bySet {
+		sets = append(sets, s)
+	}
+	sort.Strings(sets)
+	for _, set := range sets {
+		group := bySet[set]
+		conv := make([]ipset.Entry, len(group))
+		for i, e := range group {
+			conv[i] = Entry(e)
+		}
+		for i, err := range write(set, conv) {
+			if err != nil {
+				res.Failed[group[i]] = err
+			}
+		}
+		res.Writes += len(group)
+	}
+}
+
+// Reap removes terminating destinations that have no active or inactive
+// connections left, and returns how many it removed.
+func (a *Applier) Reap() (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.terminating) == 0 {
+		return 0, nil
+	}
+	byServer := map[render.VirtualServer][]render.Destination{}
+	for d := range a.terminating {
+		byServer[d.Server] = append(byServer[d.Server], d)
+	}
+	var ops []ipvs.Op
+	var keys []any
+	for vs, ds := range byServer {
+		svc := Service(vs, render.ServerOptions{})
+		entries, err := a.W.Destinations(svc)
+		if err != nil {
+			return 0, fmt.Errorf("dataplane: read destinations of %s: %w", vs, err)
+		}
+		conns := map[netip.AddrPort]uint32{}
+		present := map[netip.AddrPort]bool{}
+		for _, e := range entries {
+			ap := netip.AddrPortFrom(e.Destination.Address, e.Destination.Port)
+			conns[ap] = e.ActiveConns + e.InactiveConns
+			present[ap] = true
+		}
+		for _, d := range ds {
+			ap := netip.AddrPortFrom(d.Addr, d.Port)
+			if !present[ap] {
+				delete(a.terminating, d) // gone already
+				continue
+			}
+			if conns[ap] == 0 {
+				ops = append(ops, ipvs.Op{Kind: ipvs.OpRemoveDestination, Service: svc, Destination: Destination(d, render.DestOptions{})})
+				keys = append(keys, d)
+			}
+		}
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	removed := 0
+	var errs []error
+	for i, err := range a.W.IPVS(ops) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(a.terminating, keys[i].(render.Destination))
+		removed++
+	}
+	return removed, joinErrors(errs)
+}
+
+// SyncStats describes one sync of a controller, for logs and metrics.
+type SyncStats struct {
+	Start    time.Time
+	Duration time.Duration
+	Services int
+	// Writes is the number of kernel objects written.
+	Writes int
+	// Failed is the number of objects that failed (retried next sync).
+	Failed int
+	// RenderErrors counts problems in the input (bad annotations...).
+	RenderErrors int
+	// NoLocalEndpoints counts services with a Local traffic policy and no
+	// local endpoint (kube-proxy's metric).
+	NoLocalEndpoints int
+	Err              error
+}
+
+func cmpVS(a, b render.VirtualServer) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return int(a.Protocol) - int(b.Protocol)
+}
+
+func cmpDest(a, b render.Destination) int {
+	if c := cmpVS(a.Server, b.Server); c != 0 {
+		return c
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	return int(a.Port) - int(b.Port)
+}
+
+func cmpEntry(a, b render.SetEntry) int {
+	if a.Set != b.Set {
+		if a.Set < b.Set {
+			return -1
+		}
+		return 1
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	if a.Protocol != b.Protocol {
+		return int(a.Protocol) - int(b.Protocol)
+	}
+	if c := a.Addr2.Compare(b.Addr2); c != 0 {
+		return c
+	}
+	return a.Net.Addr().Compare(b.Net.Addr())*64 + a.Net.Bits() - b.Net.Bits()
+}
+
+// sort puts every list in a stable order, so that writes (and a dry run's
+// output) do not depend on map iteration.
+func (p *Plan) sort() {
+	servers := func(l []Server) { slices.SortFunc(l, func(a, b Server) int { return cmpVS(a.VS, b.VS) }) }
+	dests := func(l []Dest) { slices.SortFunc(l, func(a, b Dest) int { return cmpDest(a.D, b.D) }) }
+	servers(p.CreateServers)
+	servers(p.UpdateServers)
+	servers(p.DeleteServers)
+	dests(p.CreateDests)
+	dests(p.UpdateDests)
+	dests(p.DeleteDests)
+	slices.SortFunc(p.Bind, netip.Addr.Compare)
+	slices.SortFunc(p.Unbind, netip.Addr.Compare)
+	slices.SortFunc(p.AddEntries, cmpEntry)
+	slices.SortFunc(p.DelEntries, cmpEntry)
+}

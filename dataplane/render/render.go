@@ -1,0 +1,270 @@
+package render
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+)
+
+// SchedulerAnnotation overrides the IPVS scheduler for one service.
+const SchedulerAnnotation = "proxysinks.io/ipvs-scheduler"
+
+// DefaultAffinityTimeout is the ClientIP affinity timeout when the service
+// gives none (Kubernetes' default, 3 hours).
+const DefaultAffinityTimeout = 10800
+
+// Schedulers are the IPVS schedulers a service may use.
+var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
+
+// Config is the node's part of rendering.
+type Config struct {
+	// Scheduler is the default IPVS scheduler ("rr" when empty).
+	Scheduler string
+	// Weight is every destination's weight (1 when 0).
+	Weight uint32
+	// NodeAddresses are the addresses NodePorts are served on (already
+	// filtered by --nodeport-addresses; loopback addresses are skipped).
+	NodeAddresses []netip.Addr
+}
+
+// Error is a problem with one service's input; the rest of the service is
+// still rendered.
+type Error struct {
+	Service client.ServiceKey
+	Field   string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("render: service %s: %s: %v", e.Service, e.Field, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func protocol(p client.Protocol) (Protocol, bool) {
+	switch p {
+	case client.TCP:
+		return TCP, true
+	case client.UDP:
+		return UDP, true
+	case client.SCTP:
+		return SCTP, true
+	}
+	return 0, false
+}
+
+func familyOf(a netip.Addr) rules.Family {
+	if a.Is4() {
+		return rules.IPv4
+	}
+	return rules.IPv6
+}
+
+// Render emits every kernel object the service needs on this node into sink
+// and returns the problems it found in the service (each naming the service
+// and field); objects not affected by a problem are still emitted.
+func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
+	svc := se.Service
+	if svc == nil {
+		return nil
+	}
+	var errs []error
+	opts := ServerOptions{Scheduler: cfg.Scheduler}
+	if opts.Scheduler == "" {
+		opts.Scheduler = "rr"
+	}
+	if s, ok := svc.Annotations[SchedulerAnnotation]; ok {
+		if slices.Contains(Schedulers, s) {
+			opts.Scheduler = s
+		} else {
+			errs = append(errs, &Error{svc.Key(), "annotation " + SchedulerAnnotation,
+				fmt.Errorf("unknown IPVS scheduler %q (want one of %v); using %q", s, Schedulers, opts.Scheduler)})
+		}
+	}
+	if svc.SessionAffinity != nil {
+		opts.Persistent = true
+		opts.Timeout = uint32(svc.SessionAffinity.TimeoutSeconds)
+		if opts.Timeout == 0 {
+			opts.Timeout = DefaultAffinityTimeout
+		}
+	}
+	weight := cfg.Weight
+	if weight == 0 {
+		weight = 1
+	}
+	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: opts, weight: weight}
+
+	// The families the service lives in: those of its cluster IPs.
+	families := map[rules.Family]bool{}
+	for _, ip := range svc.ClusterIPs.All() {
+		families[familyOf(ip)] = true
+	}
+	bound := func(a netip.Addr) bool { return !slices.Contains(cfg.NodeAddresses, a) }
+
+	for _, p := range svc.Ports {
+		proto, ok := protocol(p.Protocol)
+		if !ok {
+			errs = append(errs, &Error{svc.Key(), fmt.Sprintf("port %q protocol", p.Name), fmt.Errorf("unsupported protocol %q", p.Protocol)})
+			continue
+		}
+		if p.Port <= 0 || p.Port > 65535 {
+			errs = append(errs, &Error{svc.Key(), fmt.Sprintf("port %q", p.Name), fmt.Errorf("port %d out of range", p.Port)})
+			continue
+		}
+		port := uint16(p.Port)
+
+		// ClusterIP: bound on kube-ipvs0, internal endpoints.
+		for _, ip := range svc.ClusterIPs.All() {
+			vs := VirtualServer{proto, ip, port}
+			r.server(vs, p, internal)
+			r.bind(ip)
+			sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
+		}
+
+		// ExternalIPs: bound unless the node holds them, external endpoints.
+		for _, ip := range svc.ExternalIPs.All() {
+			vs := VirtualServer{proto, ip, port}
+			r.server(vs, p, external)
+			if bound(ip) {
+				r.bind(ip)
+			}
+			set := rules.SetExternalIP
+			if svc.ExternalTrafficLocal {
+				set = rules.SetExternalIPLocal
+			}
+			sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
+		}
+
+		// LoadBalancer ingress IPs.
+		if svc.Type == client.LoadBalancer {
+			for _, ip := range svc.LoadBalancerIPs.All() {
+				f := familyOf(ip)
+				vs := VirtualServer{proto, ip, port}
+				r.server(vs, p, external)
+				if bound(ip) {
+					r.bind(ip)
+				}
+				entry := SetEntry{Set: f.SetName(rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
+				sink.Entry(entry)
+				if svc.ExternalTrafficLocal {
+					entry.Set = f.SetName(rules.SetLoadBalancerLocal)
+					sink.Entry(entry)
+				}
+				if len(svc.LoadBalancerSourceRanges) > 0 {
+					entry.Set = f.SetName(rules.SetLoadBalancerFW)
+					sink.Entry(entry)
+					fromNode := false
+					for _, src := range svc.LoadBalancerSourceRanges {
+						if src.Addr().Is4() != ip.Is4() {
+							continue
+						}
+						sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
+						for _, n := range cfg.NodeAddresses {
+							if src.Contains(n) {
+								fromNode = true
+							}
+						}
+					}
+					// Traffic from the node itself (a backend reaching the
+					// load balancer, short-circuited to the local VIP) is
+					// allowed when the node is in an allowed range.
+					if fromNode {
+						sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
+					}
+				}
+			}
+		}
+
+		// NodePort on every node address of the service's families.
+		if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
+			np := uint16(p.NodePort)
+			for f := range families {
+				for _, set := range nodePortSets(proto, svc.ExternalTrafficLocal) {
+					if proto == SCTP {
+						for _, n := range cfg.NodeAddresses {
+							if familyOf(n) == f && !n.IsLoopback() {
+								sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
+							}
+						}
+					} else {
+						sink.Entry(SetEntry{Set: f.SetName(set), Port: np})
+					}
+				}
+			}
+			for _, n := range cfg.NodeAddresses {
+				if families[familyOf(n)] && !n.IsLoopback() {
+					r.server(VirtualServer{proto, n, np}, p, external)
+				}
+			}
+		}
+	}
+
+	if svc.ExternalTrafficLocal && svc.HealthCheckNodePort > 0 && svc.HealthCheckNodePort <= 65535 {
+		for f := range families {
+			sink.Entry(SetEntry{Set: f.SetName(rules.SetHealthCheckNodePort), Port: uint16(svc.HealthCheckNodePort)})
+		}
+	}
+	return errs
+}
+
+func nodePortSets(p Protocol, local bool) []string {
+	var all, loc string
+	switch p {
+	case TCP:
+		all, loc = rules.SetNodePortTCP, rules.SetNodePortLocalTCP
+	case UDP:
+		all, loc = rules.SetNodePortUDP, rules.SetNodePortLocalUDP
+	default:
+		all, loc = rules.SetNodePortSCTP, rules.SetNodePortLocalSCTP
+	}
+	if local {
+		return []string{all, loc}
+	}
+	return []string{all}
+}
+
+type scope int
+
+const (
+	internal scope = iota
+	external
+)
+
+type renderer struct {
+	svc    *client.Service
+	eps    []*client.Endpoint
+	sink   Sink
+	opts   ServerOptions
+	weight uint32
+}
+
+// server emits a virtual server with the destinations of the endpoints in
+// scope, in the server's family, and their hairpin entries.
+func (r *renderer) server(vs VirtualServer, p client.Port, sc scope) {
+	r.sink.Server(vs, r.opts)
+	f := familyOf(vs.Addr)
+	for _, ep := range r.eps {
+		if (sc == internal && !ep.Internal) || (sc == external && !ep.External) {
+			continue
+		}
+		port, ok := ep.PortFor(p)
+		if !ok || port <= 0 || port > 65535 {
+			continue
+		}
+		for _, ip := range ep.IPs.Family(f == rules.IPv6) {
+			r.sink.Destination(Destination{Server: vs, Addr: ip, Port: uint16(port)}, DestOptions{Weight: r.weight})
+			if ep.Local {
+				r.sink.Entry(SetEntry{Set: f.SetName(rules.SetLoopBack), Addr: ip, Protocol: vs.Protocol, Port: uint16(port), Addr2: ip})
+			}
+		}
+	}
+}
+
+// bind emits an address binding on kube-ipvs0 and its KUBE-IPVS-IPS entry.
+func (r *renderer) bind(addr netip.Addr) {
+	r.sink.Bind(addr)
+	r.sink.Entry(SetEntry{Set: familyOf(addr).SetName(rules.SetIPVSIPs), Addr: addr})
+}

@@ -1,0 +1,325 @@
+// Package rules holds the iptables rules of kube-proxy's IPVS mode, the
+// constant set of chains and ipset matches that complete what IPVS does
+// (masquerade, source-range firewalls, hairpin, filtering of unused service
+// ports), and installs them with one iptables-restore --noflush.
+//
+// The number of rules does not depend on the number of services: services
+// live in ipsets and IPVS. Rules are written in the form iptables-save prints
+// them, so the installed state can be compared line by line and rewritten
+// only when it differs. Only the chains named here and the jumps to them from
+// the built-in chains are ever written; every other rule on the node is left
+// alone.
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Family selects IPv4 (iptables, KUBE-* sets) or IPv6 (ip6tables, KUBE-6-*
+// sets).
+type Family int
+
+// The families.
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+// String returns "IPv4" or "IPv6".
+func (f Family) String() string {
+	if f == IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// maxSetName is the longest ipset name the kernel takes (IPSET_MAXNAMELEN
+// minus the terminating NUL).
+const maxSetName = 31
+
+// SetName returns the name of a kube-proxy ipset in the family: the name
+// itself for IPv4; for IPv6, KUBE- becomes KUBE-6- and the result is cut to
+// 31 characters, as kube-proxy does (KUBE-6-LOAD-BALANCER-SOURCE-CID).
+func (f Family) SetName(name string) string {
+	if f == IPv6 {
+		name = "KUBE-6-" + strings.TrimPrefix(name, "KUBE-")
+		if len(name) > maxSetName {
+			name = name[:maxSetName]
+		}
+	}
+	return name
+}
+
+// The kube-proxy ipsets the rules match (IPv4 names; see Family.SetName).
+const (
+	SetLoopBack            = "KUBE-LOOP-BACK"
+	SetClusterIP           = "KUBE-CLUSTER-IP"
+	SetExternalIP          = "KUBE-EXTERNAL-IP"
+	SetExternalIPLocal     = "KUBE-EXTERNAL-IP-LOCAL"
+	SetLoadBalancer        = "KUBE-LOAD-BALANCER"
+	SetLoadBalancerLocal   = "KUBE-LOAD-BALANCER-LOCAL"
+	SetLoadBalancerFW      = "KUBE-LOAD-BALANCER-FW"
+	SetLoadBalancerSrcIP   = "KUBE-LOAD-BALANCER-SOURCE-IP"
+	SetLoadBalancerSrcNet  = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+	SetNodePortTCP         = "KUBE-NODE-PORT-TCP"
+	SetNodePortLocalTCP    = "KUBE-NODE-PORT-LOCAL-TCP"
+	SetNodePortUDP         = "KUBE-NODE-PORT-UDP"
+	SetNodePortLocalUDP    = "KUBE-NODE-PORT-LOCAL-UDP"
+	SetNodePortSCTP        = "KUBE-NODE-PORT-SCTP-HASH"
+	SetNodePortLocalSCTP   = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
+	SetHealthCheckNodePort = "KUBE-HEALTH-CHECK-NODE-PORT"
+	SetIPVSIPs             = "KUBE-IPVS-IPS"
+)
+
+// The chains the rules own.
+const (
+	ChainServices             = "KUBE-SERVICES"
+	ChainPostrouting          = "KUBE-POSTROUTING"
+	ChainNodePort             = "KUBE-NODE-PORT"
+	ChainLoadBalancer         = "KUBE-LOAD-BALANCER"
+	ChainMarkMasq             = "KUBE-MARK-MASQ"
+	ChainForward              = "KUBE-FORWARD"
+	ChainProxyFirewall        = "KUBE-PROXY-FIREWALL"
+	ChainSourceRangesFirewall = "KUBE-SOURCE-RANGES-FIREWALL"
+	ChainIPVSFilter           = "KUBE-IPVS-FILTER"
+	ChainIPVSOutFilter        = "KUBE-IPVS-OUT-FILTER"
+)
+
+// Config is what the rules depend on.
+type Config struct {
+	// MasqueradeBit is the fwmark bit that marks packets to masquerade
+	// (kube-proxy's --iptables-masquerade-bit, default 14).
+	MasqueradeBit int
+	// MasqueradeAll masquerades all traffic to cluster IPs.
+	MasqueradeAll bool
+	// ClusterCIDRs are the pod networks; traffic to a cluster IP from outside
+	// them is masqueraded. Only the prefixes of the family are used.
+	ClusterCIDRs []netip.Prefix
+	// RandomFully adds --random-fully to MASQUERADE (iptables >= 1.6.2).
+	RandomFully bool
+}
+
+// Validate reports a configuration the rules cannot express.
+func (c Config) Validate() error {
+	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
+		return fmt.Errorf("rules: masquerade bit %d out of range [0, 31]", c.MasqueradeBit)
+	}
+	return nil
+}
+
+// Rule is one rule: "-A Chain Args..." in table Table.
+type Rule struct {
+	Table string
+	Chain string
+	Args  []string
+}
+
+// String returns the rule as iptables-save prints it.
+func (r Rule) String() string {
+	var b strings.Builder
+	b.WriteString("-A ")
+	b.WriteString(r.Chain)
+	for _, a := range r.Args {
+		b.WriteByte(' ')
+		if a == "" || strings.ContainsAny(a, " \t\"") {
+			b.WriteString(`"` + strings.ReplaceAll(a, `"`, `\"`) + `"`)
+		} else {
+			b.WriteString(a)
+		}
+	}
+	return b.String()
+}
+
+// Jump is a rule in a built-in chain that sends traffic to one of ours. It is
+// inserted at the top of the built-in chain when missing, never rewritten.
+type Jump struct {
+	Table   string
+	From    string // the built-in chain
+	Comment string
+	To      string
+}
+
+// Rule returns the jump as a rule.
+func (j Jump) Rule() Rule {
+	return Rule{Table: j.Table, Chain: j.From, Args: []string{"-m", "comment", "--comment", j.Comment, "-j", j.To}}
+}
+
+// Ruleset is everything the rules install for one family.
+type Ruleset struct {
+	Family Family
+	// Chains maps each table to the chains it owns, in order.
+	Chains map[string][]string
+	// Rules are the rules of the owned chains, in order.
+	Rules []Rule
+	// Jumps are the rules in built-in chains.
+	Jumps []Jump
+}
+
+func hexMark(bit int) string { return fmt.Sprintf("0x%x", uint32(1)<<bit) }
+
+// Build returns the rules of kube-proxy's IPVS mode for one family.
+func Build(cfg Config, fam Family) Ruleset {
+	set := fam.SetName
+	mark := hexMark(cfg.MasqueradeBit)
+	rs := Ruleset{
+		Family: fam,
+		Chains: map[string][]string{
+			"nat":    {ChainServices, ChainPostrouting, ChainNodePort, ChainLoadBalancer, ChainMarkMasq},
+			"filter": {ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangesFirewall, ChainIPVSFilter, ChainIPVSOutFilter},
+		},
+	}
+	nat := func(chain string, args ...string) {
+		rs.Rules = append(rs.Rules, Rule{Table: "nat", Chain: chain, Args: args})
+	}
+	filter := func(chain string, args ...string) {
+		rs.Rules = append(rs.Rules, Rule{Table: "filter", Chain: chain, Args: args})
+	}
+	comment := func(c string) []string { return []string{"-m", "comment", "--comment", c} }
+	matchSet := func(name, dirs string) []string { return []string{"-m", "set", "--match-set", set(name), dirs} }
+	cat := func(parts ...[]string) []string {
+		var out []string
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	jump := func(to string) []string { return []string{"-j", to} }
+
+	rs.Jumps = []Jump{
+		{"nat", "PREROUTING", "kubernetes service portals", ChainServices},
+		{"nat", "OUTPUT", "kubernetes service portals", ChainServices},
+		{"nat", "POSTROUTING", "kubernetes postrouting rules", ChainPostrouting},
+		{"filter", "INPUT", "kubernetes ipvs access filter", ChainIPVSFilter},
+		{"filter", "INPUT", "kube-proxy firewall rules", ChainProxyFirewall},
+		{"filter", "INPUT", "kubernetes health check rules", ChainNodePort},
+		{"filter", "FORWARD", "kube-proxy firewall rules", ChainProxyFirewall},
+		{"filter", "FORWARD", "kubernetes forwarding rules", ChainForward},
+		{"filter", "OUTPUT", "kubernetes ipvs access filter", ChainIPVSOutFilter},
+	}
+
+	// nat KUBE-POSTROUTING: hairpin, then masquerade what is marked.
+	nat(ChainPostrouting, cat(comment("Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"), matchSet(SetLoopBack, "dst,dst,src"), jump("MASQUERADE"))...)
+	nat(ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
+	nat(ChainPostrouting, "-j", "MARK", "--set-xmark", mark+"/0x0")
+	masq := cat(comment("kubernetes service traffic requiring SNAT"), jump("MASQUERADE"))
+	if cfg.RandomFully {
+		masq = append(masq, "--random-fully")
+	}
+	nat(ChainPostrouting, masq...)
+
+	// nat KUBE-MARK-MASQ.
+	nat(ChainMarkMasq, "-j", "MARK", "--set-xmark", mark+"/"+mark)
+
+	// nat KUBE-SERVICES.
+	nat(ChainServices, cat(comment("Kubernetes service lb portal"), matchSet(SetLoadBalancer, "dst,dst"), jump(ChainLoadBalancer))...)
+	clusterIPMasq := comment("Kubernetes service cluster ip + port for masquerade purpose")
+	switch cidrs := familyPrefixes(cfg.ClusterCIDRs, fam); {
+	case cfg.MasqueradeAll:
+		nat(ChainServices, cat(clusterIPMasq, matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
+	case len(cidrs) > 0:
+		for _, p := range cidrs {
+			nat(ChainServices, cat([]string{"!", "-s", p.String()}, clusterIPMasq, matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
+		}
+	default:
+		// Without the pod networks, masquerade at least the node's own
+		// traffic to a service it is an endpoint of.
+		nat(ChainServices, cat(clusterIPMasq, matchSet(SetClusterIP, "src,dst"), jump(ChainMarkMasq))...)
+	}
+	nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), matchSet(SetExternalIP, "dst,dst"), jump(ChainMarkMasq))...)
+	nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), matchSet(SetExternalIP, "dst,dst"), []string{"-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL"}, jump("ACCEPT"))...)
+	nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), matchSet(SetExternalIP, "dst,dst"), []string{"-m", "addrtype", "--dst-type", "LOCAL"}, jump("ACCEPT"))...)
+	nat(ChainServices, cat(comment("Kubernetes service external ip + port with externalTrafficPolicy=local"), matchSet(SetExternalIPLocal, "dst,dst"), []string{"-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL"}, jump("ACCEPT"))...)
+	nat(ChainServices, cat(comment("Kubernetes service external ip + port with externalTrafficPolicy=local"), matchSet(SetExternalIPLocal, "dst,dst"), []string{"-m", "addrtype", "--dst-type", "LOCAL"}, jump("ACCEPT"))...)
+	nat(ChainServices, "-m", "addrtype", "--dst-type", "LOCAL", "-j", ChainNodePort)
+	nat(ChainServices, cat(matchSet(SetClusterIP, "dst,dst"), jump("ACCEPT"))...)
+	nat(ChainServices, cat(matchSet(SetLoadBalancer, "dst,dst"), jump("ACCEPT"))...)
+
+	// nat KUBE-LOAD-BALANCER: eTP=Local keeps the client address.
+	nat(ChainLoadBalancer, cat(comment("Kubernetes service load balancer ip + port with externalTrafficPolicy=local"), matchSet(SetLoadBalancerLocal, "dst,dst"), jump("RETURN"))...)
+	nat(ChainLoadBalancer, "-j", ChainMarkMasq)
+
+	// nat KUBE-NODE-PORT: eTP=Local node ports return, the others masquerade.
+	for _, p := range []struct{ proto, local, all, dirs string }{
+		{"tcp", SetNodePortLocalTCP, SetNodePortTCP, "dst"},
+		{"udp", SetNodePortLocalUDP, SetNodePortUDP, "dst"},
+		{"sctp", SetNodePortLocalSCTP, SetNodePortSCTP, "dst,dst"},
+	} {
+		nat(ChainNodePort, cat([]string{"-p", p.proto}, comment("Kubernetes nodeport "+strings.ToUpper(p.proto)+" port with externalTrafficPolicy=local"), matchSet(p.local, p.dirs), jump("RETURN"))...)
+		nat(ChainNodePort, cat([]string{"-p", p.proto}, comment("Kubernetes nodeport "+strings.ToUpper(p.proto)+" port for masquerade purpose"), matchSet(p.all, p.dirs), jump(ChainMarkMasq))...)
+	}
+
+	// filter KUBE-FORWARD.
+	filter(ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	filter(ChainForward, cat(comment("kubernetes forwarding rules"), []string{"-m", "mark", "--mark", mark + "/" + mark}, jump("ACCEPT"))...)
+	filter(ChainForward, cat(comment("kubernetes forwarding conntrack rule"), []string{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, jump("ACCEPT"))...)
+
+	// filter KUBE-NODE-PORT: health-check node ports are accepted.
+	filter(ChainNodePort, cat(comment("Kubernetes health check node port"), matchSet(SetHealthCheckNodePort, "dst"), jump("ACCEPT"))...)
+
+	// filter KUBE-PROXY-FIREWALL and KUBE-SOURCE-RANGES-FIREWALL.
+	filter(ChainProxyFirewall, cat(comment("Kubernetes service load balancer with source ranges"), matchSet(SetLoadBalancerFW, "dst,dst"), jump(ChainSourceRangesFirewall))...)
+	filter(ChainSourceRangesFirewall, cat(comment("Kubernetes service load balancer allowed source CIDR"), matchSet(SetLoadBalancerSrcNet, "dst,dst,src"), jump("RETURN"))...)
+	filter(ChainSourceRangesFirewall, cat(comment("Kubernetes service load balancer allowed source IP"), matchSet(SetLoadBalancerSrcIP, "dst,dst,src"), jump("RETURN"))...)
+	filter(ChainSourceRangesFirewall, "-j", "DROP")
+
+	// filter KUBE-IPVS-FILTER: new connections to a bound address on a port
+	// no service uses are rejected.
+	for _, s := range []string{SetLoadBalancer, SetClusterIP, SetExternalIP, SetExternalIPLocal} {
+		filter(ChainIPVSFilter, cat(matchSet(s, "dst,dst"), jump("RETURN"))...)
+	}
+	filter(ChainIPVSFilter, cat(matchSet(SetHealthCheckNodePort, "dst"), jump("RETURN"))...)
+	filter(ChainIPVSFilter, cat([]string{"-m", "conntrack", "--ctstate", "NEW"}, matchSet(SetIPVSIPs, "dst"), jump("REJECT"), []string{"--reject-with", rejectWith(fam)})...)
+	// KUBE-IPVS-OUT-FILTER stays empty, as in kube-proxy: a hook for later.
+	return rs
+}
+
+func rejectWith(f Family) string {
+	if f == IPv6 {
+		return "icmp6-port-unreachable"
+	}
+	return "icmp-port-unreachable"
+}
+
+func familyPrefixes(ps []netip.Prefix, f Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() == (f == IPv4) {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// Sets returns the names of the ipsets the rules match, for the family.
+func Sets(f Family) []string {
+	names := []string{SetLoopBack, SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerLocal,
+		SetLoadBalancerFW, SetLoadBalancerSrcIP, SetLoadBalancerSrcNet, SetNodePortTCP, SetNodePortLocalTCP,
+		SetNodePortUDP, SetNodePortLocalUDP, SetNodePortSCTP, SetNodePortLocalSCTP, SetHealthCheckNodePort, SetIPVSIPs}
+	for i, n := range names {
+		names[i] = f.SetName(n)
+	}
+	return names
+}
+
+// SetType returns the ipset type of a kube-proxy set (IPv4 or IPv6 name).
+func SetType(name string) string {
+	for _, n := range Sets(IPv4) {
+		if IPv6.SetName(n) == name {
+			name = n
+		}
+	}
+	switch name {
+	case SetLoopBack, SetLoadBalancerSrcIP:
+		return "hash:ip,port,ip"
+	case SetLoadBalancerSrcNet:
+		return "hash:ip,port,net"
+	case SetNodePortTCP, SetNodePortLocalTCP, SetNodePortUDP, SetNodePortLocalUDP, SetHealthCheckNodePort:
+		return "bitmap:port"
+	case SetIPVSIPs:
+		return "hash:ip"
+	default:
+		return "hash:ip,port"
+	}
+}

@@ -1,0 +1,335 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proxysinks/proxysinks/e2e/netexec"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/urfave/cli/v2"
+)
+
+// roleEnv makes the test binary act as a pod server or as the sink, so the
+// VM needs no other binary.
+const roleEnv = "PROXYSINKS_E2E_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "pod":
+		port, _ := strconv.Atoi(os.Getenv("POD_PORT"))
+		ports := []int{port}
+		for _, p := range strings.Fields(os.Getenv("POD_EXTRA_PORTS")) {
+			n, _ := strconv.Atoi(p)
+			ports = append(ports, n)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		var wg sync.WaitGroup
+		for _, p := range ports {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := netexec.Serve(ctx, os.Getenv("POD_NAME"), p); err != nil {
+					fmt.Fprintln(os.Stderr, "pod:", err)
+					os.Exit(1)
+				}
+			}()
+		}
+		wg.Wait()
+		os.Exit(0)
+	case "sink":
+		app := &cli.App{Name: "ipvs-fullstate", Flags: ipvssink.Flags(), Action: func(c *cli.Context) error {
+			cfg, err := ipvssink.FromContext(c)
+			if err != nil {
+				return err
+			}
+			return ipvssink.Run(c.Context, cfg, "ipvs", ipvssink.FullState, os.Stdout, cfg.Logger(os.Stderr))
+		}}
+		ctx, stop := context.WithCancel(context.Background())
+		go func() {
+			ch := make(chan os.Signal, 1)
+			signalNotify(ch)
+			<-ch
+			stop()
+		}()
+		if err := app.RunContext(ctx, append([]string{"sink"}, strings.Fields(os.Getenv("SINK_ARGS"))...)); err != nil {
+			fmt.Fprintln(os.Stderr, "sink:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Addresses of the test node.
+var (
+	nodeAddr = netip.MustParseAddr("192.168.1.10")
+	extAddr  = netip.MustParseAddr("192.168.1.100")
+	ext2Addr = netip.MustParseAddr("192.168.2.100")
+)
+
+// cluster is one node with its pods and an external client, each in its own
+// network namespace, and the sink running in the node's namespace.
+type cluster struct {
+	t        *testing.T
+	node     *nstest.NetNS
+	ext      *nstest.NetNS // an external client on 192.168.1.0/24
+	ext2     *nstest.NetNS // another external client, 192.168.2.0/24
+	dir      string        // manifests
+	pods     map[string]*pod
+	sink     *exec.Cmd
+	sinkLog  *syncBuffer
+	nextPod  int
+	sinkArgs []string
+}
+
+type pod struct {
+	name string
+	ns   *nstest.NetNS
+	ip   netip.Addr
+	cmd  *exec.Cmd
+}
+
+// syncBuffer is a buffer written by a child process and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newCluster builds the node: an external link (veth to the external
+// namespaces through a bridge-less pair each), and the sink not yet started.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	if !nstest.InVM() {
+		nstest.Missing(t, "the test VM (IPVS and dummy links): make test-vm runs this")
+	}
+	nstest.LookPath(t, "ip")
+	c := &cluster{t: t, node: nstest.New(t), ext: nstest.New(t), ext2: nstest.New(t), dir: t.TempDir(), pods: map[string]*pod{}}
+	c.link("ext0", c.ext, "192.168.1.10/24", "192.168.1.100/24", "192.168.1.10")
+	c.link("ext1", c.ext2, "192.168.2.10/24", "192.168.2.100/24", "192.168.2.10")
+	c.node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	// Routes for external IPs and load-balancer IPs go through the node.
+	c.ext.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", "192.168.1.10")
+	c.ext2.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", "192.168.2.10")
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// link connects the node to another namespace with a veth pair: nodeSide
+// and peerSide addresses, the peer's default route via gw.
+func (c *cluster) link(name string, peer *nstest.NetNS, nodeSide, peerSide, gw string) {
+	t := c.t
+	c.node.MustRun(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", peer.Path())
+	c.node.MustRun(t, "ip", "addr", "add", nodeSide, "dev", name)
+	c.node.MustRun(t, "ip", "link", "set", name, "up")
+	peer.MustRun(t, "ip", "addr", "add", peerSide, "dev", "eth0")
+	peer.MustRun(t, "ip", "link", "set", "eth0", "up")
+	peer.MustRun(t, "ip", "route", "add", "default", "via", gw)
+}
+
+// addPod creates a pod namespace routed through the node, 10.244.N.2/24,
+// and starts a pod server answering with its name on the given ports.
+func (c *cluster) addPod(name string, ports ...int) *pod {
+	t := c.t
+	c.nextPod++
+	n := c.nextPod
+	p := &pod{name: name, ns: nstest.New(t), ip: netip.MustParseAddr(fmt.Sprintf("10.244.%d.2", n))}
+	c.link(fmt.Sprintf("veth%d", n), p.ns, fmt.Sprintf("10.244.%d.1/24", n), p.ip.String()+"/24", fmt.Sprintf("10.244.%d.1", n))
+	if len(ports) > 0 {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra := make([]string, 0, len(ports)-1)
+		for _, x := range ports[1:] {
+			extra = append(extra, strconv.Itoa(x))
+		}
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), roleEnv+"=pod", "POD_NAME="+name, "POD_PORT="+strconv.Itoa(ports[0]), "POD_EXTRA_PORTS="+strings.Join(extra, " "))
+		cmd.Stderr = os.Stderr
+		if err := p.ns.Do(cmd.Start); err != nil {
+			t.Fatalf("start pod %s: %v", name, err)
+		}
+		p.cmd = cmd
+		// Wait until it answers locally.
+		c.eventually(10*time.Second, func() error {
+			_, err := c.get(p.ns, "tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(ports[0])))
+			return err
+		})
+	}
+	c.pods[name] = p
+	return p
+}
+
+// startSink runs the sink in the node's namespace on the manifest directory.
+func (c *cluster) startSink(extra ...string) {
+	t := c.t
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--from-file", c.dir, "--node-name", "node-1", "--node-address", nodeAddr.String() + ",192.168.2.10",
+		"--min-sync-period", "50ms", "--sync-period", "3s", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="}, extra...)
+	c.sinkArgs = args
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), roleEnv+"=sink", "SINK_ARGS="+strings.Join(args, " "))
+	if c.sinkLog == nil {
+		c.sinkLog = &syncBuffer{}
+	}
+	cmd.Stdout = c.sinkLog
+	cmd.Stderr = c.sinkLog
+	if err := c.node.Do(cmd.Start); err != nil {
+		t.Fatalf("start sink: %v", err)
+	}
+	c.sink = cmd
+}
+
+// stopSink stops the sink with SIGTERM and waits for it.
+func (c *cluster) stopSink() {
+	if c.sink == nil {
+		return
+	}
+	c.sink.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { c.sink.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		c.sink.Process.Kill()
+		<-done
+	}
+	c.sink = nil
+}
+
+func (c *cluster) stopAll() {
+	c.stopSink()
+	for _, p := range c.pods {
+		if p.cmd != nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	}
+	if c.t.Failed() && c.sinkLog != nil {
+		c.t.Logf("sink log:\n%s", c.sinkLog.String())
+		if out, err := c.node.Run("ipvsadm", "-Ln"); err == nil {
+			c.t.Logf("ipvsadm -Ln:\n%s", out)
+		}
+	}
+}
+
+// write replaces the manifests with docs (YAML documents).
+func (c *cluster) write(docs ...string) {
+	data := strings.Join(docs, "\n---\n")
+	tmp := filepath.Join(c.dir, ".cluster.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "cluster.yaml")); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// get sends one request from inside ns.
+func (c *cluster) get(ns *nstest.NetNS, proto string, to netip.AddrPort) (netexec.Reply, error) {
+	var r netexec.Reply
+	err := ns.Do(func() error {
+		var err error
+		r, err = netexec.Get(proto, to, 2*time.Second)
+		return err
+	})
+	return r, err
+}
+
+// eventually retries f until it succeeds or the timeout passes.
+func (c *cluster) eventually(timeout time.Duration, f func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not within %s: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// expectFrom waits until requests from ns to `to` are answered by one of
+// the pods named.
+func (c *cluster) expectFrom(ns *nstest.NetNS, proto string, to netip.AddrPort, names ...string) netexec.Reply {
+	c.t.Helper()
+	var got netexec.Reply
+	c.eventually(20*time.Second, func() error {
+		r, err := c.get(ns, proto, to)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", proto, to, err)
+		}
+		for _, n := range names {
+			if r.Name == n {
+				got = r
+				return nil
+			}
+		}
+		return fmt.Errorf("%s %s answered by %s, want one of %v", proto, to, r.Name, names)
+	})
+	return got
+}
+
+// expectNoAnswer waits until requests from ns to `to` fail.
+func (c *cluster) expectNoAnswer(ns *nstest.NetNS, proto string, to netip.AddrPort) {
+	c.t.Helper()
+	c.eventually(20*time.Second, func() error {
+		if r, err := c.get(ns, proto, to); err == nil {
+			return fmt.Errorf("%s %s still answered by %s", proto, to, r.Name)
+		}
+		return nil
+	})
+}
+
+// metric reads one value from the sink's /metrics.
+func (c *cluster) metric(name string) (float64, error) {
+	var out string
+	err := c.node.Do(func() error {
+		resp, err := httpGet("127.0.0.1:10249", "/metrics")
+		out = resp
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+			return strconv.ParseFloat(f[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+var _ = io.Discard

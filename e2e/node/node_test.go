@@ -1,0 +1,354 @@
+package node
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/proxysinks/proxysinks/e2e/netexec"
+)
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+var web = []port{{"http", "TCP", 80, 8080, 0}}
+
+// Conformance: should serve a basic endpoint from pods.
+func TestBasicEndpoint(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	client := c.addPod("client")
+	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.10", ports: web}.yaml(),
+		slice("web", web, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.10:80"), "pod-a")
+	// Not a service port: rejected, not hanging.
+	if _, err := c.get(client.ns, "tcp", ap("10.96.0.10:81")); err == nil {
+		t.Error("a port the service does not have answered")
+	}
+}
+
+// Conformance: should serve multiport endpoints from pods.
+func TestMultiport(t *testing.T) {
+	c := newCluster(t)
+	ports := []port{{"http", "TCP", 80, 8080, 0}, {"admin", "TCP", 81, 9090, 0}}
+	a := c.addPod("pod-a", 8080, 9090)
+	client := c.addPod("client")
+	c.write(nodeManifest, svc{name: "multi", typ: "ClusterIP", clusterIP: "10.96.0.11", ports: ports}.yaml(),
+		slice("multi", ports, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.11:80"), "pod-a")
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.11:81"), "pod-a")
+}
+
+// Conformance: should serve endpoints on same port and different protocols.
+func TestSamePortDifferentProtocols(t *testing.T) {
+	c := newCluster(t)
+	if out, err := exec.Command("modprobe", "sctp").CombinedOutput(); err != nil {
+		t.Fatalf("modprobe sctp: %v: %s", err, out)
+	}
+	ports := []port{{"dns-tcp", "TCP", 53, 8053, 0}, {"dns-udp", "UDP", 53, 8053, 0}, {"dns-sctp", "SCTP", 53, 8053, 0}}
+	a := c.addPod("pod-a", 8053)
+	client := c.addPod("client")
+	c.write(nodeManifest, svc{name: "dns", typ: "ClusterIP", clusterIP: "10.96.0.12", ports: ports}.yaml(),
+		slice("dns", ports, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	for _, proto := range []string{"tcp", "udp", "sctp"} {
+		c.expectFrom(client.ns, proto, ap("10.96.0.12:53"), "pod-a")
+	}
+}
+
+// Conformance: should be able to create a functioning NodePort service;
+// and the backend sees the node's address (masqueraded) without eTP=Local.
+func TestNodePortFromOutside(t *testing.T) {
+	c := newCluster(t)
+	ports := []port{{"http", "TCP", 80, 8080, 30080}}
+	a := c.addPod("pod-a", 8080)
+	c.write(nodeManifest, svc{name: "np", typ: "NodePort", clusterIP: "10.96.0.13", ports: ports}.yaml(),
+		slice("np", ports, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	r := c.expectFrom(c.ext, "tcp", ap("192.168.1.10:30080"), "pod-a")
+	if r.Client.Addr() == extAddr {
+		t.Errorf("without externalTrafficPolicy=Local the client address %s reached the backend unmasqueraded", r.Client.Addr())
+	}
+}
+
+// externalTrafficPolicy=Local: the backend sees the client's own address.
+func TestExternalTrafficLocalKeepsClientAddress(t *testing.T) {
+	c := newCluster(t)
+	ports := []port{{"http", "TCP", 80, 8080, 30081}}
+	a := c.addPod("pod-a", 8080)
+	c.write(nodeManifest, svc{name: "local", typ: "NodePort", clusterIP: "10.96.0.14", ports: ports, etpLocal: true, hcNodePort: 32001}.yaml(),
+		slice("local", ports, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	r := c.expectFrom(c.ext, "tcp", ap("192.168.1.10:30081"), "pod-a")
+	if r.Client.Addr() != extAddr {
+		t.Errorf("backend saw client %s, want the client's own %s", r.Client.Addr(), extAddr)
+	}
+}
+
+// Conformance: session affinity for a ClusterIP and a NodePort service, and
+// switching it off and on.
+func TestSessionAffinity(t *testing.T) {
+	c := newCluster(t)
+	ports := []port{{"http", "TCP", 80, 8080, 30082}}
+	a := c.addPod("pod-a", 8080)
+	b := c.addPod("pod-b", 8080)
+	client := c.addPod("client")
+	write := func(affinity bool) {
+		c.write(nodeManifest, svc{name: "sticky", typ: "NodePort", clusterIP: "10.96.0.15", ports: ports, affinity: affinity}.yaml(),
+			slice("sticky", ports, ep{ip: a.ip.String(), ready: true}, ep{ip: b.ip.String(), ready: true}))
+	}
+	seen := func(ns interface{ Path() string }, to netip.AddrPort, n int) map[string]int {
+		got := map[string]int{}
+		for i := 0; i < n; i++ {
+			var r netexec.Reply
+			var err error
+			if ns == client.ns {
+				r, err = c.get(client.ns, "tcp", to)
+			} else {
+				r, err = c.get(c.ext, "tcp", to)
+			}
+			if err != nil {
+				t.Fatalf("request %d to %s: %v", i, to, err)
+			}
+			got[r.Name]++
+		}
+		return got
+	}
+	write(true)
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.15:80"), "pod-a", "pod-b")
+	for _, target := range []struct {
+		ns interface{ Path() string }
+		to netip.AddrPort
+	}{{client.ns, ap("10.96.0.15:80")}, {c.ext, ap("192.168.1.10:30082")}} {
+		if got := seen(target.ns, target.to, 10); len(got) != 1 {
+			t.Errorf("with affinity, %s was served by %v, want one backend", target.to, got)
+		}
+	}
+	// Switch it off: both backends serve.
+	write(false)
+	c.eventually(20*time.Second, func() error {
+		if got := seen(client.ns, ap("10.96.0.15:80"), 10); len(got) != 2 {
+			return fmt.Errorf("without affinity served by %v, want both", got)
+		}
+		return nil
+	})
+	// And on again.
+	write(true)
+	c.eventually(20*time.Second, func() error {
+		if got := seen(client.ns, ap("10.96.0.15:80"), 10); len(got) != 1 {
+			return fmt.Errorf("with affinity again served by %v, want one", got)
+		}
+		return nil
+	})
+}
+
+// ExternalIPs and a LoadBalancer ingress IP with source ranges: an allowed
+// client is served, another is dropped.
+func TestExternalIPAndLoadBalancerSourceRanges(t *testing.T) {
+	c := newCluster(t)
+	ports := []port{{"http", "TCP", 80, 8080, 30083}}
+	a := c.addPod("pod-a", 8080)
+	c.write(nodeManifest,
+		svc{name: "eip", typ: "ClusterIP", clusterIP: "10.96.0.16", ports: ports[:1:1], externalIPs: []string{"203.0.113.10"}}.yaml(),
+		slice("eip", ports, ep{ip: a.ip.String(), ready: true}),
+		svc{name: "lb", typ: "LoadBalancer", clusterIP: "10.96.0.17", ports: ports, lbIP: "203.0.113.20", ranges: []string{"192.168.1.0/24"}}.yaml(),
+		slice("lb", ports, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	c.expectFrom(c.ext, "tcp", ap("203.0.113.10:80"), "pod-a")
+	c.expectFrom(c.ext, "tcp", ap("203.0.113.20:80"), "pod-a")
+	if r, err := c.get(c.ext2, "tcp", ap("203.0.113.20:80")); err == nil {
+		t.Errorf("client outside the source ranges was served by %s", r.Name)
+	}
+	// The external IP has no source ranges: the other client is served.
+	c.expectFrom(c.ext2, "tcp", ap("203.0.113.10:80"), "pod-a")
+}
+
+// internalTrafficPolicy=Local: cluster IP traffic goes to local endpoints
+// only.
+func TestInternalTrafficLocal(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	b := c.addPod("pod-b", 8080)
+	client := c.addPod("client")
+	c.write(nodeManifest, svc{name: "itp", typ: "ClusterIP", clusterIP: "10.96.0.18", ports: web, itpLocal: true}.yaml(),
+		slice("itp", web, ep{ip: a.ip.String(), ready: true}, ep{ip: b.ip.String(), ready: true, node: "node-2"}))
+	c.startSink()
+	for i := 0; i < 10; i++ {
+		c.expectFrom(client.ns, "tcp", ap("10.96.0.18:80"), "pod-a")
+	}
+	// Without a local endpoint, nothing answers.
+	c.write(nodeManifest, svc{name: "itp", typ: "ClusterIP", clusterIP: "10.96.0.18", ports: web, itpLocal: true}.yaml(),
+		slice("itp", web, ep{ip: b.ip.String(), ready: true, node: "node-2"}))
+	c.expectNoAnswer(client.ns, "tcp", ap("10.96.0.18:80"))
+}
+
+// Endpoint removal: new connections stop going there, an open TCP
+// connection survives (graceful termination), and the destination is
+// removed once the connection ends.
+func TestEndpointRemovalGraceful(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	b := c.addPod("pod-b", 8080)
+	client := c.addPod("client")
+	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.19", ports: web}.yaml(),
+		slice("web", web, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.19:80"), "pod-a")
+
+	var conn net.Conn
+	if err := client.ns.Do(func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", "10.96.0.19:80", 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	ask := func() (string, error) {
+		conn.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(conn, "hello\n"); err != nil {
+			return "", err
+		}
+		line, err := r.ReadString('\n')
+		return strings.Fields(line + " ")[0], err
+	}
+	if name, err := ask(); err != nil || name != "pod-a" {
+		t.Fatalf("open connection: %q, %v", name, err)
+	}
+
+	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.19", ports: web}.yaml(),
+		slice("web", web, ep{ip: b.ip.String(), ready: true}))
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.19:80"), "pod-b")
+	for i := 0; i < 5; i++ {
+		if name := c.expectFrom(client.ns, "tcp", ap("10.96.0.19:80"), "pod-a", "pod-b").Name; name != "pod-b" {
+			t.Fatalf("new connection went to the removed endpoint")
+		}
+	}
+	if name, err := ask(); err != nil || name != "pod-a" {
+		t.Fatalf("the open connection did not survive the endpoint's removal: %q, %v", name, err)
+	}
+	out := c.node.MustRun(t, "ipvsadm", "-Ln", "-t", "10.96.0.19:80")
+	if !strings.Contains(out, a.ip.String()+":8080") {
+		t.Errorf("the terminating destination is gone while a connection is open:\n%s", out)
+	}
+	if !strings.Contains(out, a.ip.String()+":8080              Masq    0") {
+		t.Errorf("the terminating destination does not have weight 0:\n%s", out)
+	}
+	// Closing with a reset ends the connection at once (a FIN would leave
+	// IPVS's TIME_WAIT entry for two minutes, which it also waits out).
+	conn.(*net.TCPConn).SetLinger(0)
+	conn.Close()
+	c.eventually(60*time.Second, func() error {
+		out := c.node.MustRun(t, "ipvsadm", "-Ln", "-t", "10.96.0.19:80")
+		if strings.Contains(out, a.ip.String()+":8080") {
+			return fmt.Errorf("terminated destination still there:\n%s", out)
+		}
+		return nil
+	})
+}
+
+// Hairpin: a pod reaches itself through its service.
+func TestHairpin(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.20", ports: web}.yaml(),
+		slice("web", web, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	c.expectFrom(a.ns, "tcp", ap("10.96.0.20:80"), "pod-a")
+}
+
+// Conformance: changing the type ClusterIP -> NodePort -> ClusterIP, and to
+// and from ExternalName.
+func TestTypeChanges(t *testing.T) {
+	c := newCluster(t)
+	ports := []port{{"http", "TCP", 80, 8080, 30084}}
+	a := c.addPod("pod-a", 8080)
+	client := c.addPod("client")
+	write := func(typ string) {
+		c.write(nodeManifest, svc{name: "chg", typ: typ, clusterIP: "10.96.0.21", ports: ports}.yaml(),
+			slice("chg", ports, ep{ip: a.ip.String(), ready: true}))
+	}
+	write("ClusterIP")
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.21:80"), "pod-a")
+	c.expectNoAnswer(c.ext, "tcp", ap("192.168.1.10:30084"))
+	write("NodePort")
+	c.expectFrom(c.ext, "tcp", ap("192.168.1.10:30084"), "pod-a")
+	write("ClusterIP")
+	c.expectNoAnswer(c.ext, "tcp", ap("192.168.1.10:30084"))
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.21:80"), "pod-a")
+	write("ExternalName")
+	c.expectNoAnswer(client.ns, "tcp", ap("10.96.0.21:80"))
+	write("NodePort")
+	c.expectFrom(c.ext, "tcp", ap("192.168.1.10:30084"), "pod-a")
+	write("ExternalName")
+	c.expectNoAnswer(c.ext, "tcp", ap("192.168.1.10:30084"))
+}
+
+// Restart: killing and restarting the sink drops no request and the new
+// process writes nothing to the kernel.
+func TestRestartNoWritesNoDrops(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	client := c.addPod("client")
+	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.22", ports: web}.yaml(),
+		slice("web", web, ep{ip: a.ip.String(), ready: true}))
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.22:80"), "pod-a")
+
+	var ok, failed atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.get(client.ns, "tcp", ap("10.96.0.22:80")); err != nil {
+				failed.Add(1)
+			} else {
+				ok.Add(1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	c.stopSink()
+	time.Sleep(300 * time.Millisecond)
+	c.startSink()
+	c.eventually(30*time.Second, func() error {
+		v, err := c.metric("proxysinks_sync_kernel_operations")
+		if err != nil {
+			return err
+		}
+		if last, err := c.metric("kubeproxy_sync_proxy_rules_last_timestamp_seconds"); err != nil || last == 0 {
+			return fmt.Errorf("no sync yet")
+		}
+		if v != 0 {
+			return fmt.Errorf("restarted sink wrote %v kernel objects, want 0", v)
+		}
+		return nil
+	})
+	if total, err := c.metric("proxysinks_kernel_operations_total"); err != nil || total != 0 {
+		t.Errorf("restarted sink: kernel operations total %v (%v), want 0", total, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	<-done
+	if failed.Load() != 0 || ok.Load() == 0 {
+		t.Errorf("during the restart %d requests failed and %d succeeded; want no failure", failed.Load(), ok.Load())
+	}
+}

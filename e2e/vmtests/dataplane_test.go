@@ -1,0 +1,18 @@
+package vmtests
+
+import (
+	"testing"
+
+	"github.com/proxysinks/proxysinks/e2e/vm"
+)
+
+// TestDataplaneKernelVM runs the dataplane's kernel tests (modules, sysctls,
+// iptables rules with nft and legacy) on the VM's kernel.
+func TestDataplaneKernelVM(t *testing.T) {
+	t.Run("kernel", func(t *testing.T) {
+		vm.RunTests(t, "github.com/proxysinks/proxysinks/dataplane/kernel", "-test.v")
+	})
+	t.Run("rules", func(t *testing.T) {
+		vm.RunTests(t, "github.com/proxysinks/proxysinks/dataplane/rules", "-test.v")
+	})
+}

@@ -1,0 +1,185 @@
+// Package fullstate is the IPVS full-state sink's controller: on every
+// snapshot of the cluster it renders every kernel object the node needs,
+// keeps them in diffstores, and writes only what changed. At start-up it
+// adopts what the kernel already holds, so a restart with an unchanged
+// cluster writes nothing; a periodic resync re-reads the kernel and repairs
+// drift.
+package fullstate
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+)
+
+// ServiceType is a Kubernetes service type.
+type ServiceType string
+
+// The service types that get virtual servers.
+const (
+	ClusterIPService    ServiceType = "ClusterIP"
+	NodePortService     ServiceType = "NodePort"
+	LoadBalancerService ServiceType = "LoadBalancer"
+)
+
+// String returns the type's name.
+func (st ServiceType) String() string { return string(st) }
+
+// SessionAffinity is a service's ClientIP affinity, nil when off.
+type SessionAffinity struct {
+	ClientIP *client.SessionAffinity
+}
+
+// Reader reads what the kernel holds of the sink's objects; nil in a dry run.
+type Reader interface {
+	Read() (*dataplane.State, error)
+}
+
+// SyncStats describes one sync.
+type SyncStats = dataplane.SyncStats
+
+// Controller handles full-state callbacks. It is safe for concurrent use:
+// callbacks and resyncs are serialized.
+type Controller struct {
+	cfg     render.Config
+	mgr     *Manager
+	applier *dataplane.Applier
+	reader  Reader
+	log     *slog.Logger
+	// OnSync, when set, is called after every sync (metrics).
+	OnSync func(SyncStats)
+
+	mu      sync.Mutex
+	adopted bool
+	synced  bool
+}
+
+// NewController returns a controller that renders with cfg, writes through
+// applier and adopts the kernel's state through reader (nil for none).
+func NewController(cfg render.Config, applier *dataplane.Applier, reader Reader, log *slog.Logger) *Controller {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Controller{cfg: cfg, mgr: NewManager(applier), applier: applier, reader: reader, log: log}
+}
+
+// Manager returns the controller's IPVS manager.
+func (c *Controller) Manager() *Manager { return c.mgr }
+
+// adopt reads the kernel once, before the first sync.
+func (c *Controller) adopt() error {
+	if c.adopted || c.reader == nil {
+		c.adopted = true
+		return nil
+	}
+	st, err := c.reader.Read()
+	if err != nil {
+		return err
+	}
+	c.mgr.Reconcile(st)
+	c.adopted = true
+	return nil
+}
+
+// Callback consumes one snapshot (the channel closes at its end), renders
+// every service, and writes the differences to the kernel.
+func (c *Controller) Callback(ch <-chan *client.ServiceEndpoints) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := SyncStats{Start: time.Now()}
+	if err := c.adopt(); err != nil {
+		// Without the kernel's state the diff would be wrong: drain the
+		// snapshot and try again next time.
+		for range ch {
+		}
+		st.Err = err
+		c.finish(&st)
+		return
+	}
+	c.mgr.Reset()
+	for se := range ch {
+		st.Services++
+		for _, err := range render.Render(se, c.cfg, c.mgr) {
+			st.RenderErrors++
+			c.log.Warn("service skipped in part", "error", err)
+		}
+		if noLocal(se) {
+			st.NoLocalEndpoints++
+		}
+	}
+	c.mgr.Done()
+	c.apply(&st)
+	c.synced = true
+	c.finish(&st)
+}
+
+func noLocal(se *client.ServiceEndpoints) bool {
+	s := se.Service
+	if s == nil || !(s.ExternalTrafficLocal || s.InternalTrafficLocal) {
+		return false
+	}
+	for _, e := range se.Endpoints {
+		if e.Local && (e.Ready || e.Serving) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Controller) apply(st *SyncStats) {
+	res := c.mgr.Apply()
+	st.Writes, st.Failed = res.Writes, len(res.Failed)
+	if err := res.Err(); err != nil {
+		st.Err = err
+	}
+	if n, err := c.applier.Reap(); err != nil {
+		st.Err = errors.Join(st.Err, err)
+	} else if n > 0 {
+		st.Writes += n
+		c.log.Info("terminated destinations removed", "count", n)
+	}
+}
+
+func (c *Controller) finish(st *SyncStats) {
+	st.Duration = time.Since(st.Start)
+	if st.Err != nil {
+		c.log.Error("sync failed in part; failed objects are retried at the next sync", "services", st.Services,
+			"writes", st.Writes, "failed", st.Failed, "error", st.Err)
+	} else {
+		c.log.Info("sync", "services", st.Services, "writes", st.Writes, "duration", st.Duration)
+	}
+	if c.OnSync != nil {
+		c.OnSync(*st)
+	}
+}
+
+// Resync re-reads the kernel and repairs what drifted from the last
+// snapshot (a destination deleted by hand comes back, an address added by
+// hand to the dummy link goes), and removes terminated destinations. Before
+// the first snapshot it does nothing.
+func (c *Controller) Resync() SyncStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := SyncStats{Start: time.Now()}
+	if !c.synced {
+		return st
+	}
+	if c.reader != nil {
+		k, err := c.reader.Read()
+		if err != nil {
+			st.Err = err
+			c.finish(&st)
+			return st
+		}
+		c.mgr.Reconcile(k)
+	}
+	c.mgr.Done()
+	c.apply(&st)
+	c.finish(&st)
+	return st
+}

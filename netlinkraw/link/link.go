@@ -1,0 +1,301 @@
+//go:build linux
+
+// Package link manages what the IPVS sinks need from rtnetlink: the dummy
+// link that holds the virtual IPs (kube-ipvs0), the /32 and /128 addresses
+// bound on it, and the node's own addresses that NodePorts listen on. It is
+// a thin layer over github.com/jsimonetti/rtnetlink/v2, working in a chosen
+// network namespace.
+package link
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultDummy is the name kube-proxy gives the link holding the VIPs.
+const DefaultDummy = "kube-ipvs0"
+
+// Config configures Dial.
+type Config struct {
+	// NetNS is a file descriptor of the network namespace to work in; 0
+	// means the caller's.
+	NetNS int
+}
+
+// Conn is an rtnetlink connection in one network namespace.
+type Conn struct {
+	c *rtnetlink.Conn
+}
+
+// Error is the error of one operation on one object.
+type Error struct {
+	// Op is the operation ("ensure dummy", "add address"...).
+	Op string
+	// Object names the link or address.
+	Object string
+	// Err is the cause, often a unix.Errno.
+	Err error
+}
+
+// Error formats the error as "link: OP OBJECT: CAUSE".
+func (e *Error) Error() string { return "link: " + e.Op + " " + e.Object + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrNotDummy reports that a link with the dummy's name exists but is of
+// another kind.
+var ErrNotDummy = errors.New("link exists and is not a dummy link")
+
+// Dial opens an rtnetlink socket in the configured namespace.
+func Dial(cfg *Config) (*Conn, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	c, err := rtnetlink.Dial(&netlink.Config{NetNS: cfg.NetNS})
+	if err != nil {
+		return nil, &Error{Op: "dial", Object: "rtnetlink", Err: err}
+	}
+	return &Conn{c: c}, nil
+}
+
+// Close closes the socket.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Link is a network interface as this package reports it.
+type Link struct {
+	Index    uint32
+	Name     string
+	Kind     string // driver kind ("dummy", "veth"...), "" for physical links
+	Up       bool   // administratively up (IFF_UP)
+	Loopback bool
+}
+
+// Links lists the namespace's links.
+func (c *Conn) Links() ([]Link, error) {
+	ms, err := c.c.Link.List()
+	if err != nil {
+		return nil, &Error{Op: "list", Object: "links", Err: err}
+	}
+	out := make([]Link, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, toLink(m))
+	}
+	return out, nil
+}
+
+func toLink(m rtnetlink.LinkMessage) Link {
+	l := Link{Index: m.Index, Up: m.Flags&unix.IFF_UP != 0, Loopback: m.Flags&unix.IFF_LOOPBACK != 0}
+	if m.Attributes != nil {
+		l.Name = m.Attributes.Name
+		if m.Attributes.Info != nil {
+			l.Kind = m.Attributes.Info.Kind
+		}
+	}
+	return l
+}
+
+// LinkByName returns the link named name; the error wraps unix.ENODEV when
+// there is none.
+func (c *Conn) LinkByName(name string) (Link, error) {
+	links, err := c.Links()
+	if err != nil {
+		return Link{}, err
+	}
+	for _, l := range links {
+		if l.Name == name {
+			return l, nil
+		}
+	}
+	return Link{}, &Error{Op: "find", Object: "link " + name, Err: unix.ENODEV}
+}
+
+// EnsureDummy makes sure a dummy link named name exists and returns it. A
+// new link is left down, as kube-proxy leaves kube-ipvs0: addresses on a
+// down link are still local to the node. An existing link of another kind
+// is an error wrapping ErrNotDummy.
+func (c *Conn) EnsureDummy(name string) (Link, error) {
+	l, err := c.LinkByName(name)
+	if err == nil {
+		if l.Kind != "dummy" {
+			return Link{}, &Error{Op: "ensure dummy", Object: name, Err: fmt.Errorf("%w (kind %q)", ErrNotDummy, l.Kind)}
+		}
+		return l, nil
+	}
+	if !errors.Is(err, unix.ENODEV) {
+		return Link{}, err
+	}
+	err = c.c.Link.New(&rtnetlink.LinkMessage{
+		Family:     unix.AF_UNSPEC,
+		Attributes: &rtnetlink.LinkAttributes{Name: name, Info: &rtnetlink.LinkInfo{Kind: "dummy"}},
+	})
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return Link{}, &Error{Op: "ensure dummy", Object: name, Err: err}
+	}
+	return c.LinkByName(name)
+}
+
+// DeleteLink deletes the link named name. A missing link is not an error.
+func (c *Conn) DeleteLink(name string) error {
+	l, err := c.LinkByName(name)
+	if errors.Is(err, unix.ENODEV) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.c.Link.Delete(l.Index); err != nil && !errors.Is(err, unix.ENODEV) {
+		return &Error{Op: "delete", Object: "link " + name, Err: err}
+	}
+	return nil
+}
+
+// addrMessage builds the message binding addr as a host address (/32 or
+// /128) on link index.
+func addrMessage(index uint32, addr netip.Addr) *rtnetlink.AddressMessage {
+	family, bits := uint8(unix.AF_INET), uint8(32)
+	var flags uint32
+	if addr.Is6() {
+		family, bits = unix.AF_INET6, 128
+		flags = unix.IFA_F_NODAD // usable at once, no duplicate detection
+	}
+	ip := net.IP(addr.AsSlice())
+	return &rtnetlink.AddressMessage{
+		Family:       family,
+		PrefixLength: bits,
+		Scope:        unix.RT_SCOPE_UNIVERSE,
+		Index:        index,
+		Attributes:   &rtnetlink.AddressAttributes{Address: ip, Local: ip, Flags: flags},
+	}
+}
+
+// AddAddresses binds each address as /32 or /128 on the link named name.
+// Addresses already bound are not errors (EEXIST). It stops at the first
+// other failure.
+func (c *Conn) AddAddresses(name string, addrs []netip.Addr) error {
+	l, err := c.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if !a.IsValid() || a.Zone() != "" {
+			return &Error{Op: "add address", Object: fmt.Sprintf("%v on %s", a, name), Err: errors.New("not a plain IP address")}
+		}
+		a = a.Unmap()
+		if err := c.c.Address.New(addrMessage(l.Index, a)); err != nil && !errors.Is(err, unix.EEXIST) {
+			return &Error{Op: "add address", Object: a.String() + " on " + name, Err: err}
+		}
+	}
+	return nil
+}
+
+// DelAddresses unbinds each /32 or /128 address from the link named name.
+// Addresses not bound are not errors (EADDRNOTAVAIL). It stops at the first
+// other failure.
+func (c *Conn) DelAddresses(name string, addrs []netip.Addr) error {
+	l, err := c.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if err := c.c.Address.Delete(addrMessage(l.Index, a)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			return &Error{Op: "delete address", Object: a.String() + " on " + name, Err: err}
+		}
+	}
+	return nil
+}
+
+// Addr is an address bound on a link.
+type Addr struct {
+	Prefix netip.Prefix // the address and its prefix length
+	Index  uint32       // the link's index
+}
+
+func (c *Conn) addresses() ([]Addr, error) {
+	ms, err := c.c.Address.List()
+	if err != nil {
+		return nil, &Error{Op: "list", Object: "addresses", Err: err}
+	}
+	out := make([]Addr, 0, len(ms))
+	for _, m := range ms {
+		if m.Attributes == nil {
+			continue
+		}
+		ip := m.Attributes.Local
+		if ip == nil {
+			ip = m.Attributes.Address
+		}
+		a, ok := netip.AddrFromSlice(ip)
+		if !ok {
+			continue
+		}
+		if m.Family == unix.AF_INET {
+			a = a.Unmap()
+		}
+		p, err := a.Prefix(int(m.PrefixLength))
+		if err != nil {
+			continue
+		}
+		out = append(out, Addr{Prefix: netip.PrefixFrom(a, p.Bits()), Index: m.Index})
+	}
+	return out, nil
+}
+
+// Addresses returns the addresses bound on the link named name, sorted.
+func (c *Conn) Addresses(name string) ([]netip.Addr, error) {
+	l, err := c.LinkByName(name)
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.addresses()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range all {
+		if a.Index == l.Index {
+			out = append(out, a.Prefix.Addr())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
+}
+
+// NodeAddresses returns the node's local unicast addresses, the ones
+// NodePorts listen on: every address of every link except loopback links
+// and the links named in exclude (the dummy), leaving out loopback,
+// link-local and multicast addresses. Sorted, without duplicates.
+func (c *Conn) NodeAddresses(exclude ...string) ([]netip.Addr, error) {
+	links, err := c.Links()
+	if err != nil {
+		return nil, err
+	}
+	skip := map[uint32]bool{}
+	for _, l := range links {
+		if l.Loopback || slices.Contains(exclude, l.Name) {
+			skip[l.Index] = true
+		}
+	}
+	all, err := c.addresses()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range all {
+		ip := a.Prefix.Addr()
+		if skip[a.Index] || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
+			continue
+		}
+		out = append(out, ip)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
+}

@@ -1,0 +1,253 @@
+package link_test
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+)
+
+var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+
+func dial(t *testing.T) (*link.Conn, *nstest.NetNS) {
+	t.Helper()
+	ns := nstest.New(t)
+	c, err := link.Dial(&link.Config{NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, ns
+}
+
+// dummy creates kube-ipvs0, or stops the test where the kernel has no
+// dummy links (the build machines; the VM has them).
+func dummy(t *testing.T, c *link.Conn) link.Link {
+	t.Helper()
+	l, err := c.EnsureDummy(link.DefaultDummy)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		nstest.Missing(t, "dummy links in the kernel: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// veth adds a veth pair inside ns with the ip CLI.
+func veth(t *testing.T, ns *nstest.NetNS, name string) {
+	t.Helper()
+	nstest.LookPath(t, "ip")
+	ns.MustRun(t, "ip", "link", "add", name, "type", "veth", "peer", "name", name+"p")
+}
+
+// vips returns n /32 and n/4 /128 service addresses.
+func vips(n int) []netip.Addr {
+	var out []netip.Addr
+	for i := range n {
+		out = append(out, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}))
+	}
+	for i := range n / 4 {
+		out = append(out, netip.AddrFrom16([16]byte{0: 0xfd, 1: 0, 2: 0, 3: 0x96, 14: byte(i >> 8), 15: byte(i)}))
+	}
+	return out
+}
+
+// exerciseAddresses binds, lists and unbinds many addresses on a link.
+func exerciseAddresses(t *testing.T, c *link.Conn, name string, n int) {
+	want := vips(n)
+	if err := c.AddAddresses(name, want); err != nil {
+		t.Fatal(err)
+	}
+	// Binding again is not an error.
+	if err := c.AddAddresses(name, want[:10]); err != nil {
+		t.Fatalf("AddAddresses of bound addresses: %v", err)
+	}
+	got, err := c.Addresses(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted := append([]netip.Addr(nil), want...)
+	sortAddrs(sorted)
+	// The kernel adds a link-local IPv6 address to links that are up.
+	got = withoutLinkLocal(got)
+	if d := cmp.Diff(sorted, got, cmpAddr); d != "" {
+		t.Fatalf("Addresses(%s) -want +got:\n%s", name, d)
+	}
+	if err := c.DelAddresses(name, want[:n/2]); err != nil {
+		t.Fatal(err)
+	}
+	// Unbinding again is not an error.
+	if err := c.DelAddresses(name, want[:10]); err != nil {
+		t.Fatalf("DelAddresses of unbound addresses: %v", err)
+	}
+	got, err = c.Addresses(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := append([]netip.Addr(nil), want[n/2:]...)
+	sortAddrs(rest)
+	if d := cmp.Diff(rest, withoutLinkLocal(got), cmpAddr); d != "" {
+		t.Fatalf("Addresses(%s) after DelAddresses -want +got:\n%s", name, d)
+	}
+	if err := c.DelAddresses(name, want); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Addresses(name); len(withoutLinkLocal(got)) != 0 {
+		t.Fatalf("addresses left: %v", got)
+	}
+}
+
+func sortAddrs(a []netip.Addr) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].Less(a[j-1]); j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+func withoutLinkLocal(a []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, x := range a {
+		if !x.IsLinkLocalUnicast() {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestDummyKernel: create kube-ipvs0, bind 1,000 VIPs (and 250 IPv6 ones),
+// list, unbind. Runs in the VM; skipped where dummy links are missing.
+func TestDummyKernel(t *testing.T) {
+	c, _ := dial(t)
+	l := dummy(t, c)
+	if l.Kind != "dummy" || l.Name != link.DefaultDummy || l.Up {
+		t.Errorf("EnsureDummy = %+v, want a down dummy named %s", l, link.DefaultDummy)
+	}
+	again, err := c.EnsureDummy(link.DefaultDummy)
+	if err != nil || again.Index != l.Index {
+		t.Errorf("EnsureDummy again = %+v, %v; want the same link", again, err)
+	}
+	exerciseAddresses(t, c, link.DefaultDummy, 1000)
+	if err := c.DeleteLink(link.DefaultDummy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LinkByName(link.DefaultDummy); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("LinkByName after DeleteLink = %v, want ENODEV", err)
+	}
+	if err := c.DeleteLink(link.DefaultDummy); err != nil {
+		t.Errorf("DeleteLink of a missing link = %v", err)
+	}
+}
+
+// TestDummyNodeAddressesKernel: VIPs on the dummy are not node addresses.
+func TestDummyNodeAddressesKernel(t *testing.T) {
+	c, ns := dial(t)
+	dummy(t, c)
+	veth(t, ns, "eth0")
+	ns.MustRun(t, "ip", "addr", "add", "192.0.2.10/24", "dev", "eth0")
+	if err := c.AddAddresses(link.DefaultDummy, []netip.Addr{netip.MustParseAddr("10.96.0.10")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.NodeAddresses(link.DefaultDummy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]netip.Addr{netip.MustParseAddr("192.0.2.10")}, got, cmpAddr); d != "" {
+		t.Errorf("NodeAddresses -want +got:\n%s", d)
+	}
+}
+
+// TestAddressesKernel runs the address operations on a veth link, which
+// the build machines' kernel has, standing in for the dummy.
+func TestAddressesKernel(t *testing.T) {
+	c, ns := dial(t)
+	veth(t, ns, "vips0")
+	exerciseAddresses(t, c, "vips0", 1000)
+}
+
+func TestNodeAddressesKernel(t *testing.T) {
+	c, ns := dial(t)
+	veth(t, ns, "eth0")
+	veth(t, ns, "kipvs0")
+	ns.MustRun(t, "ip", "link", "set", "eth0", "up")
+	ns.MustRun(t, "ip", "addr", "add", "192.0.2.10/24", "dev", "eth0")
+	ns.MustRun(t, "ip", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
+	ns.MustRun(t, "ip", "addr", "add", "198.51.100.1/32", "dev", "kipvs0")
+	ns.MustRun(t, "ip", "addr", "add", "127.0.0.2/8", "dev", "lo")
+	got, err := c.NodeAddresses("kipvs0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}
+	if d := cmp.Diff(want, got, cmpAddr); d != "" {
+		t.Errorf("NodeAddresses -want +got:\n%s", d)
+	}
+	// Without the exclusion, the second link's address counts.
+	got, err = c.NodeAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Errorf("NodeAddresses() = %v, want 3 addresses", got)
+	}
+}
+
+// TestNamespaceIsolation: a namespace sees only its own links and
+// addresses.
+func TestNamespaceIsolation(t *testing.T) {
+	c1, ns1 := dial(t)
+	c2, _ := dial(t)
+	veth(t, ns1, "vips0")
+	if err := c1.AddAddresses("vips0", vips(20)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.LinkByName("vips0"); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("the other namespace sees vips0: %v", err)
+	}
+	got, err := c2.NodeAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("the other namespace has node addresses %v", got)
+	}
+	links, err := c2.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(links) != 1 || !links[0].Loopback {
+		t.Errorf("the other namespace has links %+v, want lo only", links)
+	}
+}
+
+func TestEnsureDummyOnOtherKind(t *testing.T) {
+	c, ns := dial(t)
+	veth(t, ns, link.DefaultDummy)
+	_, err := c.EnsureDummy(link.DefaultDummy)
+	if !errors.Is(err, link.ErrNotDummy) {
+		t.Errorf("EnsureDummy over a veth = %v, want ErrNotDummy", err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	c, _ := dial(t)
+	err := c.AddAddresses("nope0", vips(1))
+	if !errors.Is(err, unix.ENODEV) || err.Error() != "link: find link nope0: "+unix.ENODEV.Error() {
+		t.Errorf("AddAddresses on a missing link = %v", err)
+	}
+	_, err = c.Addresses("nope0")
+	if !errors.Is(err, unix.ENODEV) {
+		t.Errorf("Addresses on a missing link = %v", err)
+	}
+	err = c.AddAddresses("lo", []netip.Addr{{}})
+	if err == nil || fmt.Sprint(err) != "link: add address invalid IP on lo: not a plain IP address" {
+		t.Errorf("AddAddresses of a zero address = %v", err)
+	}
+}

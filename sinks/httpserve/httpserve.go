@@ -1,0 +1,168 @@
+// Package httpserve serves a sink's HTTP endpoints the way kube-proxy does:
+// /metrics (with kube-proxy's metric names), /proxyMode and /healthz on the
+// metrics address, and /healthz on the health address.
+package httpserve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are a sink's Prometheus metrics.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	SyncDuration        prometheus.Histogram
+	LastSync            prometheus.Gauge
+	ProgrammingDuration prometheus.Histogram
+	NoLocalEndpoints    *prometheus.GaugeVec
+	KernelOps           prometheus.Counter
+	SyncKernelOps       prometheus.Gauge
+	Syscalls            prometheus.Counter
+	SyncSyscalls        prometheus.Gauge
+	FailedObjects       prometheus.Gauge
+	SyncErrors          prometheus.Counter
+}
+
+// NewMetrics registers the metrics in a new registry (with the Go and
+// process collectors).
+func NewMetrics() *Metrics {
+	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs .. 13s
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "Duration of one sync of the kernel state.", Buckets: buckets}),
+		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "Time of the last successful sync."}),
+		ProgrammingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_network_programming_duration_seconds", Help: "Time from a change reaching the sink to the kernel being programmed.", Buckets: buckets}),
+		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total", Help: "Services with a Local traffic policy and no local endpoint."}, []string{"traffic_policy"}),
+		KernelOps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proxysinks_kernel_operations_total", Help: "Kernel objects written (virtual servers, destinations, addresses, set entries)."}),
+		SyncKernelOps: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "proxysinks_sync_kernel_operations", Help: "Kernel objects written by the last sync."}),
+		Syscalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proxysinks_netlink_syscalls_total", Help: "sendmsg and recvmsg calls on the sink's netlink sockets."}),
+		SyncSyscalls: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "proxysinks_sync_netlink_syscalls", Help: "sendmsg and recvmsg calls made by the last sync."}),
+		FailedObjects: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "proxysinks_sync_failed_objects", Help: "Kernel objects that failed in the last sync (retried at the next)."}),
+		SyncErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proxysinks_sync_errors_total", Help: "Syncs that failed in whole or in part."}),
+	}
+	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.ProgrammingDuration, m.NoLocalEndpoints, m.KernelOps,
+		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Health tracks whether syncs succeed, with kube-proxy's healthz semantics:
+// healthy once a sync succeeded, and unhealthy when syncs keep failing (or
+// stop) for longer than the timeout.
+type Health struct {
+	Timeout time.Duration
+
+	mu          sync.Mutex
+	lastSuccess time.Time
+	failingFrom time.Time
+	now         func() time.Time
+}
+
+// NewHealth returns a Health with the given timeout.
+func NewHealth(timeout time.Duration) *Health { return &Health{Timeout: timeout, now: time.Now} }
+
+// Record records the outcome of a sync.
+func (h *Health) Record(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.now()
+	if err == nil {
+		h.lastSuccess, h.failingFrom = t, time.Time{}
+	} else if h.failingFrom.IsZero() {
+		h.failingFrom = t
+	}
+}
+
+// Healthy reports the state and the last successful sync.
+func (h *Health) Healthy() (bool, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.now()
+	switch {
+	case h.lastSuccess.IsZero():
+		return false, h.lastSuccess
+	case !h.failingFrom.IsZero() && t.Sub(h.failingFrom) > h.Timeout:
+		return false, h.lastSuccess
+	}
+	return true, h.lastSuccess
+}
+
+func (h *Health) serve(w http.ResponseWriter, _ *http.Request) {
+	ok, last := h.Healthy()
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(map[string]string{
+		"lastUpdated": last.UTC().Format(time.RFC3339Nano),
+		"currentTime": time.Now().UTC().Format(time.RFC3339Nano),
+	})
+}
+
+// Handler returns the metrics address's handler: /metrics, /proxyMode
+// (answering mode) and /healthz.
+func Handler(m *Metrics, h *Health, mode string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, mode)
+	})
+	mux.HandleFunc("/healthz", h.serve)
+	return mux
+}
+
+// HealthHandler returns the health address's handler.
+func HealthHandler(h *Health) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", h.serve)
+	mux.HandleFunc("/livez", h.serve)
+	return mux
+}
+
+// Serve listens on addr (nothing when empty) and serves handler until ctx
+// ends. A listen error is returned at once, so a bad address fails start-up.
+func Serve(ctx context.Context, addr string, handler http.Handler, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("httpserve: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "address", addr, "error", err)
+		}
+	}()
+	return nil
+}

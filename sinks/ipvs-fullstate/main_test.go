@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestDryRunGolden runs the dry run on the example cluster, as a node with
+// an IPv4 and an IPv6 address, and compares the kernel operations it prints.
+func TestDryRunGolden(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
+		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
+		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
+	if status != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
+	}
+	golden := filepath.Join("testdata", "dryrun.golden")
+	if *update {
+		if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), stdout.String()); diff != "" {
+		t.Errorf("dry-run output (-want +got):\n%s", diff)
+	}
+}
+
+// TestBadFlags shows each bad value is a clear error naming the flag, at
+// start, with exit status 2.
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scheduling-method", "fastest"}, `--scheduling-method: unknown scheduler "fastest"`},
+		{[]string{"--node-address", "10.0.0.300"}, `--node-address: "10.0.0.300" is not an IP address`},
+		{[]string{"--cluster-cidr", "10.244.0.0"}, `--cluster-cidr: "10.244.0.0" is not a CIDR`},
+		{[]string{"--masquerade-bit", "32"}, "--masquerade-bit: 32 is not in [0, 31]"},
+		{[]string{"--weight", "-1"}, "--weight: -1 is negative"},
+		{[]string{"--sync-period", "0s"}, "--sync-period: 0s must be positive"},
+		{[]string{"--from-file", "x", "--kubeconfig", "y"}, "give one source, not both"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		status := run(append([]string{"ipvs-fullstate", "--dry-run"}, tt.args...), &stdout, &stderr)
+		if status != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: status %d, stderr %q; want 2 and %q", tt.args, status, stderr.String(), tt.want)
+		}
+	}
+	// From the environment too.
+	t.Setenv("PROXYSINKS_SCHEDULING_METHOD", "nope")
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"ipvs-fullstate", "--dry-run"}, &stdout, &stderr); status != 2 || !strings.Contains(stderr.String(), `"nope"`) {
+		t.Errorf("bad environment value: status %d, stderr %q", status, stderr.String())
+	}
+}
+
+func TestMissingSource(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"ipvs-fullstate", "--dry-run", "--from-file", "/nonexistent/manifests"}, &stdout, &stderr)
+	if status != 1 || !strings.Contains(stderr.String(), "--from-file") {
+		t.Errorf("status %d, stderr %q", status, stderr.String())
+	}
+}

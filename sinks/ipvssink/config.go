@@ -1,0 +1,188 @@
+// Package ipvssink is what the IPVS sink binaries share: their flags (the
+// seed's and kube-proxy's, each also settable by environment variable), the
+// configuration they fill, and the process around a controller: the source,
+// the kernel connections, node setup, HTTP endpoints and metrics.
+package ipvssink
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/urfave/cli/v2"
+)
+
+// Config is everything the flags set, validated.
+type Config struct {
+	Kubeconfig string
+	FromFile   string
+	DryRun     bool
+
+	NodeName          string
+	NodeAddresses     []netip.Addr
+	NodePortAddresses []netip.Prefix
+	Scheduler         string
+	Weight            uint32
+	MasqueradeAll     bool
+	MasqueradeBit     int
+	ClusterCIDRs      []netip.Prefix
+	StrictARP         bool
+	TCPTimeout        time.Duration
+	TCPFinTimeout     time.Duration
+	UDPTimeout        time.Duration
+	ExcludeCIDRs      []netip.Prefix
+	SyncPeriod        time.Duration
+	MinSyncPeriod     time.Duration
+	MetricsAddress    string
+	HealthzAddress    string
+	LogFormat         string
+	LogLevel          string
+}
+
+// env returns the environment variable of a flag: PROXYSINKS_ and the
+// flag's name in upper case with underscores.
+func env(name string) []string {
+	return []string{"PROXYSINKS_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+}
+
+// Flags returns the command-line flags.
+func Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", EnvVars: env("kubeconfig"), Usage: "kubeconfig `file` of the cluster (in-cluster config when empty and running in a pod)"},
+		&cli.StringFlag{Name: "from-file", EnvVars: env("from-file"), Usage: "read Services and EndpointSlices from a manifest `file or directory` instead of the API, and follow its edits"},
+		&cli.BoolFlag{Name: "dry-run", EnvVars: env("dry-run"), Usage: "print the kernel operations for the current state and exit, without privileges or IPVS"},
+		&cli.StringFlag{Name: "node-name", Aliases: []string{"hostname-override"}, EnvVars: env("node-name"), Usage: "this node's `name` (endpoints on it are local); default: the host name"},
+		&cli.StringSliceFlag{Name: "node-address", EnvVars: env("node-address"), Usage: "`address` to serve NodePorts on (repeatable or comma-separated); default: the node's addresses"},
+		&cli.StringSliceFlag{Name: "nodeport-addresses", EnvVars: env("nodeport-addresses"), Usage: "serve NodePorts only on node addresses in these `CIDRs`"},
+		&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}, Value: "rr", EnvVars: env("scheduling-method"), Usage: "IPVS `scheduler`: " + strings.Join(render.Schedulers, ", ")},
+		&cli.IntFlag{Name: "weight", Value: 1, EnvVars: env("weight"), Usage: "`weight` of every destination"},
+		&cli.BoolFlag{Name: "masquerade-all", EnvVars: env("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
+		&cli.IntFlag{Name: "masquerade-bit", Aliases: []string{"iptables-masquerade-bit"}, Value: 14, EnvVars: env("masquerade-bit"), Usage: "fwmark `bit` marking packets to masquerade, 0 to 31"},
+		&cli.StringSliceFlag{Name: "cluster-cidr", EnvVars: env("cluster-cidr"), Usage: "pod network `CIDR`s; cluster-IP traffic from outside them is masqueraded"},
+		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: env("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2"},
+		&cli.DurationFlag{Name: "ipvs-tcp-timeout", EnvVars: env("ipvs-tcp-timeout"), Usage: "IPVS timeout of idle TCP connections (0: leave)"},
+		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", EnvVars: env("ipvs-tcpfin-timeout"), Usage: "IPVS timeout of TCP connections after FIN (0: leave)"},
+		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: env("ipvs-udp-timeout"), Usage: "IPVS timeout of UDP flows (0: leave)"},
+		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", EnvVars: env("ipvs-exclude-cidrs"), Usage: "never touch virtual servers or addresses in these `CIDRs`"},
+		&cli.DurationFlag{Name: "sync-period", Value: 30 * time.Second, EnvVars: env("sync-period"), Usage: "re-read the kernel and repair drift this often"},
+		&cli.DurationFlag{Name: "min-sync-period", Value: time.Second, EnvVars: env("min-sync-period"), Usage: "shortest time between two syncs; changes within it are coalesced"},
+		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", EnvVars: env("metrics-bind-address"), Usage: "`address` serving /metrics, /proxyMode and /healthz (empty: off)"},
+		&cli.StringFlag{Name: "healthz-bind-address", Value: "0.0.0.0:10256", EnvVars: env("healthz-bind-address"), Usage: "`address` serving /healthz (empty: off)"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "log format: text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "log level: debug, info, warn, error"},
+	}
+}
+
+func parseAddrs(flag string, vals []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, v := range splitAll(vals) {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is not an IP address", flag, v)
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
+}
+
+func parsePrefixes(flag string, vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range splitAll(vals) {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is not a CIDR", flag, v)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func splitAll(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// FromContext reads and validates the flags. Every bad value is an error
+// naming the flag.
+func FromContext(c *cli.Context) (Config, error) {
+	cfg := Config{
+		Kubeconfig: c.String("kubeconfig"), FromFile: c.String("from-file"), DryRun: c.Bool("dry-run"),
+		NodeName: c.String("node-name"), Scheduler: c.String("scheduling-method"),
+		MasqueradeAll: c.Bool("masquerade-all"), MasqueradeBit: c.Int("masquerade-bit"),
+		StrictARP: c.Bool("ipvs-strict-arp"), TCPTimeout: c.Duration("ipvs-tcp-timeout"),
+		TCPFinTimeout: c.Duration("ipvs-tcpfin-timeout"), UDPTimeout: c.Duration("ipvs-udp-timeout"),
+		SyncPeriod: c.Duration("sync-period"), MinSyncPeriod: c.Duration("min-sync-period"),
+		MetricsAddress: c.String("metrics-bind-address"), HealthzAddress: c.String("healthz-bind-address"),
+		LogFormat: c.String("log-format"), LogLevel: c.String("log-level"),
+	}
+	var err error
+	if cfg.NodeAddresses, err = parseAddrs("node-address", c.StringSlice("node-address")); err != nil {
+		return cfg, err
+	}
+	if cfg.NodePortAddresses, err = parsePrefixes("nodeport-addresses", c.StringSlice("nodeport-addresses")); err != nil {
+		return cfg, err
+	}
+	if cfg.ClusterCIDRs, err = parsePrefixes("cluster-cidr", c.StringSlice("cluster-cidr")); err != nil {
+		return cfg, err
+	}
+	if cfg.ExcludeCIDRs, err = parsePrefixes("ipvs-exclude-cidrs", c.StringSlice("ipvs-exclude-cidrs")); err != nil {
+		return cfg, err
+	}
+	switch w := c.Int("weight"); {
+	case w < 0:
+		return cfg, fmt.Errorf("--weight: %d is negative", w)
+	default:
+		cfg.Weight = uint32(w)
+	}
+	if !slices.Contains(render.Schedulers, cfg.Scheduler) {
+		return cfg, fmt.Errorf("--scheduling-method: unknown scheduler %q (want one of %s)", cfg.Scheduler, strings.Join(render.Schedulers, ", "))
+	}
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		return cfg, fmt.Errorf("--masquerade-bit: %d is not in [0, 31]", cfg.MasqueradeBit)
+	}
+	for name, d := range map[string]time.Duration{"ipvs-tcp-timeout": cfg.TCPTimeout, "ipvs-tcpfin-timeout": cfg.TCPFinTimeout, "ipvs-udp-timeout": cfg.UDPTimeout} {
+		if d < 0 {
+			return cfg, fmt.Errorf("--%s: %s is negative", name, d)
+		}
+	}
+	if cfg.SyncPeriod <= 0 {
+		return cfg, fmt.Errorf("--sync-period: %s must be positive", cfg.SyncPeriod)
+	}
+	if cfg.MinSyncPeriod < 0 {
+		return cfg, fmt.Errorf("--min-sync-period: %s is negative", cfg.MinSyncPeriod)
+	}
+	if cfg.FromFile != "" && cfg.Kubeconfig != "" {
+		return cfg, fmt.Errorf("--from-file and --kubeconfig: give one source, not both")
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		return cfg, fmt.Errorf("--log-format: %q is not text or json", cfg.LogFormat)
+	}
+	return cfg, nil
+}
+
+// NodePortAddresses filters the node's addresses by --nodeport-addresses.
+func (c Config) nodePortFilter(addrs []netip.Addr) []netip.Addr {
+	if len(c.NodePortAddresses) == 0 {
+		return addrs
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		for _, p := range c.NodePortAddresses {
+			if p.Contains(a) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
