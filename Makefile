@@ -37,9 +37,10 @@ test-unit:
 test-vm:
 	PROXYSINKS_REQUIRE_VM=1 $(GO) test -timeout 60m -v $(VM_PKGS)
 
-## bench: benchmarks (host kernel in a netns, and the VM)
+## bench: benchmarks (fakes and host kernel in a netns), then the VM benchmarks
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem work
+	PROXYSINKS_BENCH_VM=1 $(GO) test -count=1 -timeout 60m -v -run 'BenchVM' ./e2e/vmtests/
 
 ## lint: gofmt, go vet, staticcheck
 lint:

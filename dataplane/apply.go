@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -54,6 +55,10 @@ type Result struct {
 	Failed map[any]error
 	// Writes counts the objects written (kernel operations).
 	Writes int
+	// Flushed counts the conntrack flows deleted; ConntrackErr is a failure
+	// to flush them (the IPVS changes stand).
+	Flushed      int
+	ConntrackErr error
 }
 
 // Err returns the failures as one error, or nil.
@@ -62,6 +67,9 @@ func (r Result) Err() error {
 	for _, e := range r.Failed {
 		errs = append(errs, e)
 	}
+	if r.ConntrackErr != nil {
+		errs = append(errs, r.ConntrackErr)
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return joinErrors(errs)
 }
@@ -69,6 +77,9 @@ func (r Result) Err() error {
 // Applier writes plans and keeps the graceful-termination list.
 type Applier struct {
 	W Writer
+	// Conntrack, when set, flushes the UDP flows of removed UDP
+	// destinations, so that clients do not keep sending to a gone backend.
+	Conntrack conntrack.Flusher
 
 	mu sync.Mutex
 	// terminating holds TCP destinations set to weight 0 that are removed
@@ -114,8 +125,12 @@ func (a *Applier) Apply(p Plan) Result {
 	}
 
 	// Servers and destinations, creations first.
-	var ops []ipvs.Op
-	var keys []any
+	n := len(p.CreateServers) + len(p.UpdateServers) + len(p.CreateDests) + len(p.UpdateDests)
+	if m := len(p.DeleteServers) + len(p.DeleteDests); m > n {
+		n = m
+	}
+	ops := make([]ipvs.Op, 0, n)
+	keys := make([]any, 0, n)
 	add := func(key any, op ipvs.Op) { ops = append(ops, op); keys = append(keys, key) }
 	for _, s := range p.CreateServers {
 		add(s.VS, ipvs.Op{Kind: ipvs.OpCreateService, Service: Service(s.VS, s.Opts)})
@@ -193,7 +208,38 @@ func (a *Applier) Apply(p Plan) Result {
 			}
 		}
 	}
+	a.flushUDP(&res, p.DeleteDests)
 	return res
+}
+
+// flushUDP deletes the conntrack flows of removed UDP destinations, after
+// IPVS no longer sends to them (flushing earlier would let a new datagram
+// recreate a flow to the old backend).
+func (a *Applier) flushUDP(res *Result, removed []Dest) {
+	if a.Conntrack == nil {
+		return
+	}
+	var targets []conntrack.Target
+	for _, d := range removed {
+		if d.D.Server.Protocol != render.UDP {
+			continue
+		}
+		if _, failed := res.Failed[d.D]; failed {
+			continue
+		}
+		targets = append(targets, conntrack.Target{
+			Service: netip.AddrPortFrom(d.D.Server.Addr, d.D.Server.Port),
+			Backend: netip.AddrPortFrom(d.D.Addr, d.D.Port),
+		})
+	}
+	if len(targets) == 0 {
+		return
+	}
+	n, err := a.Conntrack.FlushUDP(targets)
+	res.Flushed = n
+	if err != nil {
+		res.ConntrackErr = err
+	}
 }
 
 func (a *Applier) ipvs(res *Result, ops []ipvs.Op, keys []any) {

@@ -53,6 +53,8 @@ type Controller struct {
 	log     *slog.Logger
 	// OnSync, when set, is called after every sync (metrics).
 	OnSync func(SyncStats)
+	// ProxyModeAddress is where ServeProxyMode and SetUpHttpListen listen.
+	ProxyModeAddress string
 
 	mu      sync.Mutex
 	adopted bool

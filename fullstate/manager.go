@@ -1,6 +1,7 @@
 package fullstate
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/proxysinks/proxysinks/dataplane"
@@ -18,6 +19,17 @@ type Manager struct {
 	bindings *diffstore.Store[netip.Addr, struct{}]
 	entries  *diffstore.Store[render.SetEntry, struct{}]
 	applier  *dataplane.Applier
+	// Node, when set, is what Setup prepares.
+	Node *dataplane.Node
+}
+
+// Setup prepares the node: modules, sysctls, kube-ipvs0, the ipsets and the
+// iptables rules (dataplane.Node.Setup).
+func (m *Manager) Setup() error {
+	if m.Node == nil {
+		return errors.New("fullstate: Manager.Setup: no node configured")
+	}
+	return m.Node.Setup()
 }
 
 // NewManager returns a Manager applying through a.

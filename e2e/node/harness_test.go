@@ -78,7 +78,6 @@ func TestMain(m *testing.M) {
 var (
 	nodeAddr = netip.MustParseAddr("192.168.1.10")
 	extAddr  = netip.MustParseAddr("192.168.1.100")
-	ext2Addr = netip.MustParseAddr("192.168.2.100")
 )
 
 // cluster is one node with its pods and an external client, each in its own

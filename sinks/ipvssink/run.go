@@ -14,6 +14,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
@@ -178,9 +179,16 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 		}
 		health.Record(st.Err)
 	}
+	applier := dataplane.NewApplier(k)
+	if ct, err := conntrack.Dial(nil); err != nil {
+		log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+	} else {
+		defer ct.Close()
+		applier.Conntrack = ct
+	}
 	ctl := newCtl(Deps{
 		Render:  render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: addrs},
-		Applier: dataplane.NewApplier(k), Reader: node, Log: log, OnSync: onSync,
+		Applier: applier, Reader: node, Log: log, OnSync: onSync,
 	})
 
 	snapshots := make(chan *client.Snapshot, 1)

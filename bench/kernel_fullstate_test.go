@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+)
+
+// BenchmarkFullStateKernel is the full-state sink's initial sync on the
+// real kernel: a fresh controller (adopting the empty namespace first, as
+// a starting sink does) receives N services x 10 endpoints and programs
+// IPVS, the ipsets and kube-ipvs0. Every iteration uses a fresh network
+// namespace (IPVS's destination trash list would slow a reused one). After
+// the timed initial sync, each iteration also times, untimed by the
+// benchmark clock, a sync without change and one with one endpoint added,
+// reported as nochange-ms and one-endpoint-ms.
+//
+// The sub-benchmark moby-ipvs-baseline creates the same 1,000 services x
+// 10 destinations through moby/ipvs (kube-proxy's library), IPVS only, in
+// the same run, for the ratio.
+//
+// It needs IPVS and dummy links: run it in the VM (`PROXYSINKS_BENCH_VM=1
+// go test -run FullStateBench ./e2e/vmtests`); elsewhere it skips.
+func BenchmarkFullStateKernel(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		snap := fsCluster(n, fsEndpoints)
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			requireIPVS(b)
+			requireDummy(b)
+			b.ReportAllocs()
+			var writes, sys, setSys uint64
+			var noChange, oneEndpoint time.Duration
+			var times writeTimes
+			var cpu float64
+			for i := range b.N {
+				b.StopTimer()
+				s, sets := newKernelSink(b)
+				ctr0, set0 := s.conn.Counters(), sets.Stats()
+				s.w.takeTimes()
+				c0 := cpuTime()
+				b.StartTimer()
+				fsFeed(s.c, snap)
+				b.StopTimer()
+				cpu += cpuTime() - c0
+				t := s.w.takeTimes()
+				times.ipvs += t.ipvs
+				times.entries += t.entries
+				times.addrs += t.addrs
+				ctr, set := s.conn.Counters(), sets.Stats()
+				st := *s.last
+				if st.Err != nil || st.Failed != 0 {
+					b.Fatalf("initial sync of %d services: %d failed: %v", n, st.Failed, st.Err)
+				}
+				if want := wantInitial(n, fsEndpoints).total(); st.Writes != want {
+					b.Fatalf("initial sync of %d services: %d kernel writes, want %d", n, st.Writes, want)
+				}
+				writes += uint64(st.Writes)
+				sys += ctr.Sendmsg + ctr.Recvmsg - ctr0.Sendmsg - ctr0.Recvmsg
+				setSys += set.Sendmsg + set.Recvmsg - set0.Sendmsg - set0.Recvmsg
+
+				t0 := time.Now()
+				r := s.sync(b, snap)
+				noChange += time.Since(t0)
+				expect(b, "no-change sync on the kernel", r, counts(0, 0))
+
+				se := snap[i%n]
+				saved := se.Endpoints
+				se.Endpoints = append(saved[:len(saved):len(saved)], fsEndpoint("ep-new", fsEndpointAddr(n*fsEndpoints+i)))
+				t0 = time.Now()
+				r = s.sync(b, snap)
+				oneEndpoint += time.Since(t0)
+				se.Endpoints = saved
+				expect(b, "one-endpoint sync on the kernel", r, counts(0, 0, ipvs.OpCreateDestination, 1))
+			}
+			b.ReportMetric(float64(writes)/float64(b.N), "kernel-writes/op")
+			b.ReportMetric(float64(sys)/float64(b.N), "ipvs-syscalls/op")
+			b.ReportMetric(float64(setSys)/float64(b.N), "ipset-syscalls/op")
+			b.ReportMetric(cpu*1e3/float64(b.N), "cpu-ms/op")
+			// Where the initial sync's time went: inside the writer, by
+			// kind (kernel plus client library), and the rest (the sink:
+			// adoption, render, diff, plan).
+			b.ReportMetric(ms(times.ipvs, b.N), "ipvs-ms/op")
+			b.ReportMetric(ms(times.entries, b.N), "ipset-ms/op")
+			b.ReportMetric(ms(times.addrs, b.N), "addr-ms/op")
+			b.ReportMetric(float64(b.Elapsed()-times.total())/1e6/float64(b.N), "sink-ms/op")
+			b.ReportMetric(ms(noChange, b.N), "nochange-ms")
+			b.ReportMetric(ms(oneEndpoint, b.N), "one-endpoint-ms")
+		})
+		if n == 1000 {
+			w := newWorkload(n)
+			b.Run(fmt.Sprintf("services=%d/moby-ipvs-baseline", n), func(b *testing.B) { benchMoby(b, w) })
+		}
+	}
+}
+
+// requireDummy skips the benchmark when the kernel cannot create dummy
+// links (failing inside the VM).
+func requireDummy(b *testing.B) {
+	ns := nstest.New(b)
+	l, err := link.Dial(&link.Config{NetNS: ns.FD()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.EnsureDummy(link.DefaultDummy); err != nil {
+		nstest.Missing(b, "dummy links: %v", err)
+	}
+}
+
+// newKernelSink dials IPVS, ipset and rtnetlink into a fresh namespace,
+// creates kube-ipvs0 and the IPv4 ipsets as dataplane.Node.Setup does
+// (Setup itself also loads modules, writes sysctls and runs iptables in
+// the process's own namespace, which a benchmark must not touch), and
+// returns a controller that adopts the namespace's state before its first
+// sync, and the ipset connection (for its counters).
+func newKernelSink(b *testing.B) (*fsSink, *ipset.Conn) {
+	b.Helper()
+	ns := nstest.New(b)
+	conn, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	sets, err := ipset.Dial(&ipset.Config{NetNS: ns.FD()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sets.Close() })
+	if err := fsCreateSets(sets); err != nil {
+		b.Fatal(err)
+	}
+	links, err := link.Dial(&link.Config{NetNS: ns.FD()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { links.Close() })
+	if _, err := links.EnsureDummy(link.DefaultDummy); err != nil {
+		b.Fatal(err)
+	}
+	k := &dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: links, Dummy: link.DefaultDummy}
+	node := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, NodeAddresses: []netip.Addr{fsNodeIP}}}
+	w := newCounting(k)
+	c, last := fsControllerReading(w, node)
+	return &fsSink{c: c, last: last, w: w, conn: conn}, sets
+}

@@ -1,0 +1,342 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+	"github.com/proxysinks/proxysinks/netlinkraw/link"
+)
+
+// This file holds what the full-state benchmarks share: the cluster they
+// sync, the writers they sync through, and the measurements they report.
+
+// fsNodeIP is the node's address (NodePorts; none in the benchmark cluster).
+var fsNodeIP = netip.MustParseAddr("192.168.1.10")
+
+// fsCluster returns n ClusterIP TCP services with eps ready, remote
+// endpoints each: every service has its own address (10.96.0.0/12) and
+// every endpoint its own (10.128.0.0/9), as in a real cluster.
+func fsCluster(n, eps int) []*client.ServiceEndpoints {
+	out := make([]*client.ServiceEndpoints, 0, n)
+	for i := range n {
+		se := &client.ServiceEndpoints{Service: &client.Service{
+			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Type: client.ClusterIP,
+			Ports: []client.Port{{Name: "http", Protocol: client.TCP, Port: 80}},
+		}}
+		se.Service.ClusterIPs.Add(netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}))
+		for j := range eps {
+			se.Endpoints = append(se.Endpoints, fsEndpoint(fmt.Sprintf("ep-%d", j), fsEndpointAddr(i*eps+j)))
+		}
+		out = append(out, se)
+	}
+	return out
+}
+
+// fsEndpointAddr is the k-th endpoint address of the cluster.
+func fsEndpointAddr(k int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 128 + byte(k>>16), byte(k >> 8), byte(k)})
+}
+
+// fsEndpoint is a ready endpoint on another node serving port 8080.
+func fsEndpoint(key string, ip netip.Addr) *client.Endpoint {
+	ep := &client.Endpoint{Key: client.EndpointKey(key), Ready: true, Serving: true, Internal: true, External: true,
+		PortOverrides: []client.PortOverride{{Name: "http", Protocol: client.TCP, Port: 8080}}}
+	ep.IPs.Add(ip)
+	return ep
+}
+
+// fsWithReplaced returns a copy of snap where the first endpoint of every
+// service whose index is in which is replaced by one with address ip(i).
+// The other services are shared with snap.
+func fsWithReplaced(snap []*client.ServiceEndpoints, which []int, ip func(i int) netip.Addr) []*client.ServiceEndpoints {
+	out := slices.Clone(snap)
+	for _, i := range which {
+		se := *snap[i]
+		se.Endpoints = slices.Clone(se.Endpoints)
+		se.Endpoints[0] = fsEndpoint("ep-replaced", ip(i))
+		out[i] = &se
+	}
+	return out
+}
+
+// fsFeed hands a snapshot to the controller as a source does: one service
+// at a time over a channel, closed at the end.
+func fsFeed(c *fullstate.Controller, snap []*client.ServiceEndpoints) {
+	ch := make(chan *client.ServiceEndpoints, 64)
+	go func() {
+		for _, se := range snap {
+			ch <- se
+		}
+		close(ch)
+	}()
+	c.Callback(ch)
+}
+
+// fsLinks is an in-memory dummy link: this build machine's kernel has no
+// dummy links (the VM benchmark uses the real one).
+type fsLinks struct{ addrs map[netip.Addr]bool }
+
+func (f *fsLinks) EnsureDummy(name string) (link.Link, error) { return link.Link{Name: name}, nil }
+func (f *fsLinks) Addresses(string) ([]netip.Addr, error) {
+	out := make([]netip.Addr, 0, len(f.addrs))
+	for a := range f.addrs {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
+}
+func (f *fsLinks) AddAddresses(_ string, as []netip.Addr) error {
+	for _, a := range as {
+		f.addrs[a] = true
+	}
+	return nil
+}
+func (f *fsLinks) DelAddresses(_ string, as []netip.Addr) error {
+	for _, a := range as {
+		delete(f.addrs, a)
+	}
+	return nil
+}
+
+// fsCreateSets creates kube-proxy's IPv4 ipsets as dataplane.Node.Setup
+// does (hash sets sized 1024/65536, bitmaps over every port).
+func fsCreateSets(c ipset.Client) error {
+	for _, name := range rules.Sets(rules.IPv4) {
+		s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
+		if s.Type == ipset.BitmapPort {
+			s.PortFrom, s.PortTo = 0, 65535
+		} else {
+			s.Family, s.HashSize, s.MaxElem = ipset.INET, 1024, 65536
+		}
+		if err := c.Create(s, ipset.Exist); err != nil {
+			return fmt.Errorf("create ipset %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// discard is a dataplane.Writer that writes nothing and fails nothing: a
+// sync through it costs only the sink's own work (render, diff, plan,
+// batch), which is what the "sink CPU excluding the kernel" target bounds.
+type discard struct{}
+
+func (discard) IPVS(ops []ipvs.Op) []error                    { return make([]error, len(ops)) }
+func (discard) AddEntries(_ string, es []ipset.Entry) []error { return make([]error, len(es)) }
+func (discard) DelEntries(_ string, es []ipset.Entry) []error { return make([]error, len(es)) }
+func (discard) Bind(as []netip.Addr) []error                  { return make([]error, len(as)) }
+func (discard) Unbind(as []netip.Addr) []error                { return make([]error, len(as)) }
+func (discard) Destinations(ipvs.Service) ([]ipvs.DestinationEntry, error) {
+	return nil, nil
+}
+
+// writeCounts counts the objects a Writer was asked to write, by kind.
+type writeCounts struct {
+	ipvs    map[ipvs.OpKind]int
+	entries int
+	addrs   int
+}
+
+// writeTimes is the time spent inside a Writer, by kind of object: the
+// kernel's share of a sync (and the client library's).
+type writeTimes struct {
+	ipvs, entries, addrs time.Duration
+}
+
+func (t writeTimes) total() time.Duration { return t.ipvs + t.entries + t.addrs }
+
+func (w writeCounts) total() int {
+	n := w.entries + w.addrs
+	for _, c := range w.ipvs {
+		n += c
+	}
+	return n
+}
+
+func (w writeCounts) String() string {
+	kinds := make([]ipvs.OpKind, 0, len(w.ipvs))
+	for k := range w.ipvs {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	s := ""
+	for _, k := range kinds {
+		s += fmt.Sprintf("%s: %d, ", k, w.ipvs[k])
+	}
+	return s + fmt.Sprintf("set entries: %d, addresses: %d", w.entries, w.addrs)
+}
+
+// counting wraps a Writer and counts what passes through it, and the time
+// it takes.
+type counting struct {
+	dataplane.Writer
+	mu sync.Mutex
+	n  writeCounts
+	t  writeTimes
+}
+
+func newCounting(w dataplane.Writer) *counting {
+	return &counting{Writer: w, n: writeCounts{ipvs: map[ipvs.OpKind]int{}}}
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *counting) take() writeCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = writeCounts{ipvs: map[ipvs.OpKind]int{}}
+	return n
+}
+
+// takeTimes returns the time spent in the writer so far and starts again
+// from zero.
+func (c *counting) takeTimes() writeTimes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.t
+	c.t = writeTimes{}
+	return t
+}
+
+// since adds the time since t0 to *d.
+func (c *counting) since(d *time.Duration, t0 time.Time) {
+	c.mu.Lock()
+	*d += time.Since(t0)
+	c.mu.Unlock()
+}
+
+func (c *counting) IPVS(ops []ipvs.Op) []error {
+	c.mu.Lock()
+	for _, op := range ops {
+		c.n.ipvs[op.Kind]++
+	}
+	c.mu.Unlock()
+	defer c.since(&c.t.ipvs, time.Now())
+	return c.Writer.IPVS(ops)
+}
+
+func (c *counting) AddEntries(set string, es []ipset.Entry) []error {
+	c.mu.Lock()
+	c.n.entries += len(es)
+	c.mu.Unlock()
+	defer c.since(&c.t.entries, time.Now())
+	return c.Writer.AddEntries(set, es)
+}
+
+func (c *counting) DelEntries(set string, es []ipset.Entry) []error {
+	c.mu.Lock()
+	c.n.entries += len(es)
+	c.mu.Unlock()
+	defer c.since(&c.t.entries, time.Now())
+	return c.Writer.DelEntries(set, es)
+}
+
+func (c *counting) Bind(as []netip.Addr) []error {
+	c.mu.Lock()
+	c.n.addrs += len(as)
+	c.mu.Unlock()
+	defer c.since(&c.t.addrs, time.Now())
+	return c.Writer.Bind(as)
+}
+
+func (c *counting) Unbind(as []netip.Addr) []error {
+	c.mu.Lock()
+	c.n.addrs += len(as)
+	c.mu.Unlock()
+	defer c.since(&c.t.addrs, time.Now())
+	return c.Writer.Unbind(as)
+}
+
+// fsController returns a controller writing through w, without adoption
+// (the fakes start empty), and a pointer to the stats of its last sync.
+func fsController(w dataplane.Writer) (*fullstate.Controller, *fullstate.SyncStats) {
+	return fsControllerReading(w, nil)
+}
+
+// fsControllerReading is fsController adopting what r reads before the
+// first sync, as a starting sink does.
+func fsControllerReading(w dataplane.Writer, r fullstate.Reader) (*fullstate.Controller, *fullstate.SyncStats) {
+	c := fullstate.NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}},
+		dataplane.NewApplier(w), r, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var last fullstate.SyncStats
+	c.OnSync = func(s fullstate.SyncStats) { last = s }
+	return c, &last
+}
+
+// cpuTime returns the process's user plus system CPU time so far.
+func cpuTime() float64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// resetPeakRSS resets the process's peak resident set size (VmHWM), so
+// that the next reading is this benchmark's peak. It is best effort
+// (Linux >= 4.0, writing "5" to clear_refs).
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// peakRSS returns VmHWM from /proc/self/status, in bytes, or 0.
+func peakRSS() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == "VmHWM:" {
+			kb, err := strconv.ParseFloat(string(f[1]), 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// memReport measures a benchmark's memory: the live heap after its
+// syncs, and the process's peak RSS while it ran.
+type memReport struct{}
+
+// startMem returns the heap to the OS and resets the peak RSS, so that
+// what earlier benchmarks left behind does not count.
+func startMem() memReport {
+	debug.FreeOSMemory()
+	resetPeakRSS()
+	return memReport{}
+}
+
+func (memReport) report(b *testing.B) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+	if p := peakRSS(); p > 0 {
+		b.ReportMetric(p/(1<<20), "peak-RSS-MB")
+	}
+}

@@ -1,0 +1,139 @@
+package dataplane
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+)
+
+// recorder is a Writer that records operations as strings.
+type recorder struct {
+	ops   []string
+	conns map[netip.AddrPort]uint32 // connection counts Destinations reports
+}
+
+func (r *recorder) IPVS(ops []ipvs.Op) []error {
+	for _, o := range ops {
+		r.ops = append(r.ops, o.String()+ipvsDetail(o))
+	}
+	return make([]error, len(ops))
+}
+func (r *recorder) AddEntries(set string, es []ipset.Entry) []error {
+	for _, e := range es {
+		r.ops = append(r.ops, "add "+set+" "+e.String())
+	}
+	return make([]error, len(es))
+}
+func (r *recorder) DelEntries(set string, es []ipset.Entry) []error {
+	for _, e := range es {
+		r.ops = append(r.ops, "del "+set+" "+e.String())
+	}
+	return make([]error, len(es))
+}
+func (r *recorder) Bind(as []netip.Addr) []error {
+	for _, a := range as {
+		r.ops = append(r.ops, "bind "+a.String())
+	}
+	return make([]error, len(as))
+}
+func (r *recorder) Unbind(as []netip.Addr) []error {
+	for _, a := range as {
+		r.ops = append(r.ops, "unbind "+a.String())
+	}
+	return make([]error, len(as))
+}
+func (r *recorder) Destinations(s ipvs.Service) ([]ipvs.DestinationEntry, error) {
+	var out []ipvs.DestinationEntry
+	for ap, n := range r.conns {
+		out = append(out, ipvs.DestinationEntry{Destination: ipvs.Destination{Address: ap.Addr(), Port: ap.Port()}, ActiveConns: n})
+	}
+	return out, nil
+}
+
+type flusher struct{ got []conntrack.Target }
+
+func (f *flusher) FlushUDP(ts []conntrack.Target) (int, error) {
+	f.got = append(f.got, ts...)
+	return len(ts), nil
+}
+
+var (
+	tcpVS = render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}
+	udpVS = render.VirtualServer{Protocol: render.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
+)
+
+func dest(vs render.VirtualServer, addr string, port uint16) Dest {
+	return Dest{D: render.Destination{Server: vs, Addr: netip.MustParseAddr(addr), Port: port}, Opts: render.DestOptions{Weight: 1}}
+}
+
+func TestApplyOrderAndTermination(t *testing.T) {
+	w := &recorder{conns: map[netip.AddrPort]uint32{netip.MustParseAddrPort("10.244.1.1:8080"): 1}}
+	f := &flusher{}
+	a := NewApplier(w)
+	a.Conntrack = f
+	res := a.Apply(Plan{
+		CreateServers: []Server{{VS: udpVS, Opts: render.ServerOptions{Scheduler: "rr"}}},
+		CreateDests:   []Dest{dest(udpVS, "10.244.1.3", 53)},
+		Bind:          []netip.Addr{udpVS.Addr},
+		AddEntries:    []render.SetEntry{{Set: "KUBE-CLUSTER-IP", Addr: udpVS.Addr, Protocol: render.UDP, Port: 53}},
+		DeleteDests:   []Dest{dest(tcpVS, "10.244.1.1", 8080), dest(udpVS, "10.244.1.2", 53)},
+		Unbind:        []netip.Addr{netip.MustParseAddr("10.96.0.99")},
+	})
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"create service UDP/10.96.0.10:53 scheduler rr",
+		"create destination 10.244.1.3:53 on UDP/10.96.0.10:53 weight 1",
+		"bind 10.96.0.10",
+		"add KUBE-CLUSTER-IP 10.96.0.10,udp:53",
+		"unbind 10.96.0.99",
+		"update destination 10.244.1.1:8080 on TCP/10.96.0.1:80 weight 0",
+		"remove destination 10.244.1.2:53 on UDP/10.96.0.10:53",
+	}
+	if diff := cmp.Diff(want, w.ops); diff != "" {
+		t.Errorf("operations (-want +got):\n%s", diff)
+	}
+	wantFlush := []conntrack.Target{{Service: netip.MustParseAddrPort("10.96.0.10:53"), Backend: netip.MustParseAddrPort("10.244.1.2:53")}}
+	if diff := cmp.Diff(wantFlush, f.got, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+		t.Errorf("conntrack flush (-want +got):\n%s", diff)
+	}
+	if a.Terminating() != 1 {
+		t.Fatalf("%d terminating destinations, want the TCP one", a.Terminating())
+	}
+
+	// While it has a connection, Reap keeps it; once it has none, Reap
+	// removes it.
+	w.ops = nil
+	if n, err := a.Reap(); n != 0 || err != nil || len(w.ops) != 0 {
+		t.Fatalf("Reap with a live connection: %d, %v, %q", n, err, w.ops)
+	}
+	w.conns[netip.MustParseAddrPort("10.244.1.1:8080")] = 0
+	if n, err := a.Reap(); n != 1 || err != nil {
+		t.Fatalf("Reap without connections: %d, %v", n, err)
+	}
+	if diff := cmp.Diff([]string{"remove destination 10.244.1.1:8080 on TCP/10.96.0.1:80"}, w.ops); diff != "" {
+		t.Errorf("reap (-want +got):\n%s", diff)
+	}
+}
+
+func TestTerminatingDestinationComesBack(t *testing.T) {
+	w := &recorder{conns: map[netip.AddrPort]uint32{netip.MustParseAddrPort("10.244.1.1:8080"): 3}}
+	a := NewApplier(w)
+	a.Apply(Plan{DeleteDests: []Dest{dest(tcpVS, "10.244.1.1", 8080)}})
+	w.ops = nil
+	// The endpoint is back before its connections ended: it is still in
+	// the kernel, so its weight is restored instead of a failing create.
+	a.Apply(Plan{CreateDests: []Dest{dest(tcpVS, "10.244.1.1", 8080)}})
+	if diff := cmp.Diff([]string{"update destination 10.244.1.1:8080 on TCP/10.96.0.1:80 weight 1"}, w.ops); diff != "" {
+		t.Errorf("operations (-want +got):\n%s", diff)
+	}
+	if a.Terminating() != 0 {
+		t.Error("the destination is still terminating")
+	}
+}

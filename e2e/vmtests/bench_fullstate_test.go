@@ -1,0 +1,25 @@
+package vmtests
+
+import (
+	"os"
+	"testing"
+
+	"github.com/proxysinks/proxysinks/e2e/vm"
+)
+
+// BenchVMEnv set to "1" runs the benchmarks that boot the VM (make bench
+// sets it): under TCG they take minutes, too long for every make test-vm.
+const BenchVMEnv = "PROXYSINKS_BENCH_VM"
+
+// TestFullStateBenchVM runs the full-state sink's real-kernel benchmark
+// (bench.BenchmarkFullStateKernel: initial sync of 1,000 and 10,000
+// services x 10 endpoints into IPVS, ipsets and kube-ipvs0, with the
+// moby/ipvs baseline at 1,000) once in the VM and prints its results. It
+// fails if a benchmark fails its exact write counts.
+func TestFullStateBenchVM(t *testing.T) {
+	if os.Getenv(BenchVMEnv) != "1" {
+		t.Skip("VM benchmarks run only with " + BenchVMEnv + "=1 (make bench)")
+	}
+	vm.RunTests(t, "github.com/proxysinks/proxysinks/bench", "-test.run", "^$", "-test.bench", "FullStateKernel",
+		"-test.benchtime", "1x", "-test.benchmem")
+}

@@ -1,0 +1,148 @@
+package fullstate
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+)
+
+// The seed's chain names, for code written against it.
+const (
+	KubeFireWallChain     = rules.ChainProxyFirewall
+	KubeForwardChain      = rules.ChainForward
+	KubeLoadBalancerChain = rules.ChainLoadBalancer
+	KubeMarkMasqChain     = rules.ChainMarkMasq
+	KubeNodePortChain     = rules.ChainNodePort
+)
+
+// GetNatRules returns the nat table rules of IPVS mode for a family, with
+// the default masquerade bit (14).
+func GetNatRules(supportsFullyRandomized bool, family rules.Family) []rules.Rule {
+	return tableRules(supportsFullyRandomized, family, "nat")
+}
+
+// GetFilterRules returns the filter table rules of IPVS mode for a family.
+func GetFilterRules(supportsFullyRandomized bool, family rules.Family) []rules.Rule {
+	return tableRules(supportsFullyRandomized, family, "filter")
+}
+
+func tableRules(randomFully bool, f rules.Family, table string) []rules.Rule {
+	rs := rules.Build(rules.Config{MasqueradeBit: 14, RandomFully: randomFully}, f)
+	var out []rules.Rule
+	for _, j := range rs.Jumps {
+		if j.Table == table {
+			out = append(out, j.Rule())
+		}
+	}
+	for _, r := range rs.Rules {
+		if r.Table == table {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Flags are the seed's backend flags, bound by BindFlags into a value the
+// caller owns (no package-level state).
+type Flags struct {
+	DryRun           bool
+	NodeAddresses    []netip.Addr
+	SchedulingMethod string
+	Weight           int
+	MasqueradeAll    bool
+}
+
+type addrList struct{ l *[]netip.Addr }
+
+func (a addrList) String() string {
+	if a.l == nil {
+		return ""
+	}
+	s := make([]string, len(*a.l))
+	for i, x := range *a.l {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (a addrList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		ip, err := netip.ParseAddr(strings.TrimSpace(p))
+		if err != nil {
+			return fmt.Errorf("%q is not an IP address", p)
+		}
+		*a.l = append(*a.l, ip)
+	}
+	return nil
+}
+
+// BindFlags registers the seed's flags on fs, filling f.
+func BindFlags(fs *flag.FlagSet, f *Flags) {
+	if f.SchedulingMethod == "" {
+		f.SchedulingMethod = "rr"
+	}
+	if f.Weight == 0 {
+		f.Weight = 1
+	}
+	fs.BoolVar(&f.DryRun, "dry-run", f.DryRun, "dry run (print instead of applying)")
+	fs.Var(addrList{&f.NodeAddresses}, "node-address", "comma-separated IPs to serve NodePorts on (default: the node's addresses)")
+	fs.StringVar(&f.SchedulingMethod, "scheduling-method", f.SchedulingMethod, "IPVS scheduler: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh")
+	fs.IntVar(&f.Weight, "weight", f.Weight, "weight of every destination")
+	fs.BoolVar(&f.MasqueradeAll, "masquerade-all", f.MasqueradeAll, "masquerade all traffic to cluster IPs")
+}
+
+// DefaultProxyModeAddress is where ServeProxyMode listens by default (kube-proxy's metrics
+// address, which also answers /proxyMode).
+var DefaultProxyModeAddress = "127.0.0.1:10249"
+
+// SetUpHttpListen starts serving /proxyMode ("ipvs") on the controller's
+// ProxyModeAddress (default 127.0.0.1:10249) and returns a listen error at
+// once. The ipvs-fullstate binary serves /metrics and /healthz there too
+// (sinks/httpserve).
+func (c *Controller) SetUpHttpListen() error {
+	errCh := make(chan error, 1)
+	ln, err := c.listenProxyMode()
+	if err != nil {
+		return err
+	}
+	go c.serveProxyMode(ln, errCh)
+	return nil
+}
+
+// ServeProxyMode serves /proxyMode until the listener fails, and sends the
+// error to errCh.
+func (c *Controller) ServeProxyMode(errCh chan error) {
+	ln, err := c.listenProxyMode()
+	if err != nil {
+		errCh <- err
+		return
+	}
+	c.serveProxyMode(ln, errCh)
+}
+
+func (c *Controller) listenProxyMode() (net.Listener, error) {
+	addr := c.ProxyModeAddress
+	if addr == "" {
+		addr = DefaultProxyModeAddress
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fullstate: listen for /proxyMode on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func (c *Controller) serveProxyMode(ln net.Listener, errCh chan error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ipvs") })
+	err := http.Serve(ln, mux)
+	if !errors.Is(err, http.ErrServerClosed) {
+		errCh <- err
+	}
+}
