@@ -293,7 +293,7 @@ func waitIPVSIdle(b *testing.B, baseline int) {
 }
 
 // ipvsBaseline is ip_vs's reference count with no services anywhere: from
-// $PROXYSINKS_IPVS_REFS (set by BenchmarkIPVSInVM right after loading the
+// $PROXYSINKS_IPVS_REFS (set by e2e/vmtests TestIPVSBenchVM right after loading the
 // modules), else the current count.
 func ipvsBaseline() int {
 	if v, err := strconv.Atoi(os.Getenv("PROXYSINKS_IPVS_REFS")); err == nil {

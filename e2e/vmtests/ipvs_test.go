@@ -18,7 +18,7 @@ func TestIPVSKernelInVM(t *testing.T) {
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/netlinkraw/ipvs", "-test.run", "Kernel", "-test.v")
 }
 
-// BenchmarkIPVSInVM runs the IPVS write benchmarks inside the VM and prints
+// TestIPVSBenchVM runs the IPVS write benchmarks inside the VM and prints
 // their results: netlinkraw/ipvs's BenchmarkFloor (the same operations
 // pre-encoded, one ACK per 500 messages) and the bench module's
 // BenchmarkIPVSCreate (netlinkraw/ipvs batched, batched 512 at a time, one
@@ -29,25 +29,29 @@ func TestIPVSKernelInVM(t *testing.T) {
 // every namespace into one global table, and the kernel destroys a
 // namespace holding thousands of services only minutes after its last
 // reference goes, so variants sharing a kernel would slow each other down.
-// It runs them once per invocation, whatever b.N. PROXYSINKS_BENCHTIME
-// (default 1x) sets their -test.benchtime.
-func BenchmarkIPVSInVM(b *testing.B) {
-	vm.Require(b)
+// It runs only with PROXYSINKS_BENCH_VM=1 (make bench): under TCG it takes
+// minutes. PROXYSINKS_BENCHTIME (default 1x) sets the benchmarks'
+// -test.benchtime.
+func TestIPVSBenchVM(t *testing.T) {
+	if os.Getenv(BenchVMEnv) != "1" {
+		t.Skip("VM benchmarks run only with " + BenchVMEnv + "=1 (make bench)")
+	}
+	vm.Require(t)
 	root, err := vm.WorkspaceRoot()
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	files := map[string]string{}
 	for name, pkg := range map[string]string{
 		"bench.test": "github.com/proxysinks/proxysinks/bench",
 		"ipvs.test":  "github.com/proxysinks/proxysinks/netlinkraw/ipvs",
 	} {
-		bin := filepath.Join(b.TempDir(), name)
+		bin := filepath.Join(t.TempDir(), name)
 		cmd := exec.Command("go", "test", "-c", "-o", bin, pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("compile the benchmarks of %s: %v: %s", pkg, err, out)
+			t.Fatalf("compile the benchmarks of %s: %v: %s", pkg, err, out)
 		}
 		files[name] = bin
 	}
@@ -55,7 +59,6 @@ func BenchmarkIPVSInVM(b *testing.B) {
 	if benchtime == "" {
 		benchtime = "1x"
 	}
-	b.ResetTimer()
 	for _, n := range []string{"1000", "10000"} {
 		for _, v := range []struct{ bin, bench string }{
 			{"ipvs.test", "Floor/^services=" + n + "$"},
@@ -71,10 +74,10 @@ func BenchmarkIPVSInVM(b *testing.B) {
 					v.bin+" -test.run '^$' -test.benchmem -test.benchtime "+benchtime+" -test.bench '"+v.bench+"'",
 				vm.Options{Files: files, Output: os.Stdout, Timeout: 30 * time.Minute})
 			if err != nil {
-				b.Fatal(err)
+				t.Fatal(err)
 			}
 			if status != 0 {
-				b.Fatalf("benchmark %s failed in the VM (exit status %d)", v.bench, status)
+				t.Fatalf("benchmark %s failed in the VM (exit status %d)", v.bench, status)
 			}
 		}
 	}

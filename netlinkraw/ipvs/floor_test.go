@@ -23,7 +23,7 @@ import (
 // destinations each), encoded before the timer starts, sent 500 per
 // sendmsg with NLM_F_ACK on the last message of each, the replies read
 // back. Only the system calls and the kernel's work are timed. It needs
-// IPVS: it runs in the VM (BenchmarkIPVSInVM in e2e/vmtests).
+// IPVS: it runs in the VM (TestIPVSBenchVM in e2e/vmtests).
 func BenchmarkFloor(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d/pre-encoded", n), func(b *testing.B) { benchFloor(b, n) })
