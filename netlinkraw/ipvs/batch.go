@@ -24,7 +24,13 @@ func (o Op) String() string {
 
 // encodeOp appends the message of op to c.enc; on a validation error it
 // appends nothing.
-func (c *Conn) encodeOp(op Op, seq uint32) error {
+func (c *Conn) encodeOp(op *Op, seq uint32) error {
+	return encodeOp(&c.enc, c.family, op, seq)
+}
+
+// encodeOp appends the message of op to e; on a validation error it
+// appends nothing.
+func encodeOp(e *encoder, family uint16, op *Op, seq uint32) error {
 	var (
 		cmd      uint8
 		fullSvc  bool
@@ -50,20 +56,20 @@ func (c *Conn) encodeOp(op Op, seq uint32) error {
 	default:
 		return invalidf("unknown operation kind %d", op.Kind)
 	}
-	if s, err = checkService(op.Service, fullSvc); err != nil {
+	if s, err = checkService(&op.Service, fullSvc); err != nil {
 		return err
 	}
 	if dest {
-		if d, err = checkDestination(op.Destination); err != nil {
+		if d, err = checkDestination(&op.Destination); err != nil {
 			return err
 		}
 	}
-	off := c.enc.beginMessage(c.family, flagRequest, seq, cmd)
-	c.enc.service(s, fullSvc)
+	off := e.beginMessage(family, flagRequest, seq, cmd)
+	e.service(s, fullSvc)
 	if dest {
-		c.enc.destination(d, fullDest)
+		e.destination(d, fullDest)
 	}
-	c.enc.endMessage(off)
+	e.endMessage(off)
 	return nil
 }
 
@@ -71,7 +77,8 @@ func (c *Conn) encodeOp(op Op, seq uint32) error {
 // buffers allow. Only the last message of each sendmsg asks for an ACK:
 // the kernel processes every message of a sendmsg in order, answers each
 // failed one with an error carrying its sequence number, and the final
-// ACK proves the rest succeeded.
+// ACK proves the rest succeeded. While the kernel works through one
+// sendmsg, another goroutine encodes the next.
 //
 // A failed operation does not stop the others. If some fail, Apply
 // returns a *BatchError holding one *Error per operation (nil for those
@@ -97,42 +104,32 @@ func (c *Conn) Apply(ops []Op) error {
 		be.Errors[i] = opError(op.Kind, i, op.Service, d, err)
 	}
 	done := 0 // operations before this index have been answered
-	for i := 0; i < len(ops); {
-		// Encode as many operations as fit one sendmsg.
-		c.enc.b = c.enc.b[:0]
-		c.chunk = c.chunk[:0]
-		base := c.nextSeq(c.maxMsgs)
-		lastOff := 0
-		for i < len(ops) && len(c.chunk) < c.maxMsgs {
-			mark := len(c.enc.b)
-			if err := c.encodeOp(ops[i], base+uint32(len(c.chunk))); err != nil {
-				c.enc.b = c.enc.b[:mark]
-				fail(i, err)
-				i++
-				continue
+	process := func(ch *chunk) error {
+		for _, f := range ch.invalid {
+			fail(f.index, f.err)
+		}
+		if len(ch.idx) > 0 {
+			c.ctr.MessagesSent += uint64(len(ch.idx))
+			if err := c.t.send(ch.e.b); err != nil {
+				return c.transportError(err, done, len(ops))
 			}
-			if len(c.enc.b) > c.maxBytes && len(c.chunk) > 0 {
-				c.enc.b = c.enc.b[:mark]
-				break
+			if err := c.awaitChunk(ch, fail); err != nil {
+				return c.transportError(err, done, len(ops))
 			}
-			lastOff = mark
-			c.chunk = append(c.chunk, i)
-			i++
 		}
-		if len(c.chunk) == 0 {
-			continue
+		done = ch.end
+		return nil
+	}
+	if len(ops) <= c.maxMsgs {
+		// Most likely one sendmsg: no goroutine.
+		for i := 0; i < len(ops); {
+			i = c.chunks[0].fill(c, ops, i)
+			if err := process(&c.chunks[0]); err != nil {
+				return err
+			}
 		}
-		last := base + uint32(len(c.chunk)-1)
-		// Ask for an ACK on the last message only.
-		native.PutUint16(c.enc.b[lastOff+6:], flagRequest|flagAck)
-		c.ctr.MessagesSent += uint64(len(c.chunk))
-		if err := c.t.send(c.enc.b); err != nil {
-			return c.transportError(err, done, len(ops))
-		}
-		if err := c.awaitChunk(base, last, fail); err != nil {
-			return c.transportError(err, done, len(ops))
-		}
-		done = i
+	} else if err := c.pipeline(ops, process); err != nil {
+		return err
 	}
 	if be != nil {
 		return be
@@ -140,9 +137,98 @@ func (c *Conn) Apply(ops []Op) error {
 	return nil
 }
 
-// awaitChunk reads replies until the one for sequence number last, calling
-// fail for every error that answers a message of the chunk.
-func (c *Conn) awaitChunk(base, last uint32, fail func(int, error)) error {
+// pipeline encodes chunks of ops in a goroutine while process sends the
+// previous one and reads its replies (double buffering: the kernel works
+// through one sendmsg while the next is encoded).
+func (c *Conn) pipeline(ops []Op, process func(*chunk) error) error {
+	full := make(chan *chunk, 1)
+	free := make(chan *chunk, 2)
+	free <- &c.chunks[0]
+	free <- &c.chunks[1]
+	stop := make(chan struct{})
+	go func() {
+		defer close(full)
+		for i := 0; i < len(ops); {
+			var ch *chunk
+			select {
+			case ch = <-free:
+			case <-stop:
+				return
+			}
+			i = ch.fill(c, ops, i)
+			select {
+			case full <- ch:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		for range full { // wait for the encoder to finish
+		}
+	}()
+	for ch := range full {
+		if err := process(ch); err != nil {
+			return err
+		}
+		free <- ch
+	}
+	return nil
+}
+
+// chunk is the encoding of the operations one sendmsg carries.
+type chunk struct {
+	e       encoder
+	idx     []int  // operation index of each message, in sequence order
+	base    uint32 // sequence number of the first message
+	end     int    // index of the first operation after the chunk
+	invalid []invalidOp
+}
+
+// invalidOp is an operation refused before sending.
+type invalidOp struct {
+	index int
+	err   error
+}
+
+// fill encodes as many operations from ops[i:] as fit one sendmsg and
+// returns the index after the last one it took. It asks for an ACK on the
+// last message. It uses c's limits, family and sequence numbers (Apply
+// holds c.mu, and only the encoder touches them meanwhile).
+func (ch *chunk) fill(c *Conn, ops []Op, i int) int {
+	ch.e.b = ch.e.b[:0]
+	ch.idx = ch.idx[:0]
+	ch.invalid = ch.invalid[:0]
+	ch.base = c.nextSeq(c.maxMsgs)
+	lastOff := 0
+	for i < len(ops) && len(ch.idx) < c.maxMsgs {
+		mark := len(ch.e.b)
+		if err := encodeOp(&ch.e, c.family, &ops[i], ch.base+uint32(len(ch.idx))); err != nil {
+			ch.e.b = ch.e.b[:mark]
+			ch.invalid = append(ch.invalid, invalidOp{i, err})
+			i++
+			continue
+		}
+		if len(ch.e.b) > c.maxBytes && len(ch.idx) > 0 {
+			ch.e.b = ch.e.b[:mark]
+			break
+		}
+		lastOff = mark
+		ch.idx = append(ch.idx, i)
+		i++
+	}
+	if len(ch.idx) > 0 {
+		native.PutUint16(ch.e.b[lastOff+6:], flagRequest|flagAck)
+	}
+	ch.end = i
+	return i
+}
+
+// awaitChunk reads replies until the one for the chunk's last message,
+// calling fail for every error that answers a message of the chunk.
+func (c *Conn) awaitChunk(ch *chunk, fail func(int, error)) error {
+	base, last := ch.base, ch.base+uint32(len(ch.idx)-1)
 	for {
 		msgs, err := c.t.receive()
 		if err != nil {
@@ -153,7 +239,7 @@ func (c *Conn) awaitChunk(base, last uint32, fail func(int, error)) error {
 				continue // not ours: a stale reply of an abandoned request
 			}
 			if m.errno != 0 {
-				fail(c.chunk[m.seq-base], errnoError(m))
+				fail(ch.idx[m.seq-base], errnoError(m))
 			}
 			if m.seq == last {
 				return nil

@@ -54,7 +54,7 @@ type Conn struct {
 	maxMsgs  int
 	maxBytes int
 	enc      encoder
-	chunk    []int
+	chunks   [2]chunk // Apply's encoding buffers
 	ctr      Counters
 }
 
@@ -417,7 +417,8 @@ func keyService(k ServiceKey) Service {
 func (c *Conn) Service(k ServiceKey) (ServiceEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, err := checkService(keyService(k), false)
+	ks := keyService(k)
+	s, err := checkService(&ks, false)
 	if err != nil {
 		return ServiceEntry{}, reqError("get service", &k, err)
 	}
@@ -437,7 +438,8 @@ func (c *Conn) Service(k ServiceKey) (ServiceEntry, error) {
 func (c *Conn) Destinations(k ServiceKey) ([]DestinationEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, err := checkService(keyService(k), false)
+	ks := keyService(k)
+	s, err := checkService(&ks, false)
 	if err != nil {
 		return nil, reqError("list destinations of", &k, err)
 	}
@@ -482,7 +484,8 @@ func (c *Conn) ZeroAll() error {
 func (c *Conn) Zero(k ServiceKey) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, err := checkService(keyService(k), false)
+	ks := keyService(k)
+	s, err := checkService(&ks, false)
 	if err != nil {
 		return reqError("zero counters of", &k, err)
 	}

@@ -26,7 +26,7 @@ func FuzzDecodeServiceMessage(f *testing.F) {
 		if s.Netmask == 0 {
 			return // an IPv4 mask of 0.0.0.0 re-encodes as the default
 		}
-		n, err := checkService(s, true)
+		n, err := checkService(&s, true)
 		if err != nil {
 			return
 		}
@@ -50,7 +50,7 @@ func FuzzDecodeDestinationMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		d, err := checkDestination(e.Destination)
+		d, err := checkDestination(&e.Destination)
 		if err != nil {
 			return
 		}
@@ -105,7 +105,7 @@ func seedServices() [][]byte {
 	}
 	var out [][]byte
 	for _, s := range svcs {
-		n, _ := checkService(s, true)
+		n, _ := checkService(&s, true)
 		var enc encoder
 		enc.b = append(enc.b, cmdNewService, 1, 0, 0)
 		enc.service(n, true)
@@ -135,7 +135,7 @@ func seedDestinations() [][]byte {
 	}
 	var out [][]byte
 	for _, d := range ds {
-		n, _ := checkDestination(d)
+		n, _ := checkDestination(&d)
 		var enc encoder
 		enc.b = append(enc.b, cmdNewDest, 1, 0, 0)
 		enc.destination(n, true)

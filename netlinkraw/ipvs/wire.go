@@ -209,15 +209,16 @@ func invalidf(format string, a ...any) error {
 // Is makes errors.Is(err, unix.EINVAL) hold.
 func (e *invalidError) Is(target error) bool { return target == errEINVAL }
 
-// service is a validated, normalized service ready to encode.
+// service is a validated service ready to encode: the service (not
+// copied: encoding is on the hot path) and its family.
 type service struct {
-	Service
+	*Service
 	family Family
 }
 
 // checkService validates s. full is set for create and update, which send
 // every attribute.
-func checkService(s Service, full bool) (service, error) {
+func checkService(s *Service, full bool) (service, error) {
 	n := service{Service: s, family: s.Family}
 	if s.FWMark != 0 {
 		if s.Protocol != 0 || s.Address.IsValid() || s.Port != 0 {
@@ -301,11 +302,11 @@ func (e *encoder) netmask(f Family, n uint8) {
 
 // destination is a validated destination ready to encode.
 type destination struct {
-	Destination
+	*Destination
 	family Family
 }
 
-func checkDestination(d Destination) (destination, error) {
+func checkDestination(d *Destination) (destination, error) {
 	n := destination{Destination: d, family: d.Family}
 	if !d.Address.IsValid() {
 		return n, invalidf("destination has no address")

@@ -131,7 +131,7 @@ func TestEncodeOp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Conn{family: 0x1d}
-			if err := c.encodeOp(tt.op, 77); err != nil {
+			if err := c.encodeOp(&tt.op, 77); err != nil {
 				t.Fatal(err)
 			}
 			want := cat(le32(uint32(16+4+len(tt.want))), le16(0x1d), le16(flagRequest), le32(77), le32(0),
@@ -165,7 +165,7 @@ func TestEncodeInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Conn{family: 1}
-			err := c.encodeOp(tt.op, 1)
+			err := c.encodeOp(&tt.op, 1)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -379,7 +379,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, s := range svcs {
 		c := &Conn{family: 1}
-		if err := c.encodeOp(Op{Kind: OpCreateService, Service: s}, 1); err != nil {
+		if err := c.encodeOp(&Op{Kind: OpCreateService, Service: s}, 1); err != nil {
 			t.Fatal(err)
 		}
 		got, err := decodeServiceMessage(c.enc.b[nlmsgHdrLen:])
@@ -395,7 +395,7 @@ func TestRoundTrip(t *testing.T) {
 	d := Destination{Address: netip.MustParseAddr("fd00::7"), Port: 1, Forward: Tunnel, Weight: 1 << 20,
 		UpperThreshold: 5, LowerThreshold: 1, TunnelType: TunnelGRE, TunnelFlags: TunnelRemoteChecksum}
 	c := &Conn{family: 1}
-	if err := c.encodeOp(Op{Kind: OpCreateDestination, Service: svcs[0], Destination: d}, 1); err != nil {
+	if err := c.encodeOp(&Op{Kind: OpCreateDestination, Service: svcs[0], Destination: d}, 1); err != nil {
 		t.Fatal(err)
 	}
 	p := c.enc.b[nlmsgHdrLen+genlHdrLen:]

@@ -1,0 +1,191 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+)
+
+// BenchmarkFloor measures the floor Apply is held to: the same operations
+// as the bench module's BenchmarkIPVSCreate (N services with 10
+// destinations each), encoded before the timer starts, sent 500 per
+// sendmsg with NLM_F_ACK on the last message of each, the replies read
+// back. Only the system calls and the kernel's work are timed. It needs
+// IPVS: it runs in the VM (TestIPVSBenchVM in e2e/vmtests).
+func BenchmarkFloor(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d/pre-encoded", n), func(b *testing.B) { benchFloor(b, n) })
+	}
+}
+
+func floorOps(n int) []Op {
+	var ops []Op
+	for i := range n {
+		s := Service{Protocol: TCP, Address: netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
+		ops = append(ops, Op{Kind: OpCreateService, Service: s})
+		for j := range 10 {
+			k := i*10 + j
+			d := Destination{Address: netip.AddrFrom4([4]byte{10, 128 + byte(k>>16), byte(k >> 8), byte(k)}), Port: 8080, Weight: 1}
+			ops = append(ops, Op{Kind: OpCreateDestination, Service: s, Destination: d})
+		}
+	}
+	return ops
+}
+
+func ipvsRefs() int {
+	b, err := os.ReadFile("/sys/module/ip_vs/refcnt")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// floorNetNS creates a network namespace with lo up and returns a file
+// descriptor to it; closing it destroys the namespace.
+func floorNetNS(b *testing.B) int {
+	var fd int
+	ns := nstest.New(b) // only to check the privileges (and skip without)
+	_ = ns
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is discarded
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- err
+			return
+		}
+		if err := loUp(); err != nil {
+			ch <- err
+			return
+		}
+		var err error
+		fd, err = unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		ch <- err
+	}()
+	if err := <-ch; err != nil {
+		b.Fatalf("create network namespace: %v", err)
+	}
+	return fd
+}
+
+// loUp sets IFF_UP on lo: IPVS refuses IPv4 destinations in a namespace
+// whose lo was never up.
+func loUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr)
+}
+
+// floorBaseline is the ip_vs module's reference count with no services:
+// one reference per service is added to it.
+var floorBaseline struct {
+	sync.Once
+	refs int
+}
+
+func benchFloor(b *testing.B, n int) {
+	b.StopTimer()
+	ops := floorOps(n)
+	const perSend = 500
+	var sys uint64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		nsfd := floorNetNS(b)
+		c, err := Dial(&Options{NetNS: nsfd})
+		if errors.Is(err, ErrNotSupported) {
+			_ = exec.Command("modprobe", "ip_vs").Run()
+			c, err = Dial(&Options{NetNS: nsfd})
+		}
+		if errors.Is(err, ErrNotSupported) {
+			nstest.Missing(b, "IPVS: %v", err)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		floorBaseline.Do(func() {
+			_ = exec.Command("modprobe", "ip_vs_rr").Run()
+			if v, err := strconv.Atoi(os.Getenv("PROXYSINKS_IPVS_REFS")); err == nil {
+				floorBaseline.refs = v
+			} else {
+				floorBaseline.refs = ipvsRefs()
+			}
+		})
+		// Wait for earlier namespaces to be destroyed (their cleanup
+		// holds IPVS's mutex).
+		// Like the bench module's waitIPVSIdle: until earlier namespaces
+		// are destroyed (their cleanup holds IPVS's mutex), at most 5
+		// minutes.
+		for start := time.Now(); ipvsRefs() > floorBaseline.refs; {
+			if time.Since(start) > 5*time.Minute {
+				b.Logf("ip_vs still holds %d references (baseline %d) after 5 minutes; going on", ipvsRefs(), floorBaseline.refs)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var chunks [][]byte
+		var lasts []uint32
+		for start := 0; start < len(ops); start += perSend {
+			end := min(start+perSend, len(ops))
+			c.enc.b = c.enc.b[:0]
+			base := c.nextSeq(perSend)
+			lastOff := 0
+			for k := range ops[start:end] {
+				lastOff = len(c.enc.b)
+				if err := c.encodeOp(&ops[start+k], base+uint32(k)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			native.PutUint16(c.enc.b[lastOff+6:], flagRequest|flagAck)
+			chunks = append(chunks, append([]byte(nil), c.enc.b...))
+			lasts = append(lasts, base+uint32(end-start-1))
+		}
+		before := c.ctr
+		b.StartTimer()
+		for k, chunk := range chunks {
+			if err := c.t.send(chunk); err != nil {
+				b.Fatal(err)
+			}
+			for done := false; !done; {
+				msgs, err := c.t.receive()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, m := range msgs {
+					if m.typ == typeError && m.errno != 0 {
+						b.Fatalf("message %d failed: %v", m.seq, errnoError(m))
+					}
+					done = done || (m.typ == typeError && m.seq == lasts[k])
+				}
+			}
+		}
+		b.StopTimer()
+		sys += c.ctr.Sendmsg + c.ctr.Recvmsg - before.Sendmsg - before.Recvmsg
+		c.Close()
+		unix.Close(nsfd) // destroys the namespace (nstest's would live until the end)
+	}
+	b.ReportMetric(float64(sys)/float64(b.N), "syscalls/op")
+	b.ReportMetric(float64(len(ops)), "kernel-ops/op")
+}
