@@ -77,6 +77,9 @@ func (r Result) Err() error {
 // Applier writes plans and keeps the graceful-termination list.
 type Applier struct {
 	W Writer
+	// Ordered makes Apply write every list in a stable order (a dry run's
+	// output does not depend on map iteration); the kernel does not need it.
+	Ordered bool
 	// Conntrack, when set, flushes the UDP flows of removed UDP
 	// destinations, so that clients do not keep sending to a gone backend.
 	Conntrack conntrack.Flusher
@@ -116,7 +119,9 @@ func (a *Applier) IsTerminating(d render.Destination) bool {
 func (a *Applier) Apply(p Plan) Result {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p.sort()
+	if a.Ordered {
+		p.sort()
+	}
 	res := Result{Failed: map[any]error{}}
 	fail := func(key any, err error) {
 		if err != nil {

@@ -117,7 +117,7 @@ func (k *Kernel) Destinations(s ipvs.Service) ([]ipvs.DestinationEntry, error) {
 }
 
 // DryRun prints every write instead of making it, one line per object, in a
-// stable order (Apply sorts each batch). It is the same code path as the kernel up to the write.
+// stable order (with Applier.Ordered). It is the same code path as the kernel up to the write.
 type DryRun struct {
 	Out io.Writer
 }

@@ -84,6 +84,9 @@ func (m *Manager) Done() {
 // Plan returns the writes the round needs.
 func (m *Manager) Plan() dataplane.Plan {
 	var p dataplane.Plan
+	p.CreateServers = make([]dataplane.Server, 0, len(m.servers.Changed()))
+	p.CreateDests = make([]dataplane.Dest, 0, len(m.dests.Changed()))
+	p.AddEntries = make([]render.SetEntry, 0, len(m.entries.Changed()))
 	for _, c := range m.servers.Changed() {
 		s := dataplane.Server{VS: c.Key, Opts: c.Value}
 		if c.HasOld {
@@ -129,25 +132,39 @@ func (m *Manager) Apply() dataplane.Result {
 		return dataplane.Result{Failed: map[any]error{}}
 	}
 	res := m.applier.Apply(p)
-	ok := func(k any) bool { _, failed := res.Failed[k]; return !failed }
-	for _, s := range append(append(p.CreateServers, p.UpdateServers...), p.DeleteServers...) {
-		if ok(s.VS) {
-			m.servers.Applied(s.VS)
+	ok := func(k any) bool {
+		if len(res.Failed) == 0 {
+			return true
+		}
+		_, failed := res.Failed[k]
+		return !failed
+	}
+	for _, l := range [][]dataplane.Server{p.CreateServers, p.UpdateServers, p.DeleteServers} {
+		for _, s := range l {
+			if ok(s.VS) {
+				m.servers.Applied(s.VS)
+			}
 		}
 	}
-	for _, d := range append(append(p.CreateDests, p.UpdateDests...), p.DeleteDests...) {
-		if ok(d.D) {
-			m.dests.Applied(d.D)
+	for _, l := range [][]dataplane.Dest{p.CreateDests, p.UpdateDests, p.DeleteDests} {
+		for _, d := range l {
+			if ok(d.D) {
+				m.dests.Applied(d.D)
+			}
 		}
 	}
-	for _, a := range append(p.Bind, p.Unbind...) {
-		if ok(a) {
-			m.bindings.Applied(a)
+	for _, l := range [][]netip.Addr{p.Bind, p.Unbind} {
+		for _, a := range l {
+			if ok(a) {
+				m.bindings.Applied(a)
+			}
 		}
 	}
-	for _, e := range append(p.AddEntries, p.DelEntries...) {
-		if ok(e) {
-			m.entries.Applied(e)
+	for _, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
+		for _, e := range l {
+			if ok(e) {
+				m.entries.Applied(e)
+			}
 		}
 	}
 	// A deleted server takes its destinations with it.

@@ -237,7 +237,7 @@ func dryRun(ctx context.Context, c Config, src source, newCtl NewController, std
 	var last error
 	ctl := newCtl(Deps{
 		Render:  render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: addrs},
-		Applier: dataplane.NewApplier(dataplane.DryRun{Out: stdout}), Log: log,
+		Applier: dryRunApplier(stdout), Log: log,
 		OnSync: func(st dataplane.SyncStats) { last = st.Err },
 	})
 	ctx, cancel := context.WithCancel(ctx)
@@ -262,4 +262,10 @@ func dryRun(ctx context.Context, c Config, src source, newCtl NewController, std
 		return err
 	}
 	return errors.New("dry run: the source delivered no snapshot")
+}
+
+func dryRunApplier(out io.Writer) *dataplane.Applier {
+	a := dataplane.NewApplier(dataplane.DryRun{Out: out})
+	a.Ordered = true
+	return a
 }
