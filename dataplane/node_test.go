@@ -1,0 +1,36 @@
+package dataplane
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/proxysinks/proxysinks/dataplane/render"
+)
+
+func TestOwned(t *testing.T) {
+	cfg := NodeConfig{
+		NodeAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")},
+		ExcludeCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.96.100.0/24")},
+	}
+	cfg.defaults()
+	bound := map[netip.Addr]bool{netip.MustParseAddr("10.96.0.1"): true, netip.MustParseAddr("10.96.100.5"): true}
+	vs := func(addr string, port uint16) render.VirtualServer {
+		return render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr(addr), Port: port}
+	}
+	tests := []struct {
+		vs   render.VirtualServer
+		want bool
+	}{
+		{vs("10.96.0.1", 80), true},        // bound on kube-ipvs0
+		{vs("10.96.0.2", 80), false},       // not bound: someone else's
+		{vs("192.168.1.10", 30080), true},  // a node port
+		{vs("192.168.1.10", 443), false},   // keepalived on the node address
+		{vs("192.168.1.11", 30080), false}, // not a node address
+		{vs("10.96.100.5", 80), false},     // bound but excluded
+	}
+	for _, tt := range tests {
+		if got := cfg.Owned(tt.vs, bound); got != tt.want {
+			t.Errorf("Owned(%s) = %v, want %v", tt.vs, got, tt.want)
+		}
+	}
+}
