@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
@@ -31,7 +32,11 @@ type Config struct {
 
 // Conn is an rtnetlink connection in one network namespace.
 type Conn struct {
-	c *rtnetlink.Conn
+	c     *rtnetlink.Conn
+	netns int
+	// raw carries batches of address messages (rtnetlink's Conn sends one
+	// request at a time); dialed on first use.
+	raw *netlink.Conn
 }
 
 // Error is the error of one operation on one object.
@@ -63,11 +68,16 @@ func Dial(cfg *Config) (*Conn, error) {
 	if err != nil {
 		return nil, &Error{Op: "dial", Object: "rtnetlink", Err: err}
 	}
-	return &Conn{c: c}, nil
+	return &Conn{c: c, netns: cfg.NetNS}, nil
 }
 
-// Close closes the socket.
-func (c *Conn) Close() error { return c.c.Close() }
+// Close closes the sockets.
+func (c *Conn) Close() error {
+	if c.raw != nil {
+		c.raw.Close()
+	}
+	return c.c.Close()
+}
 
 // Link is a network interface as this package reports it.
 type Link struct {
@@ -177,8 +187,9 @@ func addrMessage(index uint32, addr netip.Addr) *rtnetlink.AddressMessage {
 }
 
 // AddAddresses binds each address as /32 or /128 on the link named name.
-// Addresses already bound are not errors (EEXIST). It stops at the first
-// other failure.
+// Addresses already bound are not errors (EEXIST). The requests go in
+// batches, many per sendmsg; every other failure is reported, naming the
+// first failed address, and the other addresses are still bound.
 func (c *Conn) AddAddresses(name string, addrs []netip.Addr) error {
 	l, err := c.LinkByName(name)
 	if err != nil {
@@ -188,29 +199,80 @@ func (c *Conn) AddAddresses(name string, addrs []netip.Addr) error {
 		if !a.IsValid() || a.Zone() != "" {
 			return &Error{Op: "add address", Object: fmt.Sprintf("%v on %s", a, name), Err: errors.New("not a plain IP address")}
 		}
-		a = a.Unmap()
-		if err := c.c.Address.New(addrMessage(l.Index, a)); err != nil && !errors.Is(err, unix.EEXIST) {
-			return &Error{Op: "add address", Object: a.String() + " on " + name, Err: err}
-		}
 	}
-	return nil
+	return c.batch("add address", name, unix.RTM_NEWADDR, netlink.Create|netlink.Excl, l.Index, addrs, unix.EEXIST)
 }
 
 // DelAddresses unbinds each /32 or /128 address from the link named name.
-// Addresses not bound are not errors (EADDRNOTAVAIL). It stops at the first
-// other failure.
+// Addresses not bound are not errors (EADDRNOTAVAIL). Like AddAddresses, it
+// sends batches and goes on past failures.
 func (c *Conn) DelAddresses(name string, addrs []netip.Addr) error {
 	l, err := c.LinkByName(name)
 	if err != nil {
 		return err
 	}
-	for _, a := range addrs {
-		a = a.Unmap()
-		if err := c.c.Address.Delete(addrMessage(l.Index, a)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
-			return &Error{Op: "delete address", Object: a.String() + " on " + name, Err: err}
+	return c.batch("delete address", name, unix.RTM_DELADDR, 0, l.Index, addrs, unix.EADDRNOTAVAIL)
+}
+
+// batchSize bounds the requests of one sendmsg: each asks for an ACK, and
+// all ACKs of a batch must fit the receive buffer.
+const batchSize = 64
+
+// batch sends one address message per address, batchSize per sendmsg, and
+// reads their answers, which the kernel sends in order, one datagram each.
+func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.HeaderFlags, index uint32, addrs []netip.Addr, tolerate unix.Errno) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	if c.raw == nil {
+		raw, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: c.netns})
+		if err != nil {
+			return &Error{Op: "dial", Object: "rtnetlink", Err: err}
+		}
+		c.raw = raw
+	}
+	var first error
+	failed := 0
+	msgs := make([]netlink.Message, 0, batchSize)
+	for start := 0; start < len(addrs); start += batchSize {
+		chunk := addrs[start:min(start+batchSize, len(addrs))]
+		msgs = msgs[:0]
+		for _, a := range chunk {
+			data, err := addrMessage(index, a.Unmap()).MarshalBinary()
+			if err != nil {
+				return &Error{Op: op, Object: a.String() + " on " + name, Err: err}
+			}
+			msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags}, Data: data})
+		}
+		if _, err := c.raw.SendMessages(msgs); err != nil {
+			return &Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}
+		}
+		c.raw.SetReadDeadline(time.Now().Add(time.Minute))
+		for got := 0; got < len(chunk); {
+			replies, err := c.raw.Receive()
+			if err != nil {
+				var errno unix.Errno
+				if !errors.As(err, &errno) {
+					// A transport failure (a timeout, a closed socket): the
+					// remaining answers are lost.
+					return &Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}
+				}
+				if errno != tolerate {
+					failed++
+					if first == nil {
+						first = &Error{Op: op, Object: chunk[got].Unmap().String() + " on " + name, Err: errno}
+					}
+				}
+				got++
+				continue
+			}
+			got += len(replies)
 		}
 	}
-	return nil
+	if failed > 1 {
+		return fmt.Errorf("%w (and %d more addresses failed)", first, failed-1)
+	}
+	return first
 }
 
 // Addr is an address bound on a link.

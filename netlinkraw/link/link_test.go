@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -249,5 +251,26 @@ func TestErrors(t *testing.T) {
 	err = c.AddAddresses("lo", []netip.Addr{{}})
 	if err == nil || fmt.Sprint(err) != "link: add address invalid IP on lo: not a plain IP address" {
 		t.Errorf("AddAddresses of a zero address = %v", err)
+	}
+}
+
+// TestBatchFailureInTheMiddle: in one batch, an address the kernel refuses
+// (IPv6 on a link with IPv6 disabled) is reported by name, and the
+// addresses around it are still bound.
+func TestBatchFailureInTheMiddle(t *testing.T) {
+	c, ns := dial(t)
+	veth(t, ns, "vips1")
+	ns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.vips1.disable_ipv6=1")
+	a, b, d := netip.MustParseAddr("10.96.7.1"), netip.MustParseAddr("fd00:96::7"), netip.MustParseAddr("10.96.7.2")
+	err := c.AddAddresses("vips1", []netip.Addr{a, b, d})
+	if err == nil || !strings.Contains(err.Error(), "add address fd00:96::7 on vips1") {
+		t.Fatalf("AddAddresses = %v, want an error naming fd00:96::7", err)
+	}
+	got, err := c.Addresses("vips1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, a) || !slices.Contains(got, d) || slices.Contains(got, b) {
+		t.Errorf("bound %v, want %v and %v only", got, a, d)
 	}
 }
