@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,59 +204,24 @@ func benchMoby(b *testing.B, w *workload) {
 }
 
 // netNS is a network namespace created for one benchmark iteration and
-// destroyed at its end, so that iterations do not share IPVS state.
-type netNS struct{ fd int }
+// destroyed at its end, so that iterations do not share IPVS state. Its lo
+// is up: IPVS refuses IPv4 destinations in a namespace whose lo never was.
+type netNS struct {
+	*nstest.NetNS
+	fd int
+}
 
 func newNetNS(b *testing.B) *netNS {
-	type result struct {
-		fd  int
-		err error
+	ns, err := nstest.Create()
+	if err != nil {
+		b.Fatal(err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread stays locked in the new namespace and is discarded.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ch <- result{-1, err}
-			return
-		}
-		// IPVS refuses IPv4 destinations in a namespace whose local
-		// routing table does not exist yet: bring lo up, as on any node.
-		if err := loopbackUp(); err != nil {
-			ch <- result{-1, err}
-			return
-		}
-		fd, err := unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		ch <- result{fd, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		b.Fatalf("create network namespace: %v", r.err)
-	}
-	return &netNS{fd: r.fd}
+	return &netNS{NetNS: ns, fd: ns.FD()}
 }
 
-// loopbackUp sets IFF_UP on lo in the calling thread's namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
+func (n *netNS) path() string { return n.Path() }
 
-func (n *netNS) path() string { return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), n.fd) }
-
-func (n *netNS) close() { unix.Close(n.fd) }
+func (n *netNS) close() { n.Close() }
 
 // ipvsRefs returns the ip_vs module's reference count: one per service in
 // any namespace, plus a constant.

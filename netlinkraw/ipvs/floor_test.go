@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,50 +52,16 @@ func ipvsRefs() int {
 	return n
 }
 
-// floorNetNS creates a network namespace with lo up and returns a file
+// floorNetNS creates a network namespace with lo up (IPVS refuses IPv4
+// destinations in a namespace whose lo never was) and returns a file
 // descriptor to it; closing it destroys the namespace.
 func floorNetNS(b *testing.B) int {
-	var fd int
-	ns := nstest.New(b) // only to check the privileges (and skip without)
-	_ = ns
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread is discarded
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		if err := loUp(); err != nil {
-			ch <- err
-			return
-		}
-		var err error
-		fd, err = unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		ch <- err
-	}()
-	if err := <-ch; err != nil {
-		b.Fatalf("create network namespace: %v", err)
-	}
-	return fd
-}
-
-// loUp sets IFF_UP on lo: IPVS refuses IPv4 destinations in a namespace
-// whose lo was never up.
-func loUp() error {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	nstest.New(b) // only to check the privileges (and skip without)
+	ns, err := nstest.Create()
 	if err != nil {
-		return err
+		b.Fatal(err)
 	}
-	defer unix.Close(s)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr)
+	return ns.FD()
 }
 
 // floorBaseline is the ip_vs module's reference count with no services:

@@ -55,20 +55,36 @@ func New(t testing.TB) *NetNS {
 	if os.Geteuid() != 0 {
 		Missing(t, "root privileges (CAP_SYS_ADMIN) to create a network namespace")
 	}
-	fd, err := create()
+	ns, err := Create()
 	if err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) {
 			Missing(t, "network namespaces: %v", err)
 		}
-		t.Fatalf("nstest: create network namespace: %v", err)
+		t.Fatal(err)
 	}
-	ns := &NetNS{fd: fd}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := ns.Do(loopbackUp); err != nil {
-		t.Fatalf("nstest: bring up lo in the new namespace: %v", err)
-	}
+	t.Cleanup(ns.Close)
 	return ns
 }
+
+// Create makes a fresh network namespace with lo up, for code that manages
+// its lifetime itself (a benchmark creates one per iteration); Close
+// destroys it. Tests use New.
+func Create() (*NetNS, error) {
+	fd, err := create()
+	if err != nil {
+		return nil, fmt.Errorf("nstest: create network namespace: %w", err)
+	}
+	ns := &NetNS{fd: fd}
+	if err := ns.Do(loopbackUp); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("nstest: bring up lo in the new namespace: %w", err)
+	}
+	return ns, nil
+}
+
+// Close releases the namespace; the kernel destroys it once nothing else
+// holds it.
+func (n *NetNS) Close() { unix.Close(n.fd) }
 
 // create unshares a network namespace on a locked thread and returns a file
 // descriptor for it. The thread stays locked when its goroutine returns, so
