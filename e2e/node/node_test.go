@@ -391,3 +391,53 @@ func TestDriftRepairedForeignUntouched(t *testing.T) {
 		t.Errorf("the foreign ipset is gone: %v", err)
 	}
 }
+
+// Dual stack: one service with an IPv4 and an IPv6 cluster IP, each family
+// served by the same pod's address of that family, from a dual-stack client.
+func TestDualStack(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	client := c.addPod("client")
+	c.node.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	for i, p := range []*pod{a, client} {
+		n := i + 1
+		c.node.MustRun(t, "ip", "-6", "addr", "add", fmt.Sprintf("fd00:244:%d::1/64", n), "dev", fmt.Sprintf("veth%d", n), "nodad")
+		p.ns.MustRun(t, "ip", "-6", "addr", "add", fmt.Sprintf("fd00:244:%d::2/64", n), "dev", "eth0", "nodad")
+		p.ns.MustRun(t, "ip", "-6", "route", "add", "default", "via", fmt.Sprintf("fd00:244:%d::1", n))
+	}
+	svc := `apiVersion: v1
+kind: Service
+metadata: {name: dual, namespace: default}
+spec:
+  type: ClusterIP
+  clusterIP: 10.96.0.24
+  clusterIPs: [10.96.0.24, "fd00:96::24"]
+  ipFamilies: [IPv4, IPv6]
+  ipFamilyPolicy: RequireDualStack
+  ports:
+  - {name: http, protocol: TCP, port: 80, targetPort: 8080}`
+	slice6 := `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: dual-v6
+  namespace: default
+  labels: {kubernetes.io/service-name: dual}
+addressType: IPv6
+ports:
+- {name: http, protocol: TCP, port: 8080}
+endpoints:
+- addresses: ["fd00:244:1::2"]
+  nodeName: node-1
+  conditions: {ready: true}`
+	c.write(nodeManifest, svc, slice("dual", web, ep{ip: a.ip.String(), ready: true}), slice6)
+	c.startSink("--node-address", "fd00:1::10")
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.24:80"), "pod-a")
+	r := c.expectFrom(client.ns, "tcp", ap("[fd00:96::24]:80"), "pod-a")
+	if !r.Client.Addr().Is6() {
+		t.Errorf("the IPv6 service reached the backend over %s", r.Client.Addr())
+	}
+	out := c.node.MustRun(t, "ipset", "list", "KUBE-6-CLUSTER-IP")
+	if !strings.Contains(out, "fd00:96::24,tcp:80") {
+		t.Errorf("KUBE-6-CLUSTER-IP lacks the IPv6 cluster IP:\n%s", out)
+	}
+}
