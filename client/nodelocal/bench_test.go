@@ -12,14 +12,6 @@ import (
 	"github.com/proxysinks/proxysinks/client/internal/gen"
 )
 
-// heapMB returns the live heap in MB after a GC.
-func heapMB() float64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.HeapAlloc) / (1 << 20)
-}
-
 // BenchmarkSnapshot builds the node-local state of 10,000 services x 10
 // endpoints from API objects (convert, validate, compute) and takes the
 // first full snapshot. heap-MB is the heap the state and its snapshot keep
@@ -33,7 +25,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
-				before := heapMB()
+				before := cputime.HeapMB()
 				c0 := cputime.Now()
 				b.StartTimer()
 				st := NewState(Config{NodeName: "node-1"})
@@ -53,7 +45,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				if snap.Len() != n || len(snap.Services()[0].Endpoints) != 10 {
 					b.Fatalf("snapshot has %d services", snap.Len())
 				}
-				heap = heapMB() - before
+				heap = cputime.HeapMB() - before
 				runtime.KeepAlive(st)
 				b.StartTimer()
 			}

@@ -4,6 +4,7 @@
 package cputime
 
 import (
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -16,4 +17,13 @@ func Now() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// HeapMB returns the live heap in MB after a garbage collection, for
+// benchmarks that report what a structure keeps.
+func HeapMB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
 }

@@ -16,13 +16,6 @@ import (
 	"github.com/proxysinks/proxysinks/client/internal/gen"
 )
 
-func heapMB() float64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.HeapAlloc) / (1 << 20)
-}
-
 // writeCluster writes the generated cluster as one multi-document file.
 func writeCluster(b *testing.B, dir string, n int, asJSON bool) string {
 	svcs, slices := gen.Cluster(n, 10)
@@ -69,7 +62,7 @@ func BenchmarkLoad(b *testing.B) {
 				var cpu time.Duration
 				for b.Loop() {
 					b.StopTimer()
-					before := heapMB()
+					before := cputime.HeapMB()
 					c0 := cputime.Now()
 					b.StartTimer()
 					src := New(Config{Path: path, NodeName: "node-1"})
@@ -79,7 +72,7 @@ func BenchmarkLoad(b *testing.B) {
 					if err != nil || s.Len() != n {
 						b.Fatalf("load: %d services, %v", s.Len(), err)
 					}
-					heap = heapMB() - before
+					heap = cputime.HeapMB() - before
 					runtime.KeepAlive(src)
 					b.StartTimer()
 				}

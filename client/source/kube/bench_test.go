@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"testing"
 	"time"
 
@@ -15,13 +14,6 @@ import (
 	"github.com/proxysinks/proxysinks/client/internal/cputime"
 	"github.com/proxysinks/proxysinks/client/internal/gen"
 )
-
-func heapMB() float64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.HeapAlloc) / (1 << 20)
-}
 
 // BenchmarkFirstSnapshot is the kube path at startup: real informers list
 // 10,000 services and 10,000 EndpointSlices (10 endpoints each) from the
@@ -41,7 +33,7 @@ func BenchmarkFirstSnapshot(b *testing.B) {
 			var cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				before := heapMB()
+				before := cputime.HeapMB()
 				c0 := cputime.Now()
 				ctx, cancel := context.WithCancel(context.Background())
 				got := make(chan *client.Snapshot, 1)
@@ -63,7 +55,7 @@ func BenchmarkFirstSnapshot(b *testing.B) {
 				if s.Len() != n {
 					b.Fatalf("first snapshot has %d services, want %d", s.Len(), n)
 				}
-				heap = heapMB() - before
+				heap = cputime.HeapMB() - before
 				cancel()
 				<-done
 				b.StartTimer()
