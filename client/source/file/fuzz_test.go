@@ -15,7 +15,7 @@ import (
 // Seeds are in testdata/fuzz/FuzzParseFile.
 func FuzzParseFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		docs, err := parseFile("fuzz.yaml", data)
+		docs, _, err := parseFile("fuzz.yaml", data, nil)
 		if err != nil {
 			return
 		}
