@@ -21,6 +21,9 @@ type Converter struct {
 	ents  []entry
 	tmp   []byte
 	depth int
+	// What the document's top-level mapping has, for TopKind.
+	kind, kindOdd, items bool
+	kindValue            []byte
 }
 
 // line is one line of the document holding something other than spaces or
@@ -44,12 +47,14 @@ func (c *Converter) YAMLToJSON(doc []byte) ([]byte, error) {
 	if out, ok := c.AppendJSON(c.out[:0], doc); ok {
 		return out, nil
 	}
+	c.kind = false
 	return yaml.YAMLToJSON(doc)
 }
 
 // Scratch returns a copy of b in the converter's output buffer, valid until
 // the next call.
 func (c *Converter) Scratch(b []byte) []byte {
+	c.kind = false
 	c.out = append(c.out[:0], b...)
 	return c.out
 }
@@ -69,6 +74,7 @@ func (c *Converter) AppendJSON(dst, doc []byte) (out []byte, ok bool) {
 	c.out = dst
 	c.ents = c.ents[:0]
 	c.depth = 0
+	c.kind, c.kindOdd, c.items = false, false, false
 	if !c.scanLines() {
 		return dst, false
 	}
@@ -77,6 +83,7 @@ func (c *Converter) AppendJSON(dst, doc []byte) (out []byte, ok bool) {
 	}
 	next, ok := c.node(0, c.lines[0].indent, false)
 	if !ok || next != len(c.lines) {
+		c.kind = false
 		return dst, false
 	}
 	return c.out, true
@@ -256,6 +263,9 @@ func (c *Converter) mapping(li, col int) (int, bool) {
 		}
 		e.end = len(c.out)
 		c.ents = append(c.ents, e)
+		if c.depth == 1 {
+			c.topEntry(e)
+		}
 		if li == len(c.lines) {
 			break
 		}
@@ -273,6 +283,37 @@ func (c *Converter) mapping(li, col int) (int, bool) {
 	c.ents = c.ents[:base]
 	c.out = append(c.out, '}')
 	return li, true
+}
+
+// topEntry notes what TopKind needs of an entry of the top-level mapping.
+func (c *Converter) topEntry(e entry) {
+	key := c.out[e.start+1 : e.keyEnd-1]
+	switch {
+	case bytes.EqualFold(key, []byte("items")):
+		c.items = true
+	case bytes.EqualFold(key, []byte("kind")):
+		v := c.out[e.keyEnd+1 : e.end]
+		if c.kind || string(key) != "kind" || len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+			c.kindOdd = true
+			return
+		}
+		c.kind = true
+		c.kindValue = append(c.kindValue[:0], v[1:len(v)-1]...)
+	}
+}
+
+// TopKind returns the kind of the document the last AppendJSON (or
+// YAMLToJSON) converted on the fast path, when the JSON's top-level object
+// has exactly one key that encoding/json would match to a "kind" field,
+// spelt "kind", with a string value, and no key it would match to an
+// "items" field: then decoding the JSON into a type with "kind" and
+// without "items" fields sees the whole header. ok is false otherwise.
+// The bytes are valid until the next conversion.
+func (c *Converter) TopKind() (kind []byte, ok bool) {
+	if !c.kind || c.kindOdd || c.items {
+		return nil, false
+	}
+	return c.kindValue, true
 }
 
 // sortEntries rewrites the entries ents[base:] (written from out[start:])

@@ -154,3 +154,31 @@ func FuzzYAMLToJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestTopKind(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		kind string
+		ok   bool
+	}{
+		{"kind: Service\nmetadata:\n  name: x\n", "Service", true},
+		{"metadata:\n  name: x\n  kind: Node\nkind: 'EndpointSlice'\n", "EndpointSlice", true},
+		{"kind: Service\nKind: Node\n", "", false},
+		{"Kind: Service\n", "", false},
+		{"kind: Service\nitems: []\n", "", false},
+		{"kind: Service\nITEMS: 1\n", "", false},
+		{"kind: 1\n", "", false},
+		{"kind: \"a\\nb\"\n", "", false},
+		{"kind: null\n", "", false},
+		{"- kind: Service\n", "", false},
+		{"kind: &a Service\n", "", false},
+		{"b: 1\na: 2\nkind: Service\n", "Service", true},
+	} {
+		var c Converter
+		_, _ = c.YAMLToJSON([]byte(tc.doc))
+		kind, ok := c.TopKind()
+		if string(kind) != tc.kind || ok != tc.ok {
+			t.Errorf("%q: TopKind = %q, %v; want %q, %v", tc.doc, kind, ok, tc.kind, tc.ok)
+		}
+	}
+}

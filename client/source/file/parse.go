@@ -153,7 +153,7 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 	if len(bytes.TrimSpace(chunk)) == 0 {
 		return nil, nil
 	}
-	var js []byte
+	var js, kind []byte
 	if utilyaml.IsJSONBuffer(chunk) {
 		// A copy in the converter's buffer: go-json's pooled decoders
 		// keep a reference to their last input, which must not be the
@@ -164,11 +164,66 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 		if js, err = conv.YAMLToJSON(chunk); err != nil {
 			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
 		}
+		kind, _ = conv.TopKind()
 	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return nil, nil // a document holding only comments
 	}
+	if kind != nil && asciiOnly(js) {
+		if d, ok := decodeByKind(js, kind); ok {
+			return []doc{d}, nil
+		}
+	}
 	return appendObjects(nil, js, fmt.Sprintf("%s#%d", name, i))
+}
+
+// decodeByKind decodes a document whose kind is known (manifest's
+// Converter.TopKind: a single "kind" key, no "items") straight into its
+// type with go-json, reading the header from the object: the object's
+// TypeMeta and ObjectMeta have the header's fields with the same names and
+// types, so whenever the object decodes, the header would have decoded to
+// the same values. ok is false for other kinds and on any error (the
+// caller then goes the long way, for encoding/json's error).
+func decodeByKind(js, kind []byte) (doc, bool) {
+	var d doc
+	switch string(kind) {
+	case "Service":
+		s := new(corev1.Service)
+		if gojson.Unmarshal(js, s) != nil {
+			return d, false
+		}
+		d = newDoc(s.Kind, s.Namespace, s.Name, js)
+		s.Namespace = d.ref.namespace
+		d.obj = s
+	case "EndpointSlice":
+		es := new(discoveryv1.EndpointSlice)
+		if gojson.Unmarshal(js, es) != nil {
+			return d, false
+		}
+		d = newDoc(es.Kind, es.Namespace, es.Name, js)
+		es.Namespace = d.ref.namespace
+		d.obj = es
+	case "Node":
+		n := new(corev1.Node)
+		if gojson.Unmarshal(js, n) != nil {
+			return d, false
+		}
+		d = newDoc(n.Kind, n.Namespace, n.Name, js)
+		d.obj = n
+	default:
+		return d, false
+	}
+	return d, true
+}
+
+// newDoc returns the doc of an object with its header's values, the
+// namespace defaulted.
+func newDoc(kind, namespace, name string, js []byte) doc {
+	d := doc{ref: ref{kind: kind, namespace: namespace, name: name}, sum: hashBytes(js)}
+	if d.ref.namespace == "" && kind != "Node" {
+		d.ref.namespace = "default"
+	}
+	return d
 }
 
 func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
@@ -188,10 +243,7 @@ func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
 		}
 		return out, nil
 	}
-	d := doc{ref: ref{kind: h.Kind, namespace: h.Metadata.Namespace, name: h.Metadata.Name}, sum: hashBytes(js)}
-	if d.ref.namespace == "" && h.Kind != "Node" {
-		d.ref.namespace = "default"
-	}
+	d := newDoc(h.Kind, h.Metadata.Namespace, h.Metadata.Name, js)
 	switch h.Kind {
 	case "Service":
 		var s *corev1.Service
