@@ -71,6 +71,7 @@ func (c *Converter) Scratch(b []byte) []byte {
 // characters escaped).
 func (c *Converter) AppendJSON(dst, doc []byte) (out []byte, ok bool) {
 	c.src = doc
+	defer func() { c.src = nil }() // a pooled Converter must not keep the file alive
 	c.out = dst
 	c.ents = c.ents[:0]
 	c.depth = 0

@@ -18,7 +18,24 @@ import (
 
 // writeCluster writes the generated cluster as one multi-document file.
 func writeCluster(b testing.TB, dir string, n int, asJSON bool) string {
+	name := "cluster.yaml"
+	if asJSON {
+		name = "cluster.json"
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, clusterFile(b, n, asJSON, -1), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// clusterFile returns the generated cluster as one multi-document file;
+// the slice of service edit (if any) has its first endpoint not ready.
+func clusterFile(b testing.TB, n int, asJSON bool, edit int) []byte {
 	svcs, slices := gen.Cluster(n, 10)
+	if edit >= 0 {
+		_, slices[edit] = gen.ClusterService(edit, 10, 1)
+	}
 	var buf bytes.Buffer
 	for i := range svcs {
 		for _, o := range []any{svcs[i], slices[i]} {
@@ -37,15 +54,7 @@ func writeCluster(b testing.TB, dir string, n int, asJSON bool) string {
 			buf.WriteByte('\n')
 		}
 	}
-	name := "cluster.yaml"
-	if asJSON {
-		name = "cluster.json"
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return path
+	return buf.Bytes()
 }
 
 // BenchmarkLoad is the file path at startup: read and decode a manifest of
@@ -122,5 +131,49 @@ func BenchmarkParse(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkEdit is a re-read after an edit of one EndpointSlice in the
+// manifest of BenchmarkLoad (10,000 services, YAML): the file changed, so
+// it is split again, and only the changed document is decoded (decoder=old
+// decodes them all again).
+func BenchmarkEdit(b *testing.B) {
+	const n = 10000
+	for _, decoder := range []string{"fast", "old"} {
+		b.Run(fmt.Sprintf("services=%d/yaml/decoder=%s", n, decoder), func(b *testing.B) {
+			if decoder == "old" {
+				parseFn = legacyParse
+				defer func() { parseFn = parseFile }()
+			}
+			versions := [][]byte{clusterFile(b, n, false, -1), clusterFile(b, n, false, 7)}
+			path := filepath.Join(b.TempDir(), "cluster.yaml")
+			if err := os.WriteFile(path, versions[0], 0o644); err != nil {
+				b.Fatal(err)
+			}
+			src := New(Config{Path: path, NodeName: "node-1"})
+			if _, err := src.Load(); err != nil {
+				b.Fatal(err)
+			}
+			var cpu time.Duration
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				i++
+				if err := os.WriteFile(path, versions[i%2], 0o644); err != nil {
+					b.Fatal(err)
+				}
+				c0 := cputime.Now()
+				b.StartTimer()
+				s, err := src.Load()
+				b.StopTimer()
+				cpu += cputime.Now() - c0
+				if err != nil || len(s.Changes) != 1 {
+					b.Fatalf("edit: changes %v, %v", s.Changes, err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
 	}
 }

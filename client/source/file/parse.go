@@ -92,18 +92,10 @@ func parseFile(name string, data []byte, prev chunkCache) ([]doc, chunkCache, er
 	sums := make([]sum, len(chunks))
 	results := make([][]doc, len(chunks))
 	errs := make([]error, len(chunks))
-	var todo []int // the documents to decode
-	for i, ch := range chunks {
-		sums[i] = hashBytes(ch)
-		if c, ok := prev[sums[i]]; ok && (c.index == i || !hasErr(c.docs)) {
-			results[i] = c.docs
-			continue
-		}
-		todo = append(todo, i)
-	}
-	// Decode in parallel: converting and decoding is most of the cost of a
-	// large file.
-	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	// Hash, and decode the documents not found unchanged in prev, in
+	// parallel: converting and decoding is most of the cost of a large
+	// file.
+	workers := min(runtime.GOMAXPROCS(0), len(chunks))
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for range workers {
@@ -111,11 +103,15 @@ func parseFile(name string, data []byte, prev chunkCache) ([]doc, chunkCache, er
 			conv := converters.Get().(*manifest.Converter)
 			defer converters.Put(conv)
 			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(todo) {
+				i := int(next.Add(1) - 1)
+				if i >= len(chunks) {
 					return
 				}
-				i := todo[k]
+				sums[i] = hashBytes(chunks[i])
+				if c, ok := prev[sums[i]]; ok && (c.index == i || !hasErr(c.docs)) {
+					results[i] = c.docs
+					continue
+				}
 				results[i], errs[i] = parseDocument(conv, chunks[i], name, i)
 			}
 		})
