@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 
 	"sigs.k8s.io/yaml"
@@ -95,6 +96,9 @@ func (c *Converter) AppendJSON(dst, doc []byte) (out []byte, ok bool) {
 func (c *Converter) scanLines() bool {
 	c.lines = c.lines[:0]
 	src := c.src
+	if !printable(src) {
+		return false
+	}
 	i := 0
 	for i < len(src) {
 		base := i
@@ -103,15 +107,10 @@ func (c *Converter) scanLines() bool {
 		}
 		indent := i - base
 		content := i
-		for i < len(src) {
-			ch := src[i]
-			if ch < 0x20 || ch >= 0x7f {
-				if ch == '\n' {
-					break
-				}
-				return false
-			}
-			i++
+		if nl := bytes.IndexByte(src[i:], '\n'); nl >= 0 {
+			i += nl
+		} else {
+			i = len(src)
 		}
 		if indent == 0 && i-content >= 3 && (i-content == 3 || src[content+3] == ' ') {
 			marker := src[content : content+3]
@@ -127,6 +126,32 @@ func (c *Converter) scanLines() bool {
 			c.lines = append(c.lines, line{base: base, indent: indent, end: i})
 		}
 		i++ // the "\n"
+	}
+	return true
+}
+
+// printable reports whether src has only printable ASCII and newlines.
+func printable(src []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		w := binary.LittleEndian.Uint64(src[i:])
+		// A byte >= 0x7f, or a byte < 0x20 (maybe a false alarm after
+		// one): check those words byte by byte.
+		if (w|(w+ones))&highs != 0 || (w-0x20*ones)&^w&highs != 0 {
+			if !printableBytes(src[i : i+8]) {
+				return false
+			}
+		}
+	}
+	return printableBytes(src[i:])
+}
+
+func printableBytes(b []byte) bool {
+	for _, ch := range b {
+		if (ch < 0x20 && ch != '\n') || ch >= 0x7f {
+			return false
+		}
 	}
 	return true
 }
@@ -539,7 +564,7 @@ func (c *Converter) quoted(p, q int) bool {
 			if ch == '\\' {
 				i++
 				switch src[i] {
-				case '"', '\\', '/':
+				case '"', '\\':
 					ch = src[i]
 				case 'n':
 					ch = '\n'

@@ -67,6 +67,7 @@ func TestConvertTable(t *testing.T) {
 		{"a: 1.5\n", false},
 		{"a: 'it''s'\nb: \"q\\\"\\\\\\n\\t/\"\nc: '<&>'\n", true},
 		{"a: \"\\x41\"\n", false},
+		{"a: \"\\/\"\n", false},
 		{"a: b # comment\nc: d#e\n", true},
 		{"a: b: c\n", false},
 		{"a: b:\n", false},
