@@ -63,9 +63,10 @@ func (c *Converter) Scratch(b []byte) []byte {
 // AppendJSON appends the JSON of one YAML document to dst. ok is false when
 // the document is outside the subset the converter handles: block mappings
 // and sequences, single-line plain, single-quoted and double-quoted
-// scalars, empty flow collections ([] and {}), comments, in printable
-// ASCII without tabs. Anchors, aliases, tags, block scalars, multi-line
-// scalars, non-empty flow collections, merge keys, duplicate keys and
+// scalars, one-line flow sequences of scalars ([a, 'b']), empty flow
+// mappings ({}) and comments, in printable ASCII without tabs. Anchors,
+// aliases, tags, block scalars, multi-line scalars, nested flow
+// collections, non-empty flow mappings, merge keys, duplicate keys and
 // scalars whose YAML 1.1 type is not a plain string, boolean, null or
 // decimal integer are left to sigs.k8s.io/yaml. When ok, out holds exactly
 // the bytes sigs.k8s.io/yaml.YAMLToJSON returns (keys sorted, HTML
@@ -491,6 +492,9 @@ func (c *Converter) value(p, end int) bool {
 			c.out = append(c.out, src[p], src[p]+2)
 			return true
 		}
+		if src[p] == '[' {
+			return c.flowSeq(p, end)
+		}
 		return false
 	}
 	if !plainStart(src, p, end) {
@@ -512,7 +516,11 @@ func (c *Converter) value(p, end int) bool {
 	for end > p && src[end-1] == ' ' {
 		end--
 	}
-	text := src[p:end]
+	return c.plain(src[p:end])
+}
+
+// plain writes a plain scalar as what YAML 1.1 resolves it to.
+func (c *Converter) plain(text []byte) bool {
 	switch classify(text) {
 	case kindString:
 		c.str(text)
@@ -528,6 +536,69 @@ func (c *Converter) value(p, end int) bool {
 		return false
 	}
 	return true
+}
+
+// flowSeq writes the one-line flow sequence of scalars at p ("[a, 'b']"),
+// which must end the line. Nested collections, empty entries, a trailing
+// comma, and plain scalars holding ":", "#" or "?" are left to
+// sigs.k8s.io/yaml.
+func (c *Converter) flowSeq(p, end int) bool {
+	src := c.src
+	c.out = append(c.out, '[')
+	i := p + 1
+	for n := 0; ; n++ {
+		for i < end && src[i] == ' ' {
+			i++
+		}
+		if i == end {
+			return false
+		}
+		if n > 0 {
+			c.out = append(c.out, ',')
+		}
+		switch src[i] {
+		case '\'', '"':
+			q, ok := c.skipQuoted(i, end)
+			if !ok || !c.quoted(i, q) {
+				return false
+			}
+			i = q
+		default:
+			if !plainStart(src, i, end) {
+				return false
+			}
+			j := i
+			for j < end && src[j] != ',' && src[j] != ']' {
+				switch src[j] {
+				case ':', '#', '?', '[', '{', '}':
+					return false
+				}
+				j++
+			}
+			k := j
+			for k > i && src[k-1] == ' ' {
+				k--
+			}
+			if !c.plain(src[i:k]) {
+				return false
+			}
+			i = j
+		}
+		for i < end && src[i] == ' ' {
+			i++
+		}
+		if i == end {
+			return false
+		}
+		if src[i] == ']' {
+			c.out = append(c.out, ']')
+			return restIsComment(src, i+1, end)
+		}
+		if src[i] != ',' {
+			return false
+		}
+		i++
+	}
 }
 
 // restIsComment reports whether src[q:end] is empty, spaces, or spaces and
