@@ -402,3 +402,55 @@ func TestDuplicateAcrossFiles(t *testing.T) {
 		t.Errorf("cluster IP %s after the override went away, want 10.96.0.1", got)
 	}
 }
+
+// TestReparseSkipsUnchangedDocuments: a re-read of a changed file decodes
+// only the documents that changed (the others keep their decoded objects);
+// a document with an error that moved is decoded again, so that its error
+// names its new position.
+func TestReparseSkipsUnchangedDocuments(t *testing.T) {
+	a, b := svcYAML("a", "10.96.0.1", "TCP"), svcYAML("b", "10.96.0.2", "TCP")
+	bad := "apiVersion: v1\nkind: Service\nmetadata:\n  name: bad\nspec:\n  ports:\n  - port: x\n"
+	docs1, cache, err := parseFile("m.yaml", []byte(join(a, b, bad)), nil)
+	if err != nil || len(docs1) != 3 {
+		t.Fatalf("%d docs, %v", len(docs1), err)
+	}
+	docs2, _, err := parseFile("m.yaml", []byte(join(a, svcYAML("b", "10.96.0.3", "TCP"), "kind: Other\n", bad)), cache)
+	if err != nil || len(docs2) != 3 {
+		t.Fatalf("%d docs, %v", len(docs2), err)
+	}
+	if docs2[0].obj != docs1[0].obj || docs2[0].sum != docs1[0].sum {
+		t.Error("unchanged document decoded again")
+	}
+	if docs2[1].obj == docs1[1].obj || docs2[1].sum == docs1[1].sum {
+		t.Error("changed document not decoded again")
+	}
+	if docs1[2].err == nil || docs2[2].err == nil || docs1[2].err.Source != "m.yaml#2" || docs2[2].err.Source != "m.yaml#3" {
+		t.Errorf("moved bad document: errors %v then %v", docs1[2].err, docs2[2].err)
+	}
+
+	// Through the source: an edit of one document of a file changes one
+	// service, and applied objects are not kept by the cache.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.yaml")
+	write(t, path, join(a, sliceYAML("a-1", "a", "10.244.0.1"), b))
+	src := New(Config{Path: path})
+	if _, err := src.Load(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range src.files[path].docs {
+		if d.obj != nil {
+			t.Errorf("%v still holds its decoded object", d.ref)
+		}
+	}
+	write(t, path, join(a, sliceYAML("a-1", "a", "10.244.0.1", "10.244.0.2"), b))
+	s, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"default/a"}, changes(s)); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"default/a: 10.244.0.1,10.244.0.2", "default/b: "}, view(s)); diff != "" {
+		t.Errorf("served (-want +got):\n%s", diff)
+	}
+}

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,7 @@ import (
 // Seeds are in testdata/fuzz/FuzzParseFile.
 func FuzzParseFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		docs, err := parseFile("fuzz.yaml", data)
+		docs, _, err := parseFile("fuzz.yaml", data, nil)
 		if err != nil {
 			return
 		}
@@ -53,6 +54,39 @@ func FuzzParseFile(f *testing.F) {
 				}
 				if e.IPs.Len() == 0 {
 					t.Errorf("%s: endpoint %s without address", se.Service.Key(), e.Key)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseEquivalence is the differential test of the whole decoder
+// against the one it replaced (legacyParseFile: apimachinery's YAMLReader,
+// sigs.k8s.io/yaml, encoding/json): the same file error, the same objects,
+// the same object errors. Seeds are in testdata/fuzz/FuzzParseEquivalence.
+func FuzzParseEquivalence(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		docs, _, err := parseFile("fuzz.yaml", data, nil)
+		want, wantErr := legacyParseFile("fuzz.yaml", data)
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("%q: error %v, the old decoder says %v", data, err, wantErr)
+		}
+		if len(docs) != len(want) {
+			t.Fatalf("%q: %d objects, the old decoder finds %d", data, len(docs), len(want))
+		}
+		for i := range docs {
+			g, w := docs[i], want[i]
+			if g.ref != w.ref || !reflect.DeepEqual(g.obj, w.obj) || (g.err == nil) != (w.err == nil) {
+				t.Fatalf("%q: object %d: %+v (err %v), the old decoder gives %+v (err %v)", data, i, g, g.err, w, w.err)
+			}
+			if g.err != nil {
+				ge, we := *g.err, *w.err
+				if ge.Err.Error() != we.Err.Error() {
+					t.Fatalf("%q: object %d: error %v, the old decoder says %v", data, i, g.err, w.err)
+				}
+				ge.Err, we.Err = nil, nil
+				if ge != we {
+					t.Fatalf("%q: object %d: error %+v, the old decoder says %+v", data, i, ge, we)
 				}
 			}
 		}

@@ -1,23 +1,22 @@
 package file
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"hash/maphash"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
+	gojson "github.com/goccy/go-json"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/internal/manifest"
 )
 
 // ref names an object of a manifest.
@@ -25,17 +24,40 @@ type ref struct {
 	kind, namespace, name string
 }
 
+// sum is a hash of bytes, a change detector only: an unchanged object or
+// document is not processed again. It is a 64-bit hash/maphash with the
+// process's seed, so two different contents share a sum with probability
+// 2^-64; no adversary is involved (whoever writes the manifests controls
+// the service list anyway), so a cryptographic hash would only cost time.
+type sum uint64
+
+var seed = maphash.MakeSeed()
+
+func hashBytes(b []byte) sum { return sum(maphash.Bytes(seed, b)) }
+
 // doc is one object read from a manifest file.
 type doc struct {
 	ref ref
 	// sum is the hash of the object's JSON: an unchanged object is not
-	// processed again.
-	sum [sha256.Size]byte
+	// applied again.
+	sum sum
 	// obj is the decoded *corev1.Service, *discoveryv1.EndpointSlice or
 	// *corev1.Node until the source has applied it (then nil, to keep
 	// memory low); nil too when decoding failed (err says why).
 	obj any
 	err *client.ObjectError
+}
+
+// chunkCache holds the objects of each document of a file by the hash of
+// the document's bytes, so that a re-read decodes only the documents that
+// changed.
+type chunkCache map[sum]cachedChunk
+
+type cachedChunk struct {
+	index int // the document's position, which error messages name
+	// docs are the document's objects, a part of the file's docs: once
+	// applied, their obj is nil.
+	docs []doc
 }
 
 // header is what every Kubernetes object starts with.
@@ -49,73 +71,161 @@ type header struct {
 	Items []json.RawMessage `json:"items"`
 }
 
+// converters are reused between documents and files.
+var converters = sync.Pool{New: func() any { return new(manifest.Converter) }}
+
 // parseFile splits a multi-document YAML (or JSON) file into the objects a
 // source reads: Services, EndpointSlices and Nodes, also inside List
 // objects. Other kinds are ignored. It fails only when the file is not
 // valid YAML; an object that does not decode is returned with its error.
-func parseFile(name string, data []byte) ([]doc, error) {
-	// Split first (cheap), then decode the documents in parallel: YAML
-	// decoding is most of the cost of a large file.
-	var chunks [][]byte
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for i := 0; ; i++ {
-		chunk, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
+// Documents found unchanged in prev (the file's previous cache, may be nil)
+// are not decoded again; the returned cache is the one for this content.
+func parseFile(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+	chunks, err := manifest.Split(data)
+	if err != nil {
+		var se *manifest.SeparatorError
+		if errors.As(err, &se) {
+			return nil, nil, fmt.Errorf("%s: document %d: %w", name, se.Index, err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
-		}
-		chunks = append(chunks, chunk)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
+	sums := make([]sum, len(chunks))
 	results := make([][]doc, len(chunks))
 	errs := make([]error, len(chunks))
+	// Hash, and decode the documents not found unchanged in prev, in
+	// parallel: converting and decoding is most of the cost of a large
+	// file.
 	workers := min(runtime.GOMAXPROCS(0), len(chunks))
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for range workers {
 		wg.Go(func() {
+			conv := converters.Get().(*manifest.Converter)
+			defer converters.Put(conv)
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(chunks) {
 					return
 				}
-				results[i], errs[i] = parseDocument(chunks[i], name, i)
+				sums[i] = hashBytes(chunks[i])
+				if c, ok := prev[sums[i]]; ok && (c.index == i || !hasErr(c.docs)) {
+					results[i] = c.docs
+					continue
+				}
+				results[i], errs[i] = parseDocument(conv, chunks[i], name, i)
 			}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []doc
+	n := 0
 	for _, r := range results {
-		out = append(out, r...)
+		n += len(r)
 	}
-	return out, nil
+	out := make([]doc, 0, n)
+	cache := make(chunkCache, len(chunks))
+	for i, r := range results {
+		// The cache views the returned docs, so that it sees the objects
+		// dropped once applied and keeps nothing alive by itself.
+		out = append(out, r...)
+		cache[sums[i]] = cachedChunk{index: i, docs: out[len(out)-len(r) : len(out) : len(out)]}
+	}
+	return out, cache, nil
+}
+
+func hasErr(docs []doc) bool {
+	for _, d := range docs {
+		if d.err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // parseDocument decodes document i of a file.
-func parseDocument(chunk []byte, name string, i int) ([]doc, error) {
+func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) ([]doc, error) {
 	if len(bytes.TrimSpace(chunk)) == 0 {
 		return nil, nil
 	}
-	js := chunk
-	if !utilyaml.IsJSONBuffer(chunk) {
+	var js, kind []byte
+	if utilyaml.IsJSONBuffer(chunk) {
+		// A copy in the converter's buffer: go-json's pooled decoders
+		// keep a reference to their last input, which must not be the
+		// whole file.
+		js = conv.Scratch(chunk)
+	} else {
 		var err error
-		if js, err = yaml.YAMLToJSON(chunk); err != nil {
+		if js, err = conv.YAMLToJSON(chunk); err != nil {
 			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
 		}
+		kind, _ = conv.TopKind()
 	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return nil, nil // a document holding only comments
 	}
+	if kind != nil && asciiOnly(js) {
+		if d, ok := decodeByKind(js, kind); ok {
+			return []doc{d}, nil
+		}
+	}
 	return appendObjects(nil, js, fmt.Sprintf("%s#%d", name, i))
 }
 
+// decodeByKind decodes a document whose kind is known (manifest's
+// Converter.TopKind: a single "kind" key, no "items") straight into its
+// type with go-json, reading the header from the object: the object's
+// TypeMeta and ObjectMeta have the header's fields with the same names and
+// types, so whenever the object decodes, the header would have decoded to
+// the same values. ok is false for other kinds and on any error (the
+// caller then goes the long way, for encoding/json's error).
+func decodeByKind(js, kind []byte) (doc, bool) {
+	var d doc
+	switch string(kind) {
+	case "Service":
+		s := new(corev1.Service)
+		if gojson.Unmarshal(js, s) != nil {
+			return d, false
+		}
+		d = newDoc(s.Kind, s.Namespace, s.Name, js)
+		s.Namespace = d.ref.namespace
+		d.obj = s
+	case "EndpointSlice":
+		es := new(discoveryv1.EndpointSlice)
+		if gojson.Unmarshal(js, es) != nil {
+			return d, false
+		}
+		d = newDoc(es.Kind, es.Namespace, es.Name, js)
+		es.Namespace = d.ref.namespace
+		d.obj = es
+	case "Node":
+		n := new(corev1.Node)
+		if gojson.Unmarshal(js, n) != nil {
+			return d, false
+		}
+		d = newDoc(n.Kind, n.Namespace, n.Name, js)
+		d.obj = n
+	default:
+		return d, false
+	}
+	return d, true
+}
+
+// newDoc returns the doc of an object with its header's values, the
+// namespace defaulted.
+func newDoc(kind, namespace, name string, js []byte) doc {
+	d := doc{ref: ref{kind: kind, namespace: namespace, name: name}, sum: hashBytes(js)}
+	if d.ref.namespace == "" && kind != "Node" {
+		d.ref.namespace = "default"
+	}
+	return d
+}
+
 func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
-	var h header
-	if err := json.Unmarshal(js, &h); err != nil {
+	fast := asciiOnly(js)
+	h, err := decode[header](js, fast)
+	if err != nil {
 		// Not even an object header: the document is not a Kubernetes
 		// object at all.
 		return nil, fmt.Errorf("%s: not a Kubernetes object: %w", source, err)
@@ -129,27 +239,23 @@ func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
 		}
 		return out, nil
 	}
-	d := doc{ref: ref{kind: h.Kind, namespace: h.Metadata.Namespace, name: h.Metadata.Name}, sum: sha256.Sum256(js)}
-	if d.ref.namespace == "" && h.Kind != "Node" {
-		d.ref.namespace = "default"
-	}
-	var err error
+	d := newDoc(h.Kind, h.Metadata.Namespace, h.Metadata.Name, js)
 	switch h.Kind {
 	case "Service":
-		s := &corev1.Service{}
-		if err = json.Unmarshal(js, s); err == nil {
+		var s *corev1.Service
+		if s, err = decode[corev1.Service](js, fast); err == nil {
 			s.Namespace = d.ref.namespace
 			d.obj = s
 		}
 	case "EndpointSlice":
-		es := &discoveryv1.EndpointSlice{}
-		if err = json.Unmarshal(js, es); err == nil {
+		var es *discoveryv1.EndpointSlice
+		if es, err = decode[discoveryv1.EndpointSlice](js, fast); err == nil {
 			es.Namespace = d.ref.namespace
 			d.obj = es
 		}
 	case "Node":
-		n := &corev1.Node{}
-		if err = json.Unmarshal(js, n); err == nil {
+		var n *corev1.Node
+		if n, err = decode[corev1.Node](js, fast); err == nil {
 			d.obj = n
 		}
 	default:
@@ -164,4 +270,41 @@ func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
 		}
 	}
 	return append(out, d), nil
+}
+
+// decode decodes JSON into a new T the way encoding/json does. When fast
+// (the JSON is plain ASCII) it tries github.com/goccy/go-json first, three
+// times faster on these types; on any error, and for other input, it uses
+// encoding/json, so errors (and the result whenever go-json fails) are
+// encoding/json's. FuzzDecode checks that both agree.
+func decode[T any](js []byte, fast bool) (*T, error) {
+	v := new(T)
+	if fast {
+		if err := gojson.Unmarshal(js, v); err == nil {
+			return v, nil
+		}
+		v = new(T)
+	}
+	if err := json.Unmarshal(js, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// asciiOnly reports whether b has no byte above 0x7f.
+func asciiOnly(b []byte) bool {
+	for len(b) >= 8 {
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		if w&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
