@@ -309,22 +309,26 @@ func topologyFilter(eps []*client.Endpoint, srcs []*SliceEndpoint, node Node) fu
 			continue
 		}
 		s := srcs[i]
-		if len(s.NodeHints) == 0 {
+		if s.Hints == nil {
+			allNode, allZone = false, false
+			break
+		}
+		if len(s.Hints.Nodes) == 0 {
 			allNode = false
-		} else if node.Name != "" && slices.Contains(s.NodeHints, node.Name) {
+		} else if node.Name != "" && slices.Contains(s.Hints.Nodes, node.Name) {
 			anyNode = true
 		}
-		if len(s.ZoneHints) == 0 {
+		if len(s.Hints.Zones) == 0 {
 			allZone = false
-		} else if node.Zone != "" && slices.Contains(s.ZoneHints, node.Zone) {
+		} else if node.Zone != "" && slices.Contains(s.Hints.Zones, node.Zone) {
 			anyZone = true
 		}
 	}
 	switch {
 	case allNode && anyNode:
-		return func(i int) bool { return slices.Contains(srcs[i].NodeHints, node.Name) }
+		return func(i int) bool { return slices.Contains(srcs[i].NodeHints(), node.Name) }
 	case allZone && anyZone:
-		return func(i int) bool { return slices.Contains(srcs[i].ZoneHints, node.Zone) }
+		return func(i int) bool { return slices.Contains(srcs[i].ZoneHints(), node.Zone) }
 	}
 	return func(int) bool { return true }
 }
