@@ -34,6 +34,10 @@ type Slice struct {
 	// is missing or is not an RFC 3339 time; it is not part of the slice's
 	// content (SameContent ignores it).
 	TriggerTime time.Time
+
+	// shared is set once a State handed the endpoints to sinks: they may
+	// no longer be modified.
+	shared bool
 }
 
 // AnnotationTriggerTime is the EndpointSlice annotation in which the
@@ -42,7 +46,8 @@ type Slice struct {
 const AnnotationTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
 
 // SameContent reports whether s and o hold the same endpoints and ports
-// (everything but TriggerTime).
+// (everything but TriggerTime and the endpoints' Local, Internal and
+// External flags).
 func (s *Slice) SameContent(o *Slice) bool {
 	if s == o {
 		return true
@@ -66,14 +71,24 @@ func (s *Slice) ServiceKey() client.ServiceKey {
 
 // SliceEndpoint is one validated endpoint of a Slice.
 type SliceEndpoint struct {
-	Key client.EndpointKey
-	// Addr is the endpoint's address (the first one: the API says consumers
-	// use only the first).
-	Addr                        netip.Addr
-	Hostname, NodeName, Zone    string
-	Ready, Serving, Terminating bool
+	// Endpoint is the endpoint as the slice gives it: Key, IPs (its one
+	// address, the first of the API object's: the API says consumers use
+	// only the first), Hostname, NodeName, Zone, the conditions, and the
+	// slice's ports as PortOverrides. Its Local, Internal and External
+	// flags are not the slice's: a State sets them when it hands this very
+	// Endpoint to sinks (a service whose endpoints need no merging shares
+	// them with its slice).
+	client.Endpoint
 	// Hints are the endpoint's topology hints, nil when it has none.
 	Hints *Hints
+}
+
+// Addr returns the endpoint's address.
+func (e *SliceEndpoint) Addr() netip.Addr {
+	if len(e.IPs.V4) > 0 {
+		return e.IPs.V4[0]
+	}
+	return e.IPs.V6[0]
 }
 
 // Hints are the topology hints of one endpoint.
@@ -100,7 +115,7 @@ func (e *SliceEndpoint) NodeHints() []string {
 }
 
 func (e *SliceEndpoint) equal(o *SliceEndpoint) bool {
-	return e.Key == o.Key && e.Addr == o.Addr && e.Hostname == o.Hostname && e.NodeName == o.NodeName &&
+	return e.Key == o.Key && e.Addr() == o.Addr() && e.Hostname == o.Hostname && e.NodeName == o.NodeName &&
 		e.Zone == o.Zone && e.Ready == o.Ready && e.Serving == o.Serving && e.Terminating == o.Terminating &&
 		slices.Equal(e.ZoneHints(), o.ZoneHints()) && slices.Equal(e.NodeHints(), o.NodeHints())
 }
@@ -164,6 +179,7 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		}
 	}
 	out.Endpoints = make([]SliceEndpoint, 0, len(es.Endpoints))
+	addrs := make([]netip.Addr, len(es.Endpoints)) // one allocation for every endpoint's IPs
 	var keys strings.Builder
 	keys.Grow(len(es.Endpoints) * 32)
 	var ends [64][2]int32 // on the stack for the usual slice size
@@ -181,7 +197,13 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		if a.Is6() != out.IPv6 {
 			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType))
 		}
-		se := SliceEndpoint{Addr: a, Ready: true}
+		se := SliceEndpoint{Endpoint: client.Endpoint{Ready: true, PortOverrides: out.Ports}}
+		addrs[i] = a
+		if out.IPv6 {
+			se.IPs.V6 = addrs[i : i+1 : i+1]
+		} else {
+			se.IPs.V4 = addrs[i : i+1 : i+1]
+		}
 		// Keys are written into one buffer and cut out after the loop:
 		// one allocation per slice instead of one per endpoint.
 		start := keys.Len()

@@ -119,7 +119,8 @@ func (st *State) setNotProxied(e *svcState, v bool) {
 // an invalid service, which is then not served (until a valid version
 // comes).
 func (st *State) SetService(s *corev1.Service) error {
-	return st.SetConvertedService(ConvertServiceObject(s, st.cfg.ProxyName))
+	svc, skip, err := ConvertService(s, st.cfg.ProxyName)
+	return st.setService(s.Namespace, s.Name, svc, skip, err)
 }
 
 // ConvertedService is a Service after conversion (ConvertService): what
@@ -144,9 +145,12 @@ func ConvertServiceObject(s *corev1.Service, proxyName string) *ConvertedService
 // SetConvertedService is SetService for a service converted beforehand
 // (ConvertServiceObject with this State's ProxyName).
 func (st *State) SetConvertedService(c *ConvertedService) error {
-	key := client.ServiceKey{Namespace: c.Namespace, Name: c.Name}
-	svc, skip, err := c.Service, c.Skip, c.Err
-	st.setInvalid(objRef{"Service", c.Namespace, c.Name}, err)
+	return st.setService(c.Namespace, c.Name, c.Service, c.Skip, c.Err)
+}
+
+func (st *State) setService(namespace, name string, svc *client.Service, skip string, err error) error {
+	key := client.ServiceKey{Namespace: namespace, Name: name}
+	st.setInvalid(objRef{"Service", namespace, name}, err)
 	e := st.entry(key)
 	st.setNotProxied(e, skip != "")
 	if svc == nil && e.svc == nil || svc != nil && e.svc.Equal(svc) {
@@ -184,7 +188,8 @@ func (st *State) forget(k client.ServiceKey, e *svcState) {
 // SetSlice adds or updates an EndpointSlice. It returns the validation error
 // of an invalid slice, which is then left out of its service.
 func (st *State) SetSlice(es *discoveryv1.EndpointSlice) error {
-	return st.SetParsedSlice(ParseSliceObject(es))
+	s, err := ParseSlice(es)
+	return st.setSlice(es.Namespace, es.Name, s, err)
 }
 
 // ParsedSlice is an EndpointSlice after validation (ParseSlice): what
@@ -206,9 +211,12 @@ func ParseSliceObject(es *discoveryv1.EndpointSlice) *ParsedSlice {
 // SetParsedSlice is SetSlice for a slice validated beforehand
 // (ParseSliceObject).
 func (st *State) SetParsedSlice(p *ParsedSlice) error {
-	ref := nsName{p.Namespace, p.Name}
-	s, err := p.Slice, p.Err
-	st.setInvalid(objRef{"EndpointSlice", p.Namespace, p.Name}, err)
+	return st.setSlice(p.Namespace, p.Name, p.Slice, p.Err)
+}
+
+func (st *State) setSlice(namespace, name string, s *Slice, err error) error {
+	ref := nsName{namespace, name}
+	st.setInvalid(objRef{"EndpointSlice", namespace, name}, err)
 	oldSvc, had := st.sliceOwner[ref]
 	if s == nil {
 		if had {
@@ -337,7 +345,7 @@ func (st *State) Snapshot() *client.Snapshot {
 		if computed != nil {
 			se = computed[i]
 		} else if e.svc != nil {
-			se = compute(e.svc, e.slices, st.node, &st.scratch)
+			se = compute(e.svc, e.slices, st.node, &st.scratch, true)
 		}
 		st.results.SetTriggered(k, se, e.trigger)
 		e.trigger = time.Time{}
@@ -373,7 +381,7 @@ func (st *State) recompute() []*client.ServiceEndpoints {
 			}
 			for i := lo; i < hi; i++ {
 				if e := st.services[st.dirty[i]]; e.svc != nil {
-					out[i] = compute(e.svc, e.slices, st.node, sc)
+					out[i] = compute(e.svc, e.slices, st.node, sc, true)
 				}
 			}
 		})
