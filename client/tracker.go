@@ -79,6 +79,8 @@ func (t *Tracker) Len() int { return t.n }
 // snapshot. A service changed and changed back is listed too, with its
 // current content.
 func (t *Tracker) Snapshot() *Snapshot {
+	// Sorting the keys moves half the bytes sorting the changes would.
+	slices.SortFunc(t.changed, ServiceKey.Compare)
 	changes := make([]Change, 0, len(t.changed))
 	for _, k := range t.changed {
 		e := t.entries[k]
@@ -92,7 +94,6 @@ func (t *Tracker) Snapshot() *Snapshot {
 		}
 	}
 	t.changed = t.changed[:0]
-	slices.SortFunc(changes, func(a, b Change) int { return a.Key.Compare(b.Key) })
 	if len(changes) > 0 {
 		t.chunks = mergeChunks(t.chunks, changes)
 	}

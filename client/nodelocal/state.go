@@ -137,9 +137,9 @@ type ConvertedService struct {
 
 // ConvertServiceObject converts s with ConvertService. proxyName must be the
 // State's Config.ProxyName.
-func ConvertServiceObject(s *corev1.Service, proxyName string) *ConvertedService {
+func ConvertServiceObject(s *corev1.Service, proxyName string) ConvertedService {
 	svc, skip, err := ConvertService(s, proxyName)
-	return &ConvertedService{Namespace: s.Namespace, Name: s.Name, Service: svc, Skip: skip, Err: err}
+	return ConvertedService{Namespace: s.Namespace, Name: s.Name, Service: svc, Skip: skip, Err: err}
 }
 
 // SetConvertedService is SetService for a service converted beforehand
@@ -203,9 +203,9 @@ type ParsedSlice struct {
 }
 
 // ParseSliceObject validates es with ParseSlice.
-func ParseSliceObject(es *discoveryv1.EndpointSlice) *ParsedSlice {
+func ParseSliceObject(es *discoveryv1.EndpointSlice) ParsedSlice {
 	s, err := ParseSlice(es)
-	return &ParsedSlice{Namespace: es.Namespace, Name: es.Name, Slice: s, Err: err}
+	return ParsedSlice{Namespace: es.Namespace, Name: es.Name, Slice: s, Err: err}
 }
 
 // SetParsedSlice is SetSlice for a slice validated beforehand
@@ -308,7 +308,9 @@ func (st *State) setInvalid(ref objRef, err error) {
 		oe = &client.ObjectError{Kind: ref.kind, Namespace: ref.namespace, Name: ref.name, Err: err}
 	}
 	if oe == nil {
-		delete(st.invalid, ref)
+		if len(st.invalid) > 0 {
+			delete(st.invalid, ref)
+		}
 		return
 	}
 	st.invalid[ref] = oe

@@ -176,13 +176,13 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	// A registration has synced once its handler has seen the whole
 	// initial list (the informer's own HasSynced only says its store has).
 	var synced []cache.InformerSynced
-	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(o.c) },
+	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(&o.c) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) }))
 	if err != nil {
 		return fmt.Errorf("kube source: service informer: %w", err)
 	}
 	synced = append(synced, reg.HasSynced)
-	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(o.p) },
+	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(&o.p) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) }))
 	if err != nil {
 		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
@@ -247,14 +247,14 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 // name and version, and its conversion.
 type cachedService struct {
 	metav1.ObjectMeta
-	c *nodelocal.ConvertedService
+	c nodelocal.ConvertedService
 }
 
 // cachedSlice is what the EndpointSlice informer's cache holds: the
 // object's name and version, and the validated slice.
 type cachedSlice struct {
 	metav1.ObjectMeta
-	p *nodelocal.ParsedSlice
+	p nodelocal.ParsedSlice
 }
 
 // GetObjectKind and DeepCopyObject make the cached forms runtime.Objects,
