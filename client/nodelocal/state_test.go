@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/internal/gen"
 )
 
 func changedKeys(s *client.Snapshot) []string {
@@ -244,5 +245,37 @@ func TestStateSharesSliceEndpoints(t *testing.T) {
 	}
 	if summaries(s2)[1] != "Pod/default/b 10.244.0.2 ready serving http/TCP=8080" {
 		t.Error("the second snapshot changed")
+	}
+}
+
+// TestStateParallelRecompute: a snapshot recomputing many services spreads
+// them over the CPUs; every result is still what Compute gives.
+func TestStateParallelRecompute(t *testing.T) {
+	svcs, slices := gen.Cluster(3*parallelMin, 3)
+	st := NewState(Config{NodeName: "node-1"})
+	for i := range svcs {
+		if err := st.SetService(svcs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetSlice(slices[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := st.Snapshot()
+	if s.Len() != len(svcs) || len(s.Changes) != len(svcs) {
+		t.Fatalf("%d services, %d changes, want %d", s.Len(), len(s.Changes), len(svcs))
+	}
+	for i := range svcs {
+		svc, _, err := ConvertService(svcs[i], "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl, err := ParseSlice(slices[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Lookup(svc.Key()); !Compute(svc, []*Slice{sl}, Node{Name: "node-1"}).Equal(got) {
+			t.Fatalf("%v differs from Compute's result", svc.Key())
+		}
 	}
 }
