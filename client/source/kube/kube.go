@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,12 +146,11 @@ func (s *Source) update(f func(st *nodelocal.State)) {
 // snapshot, then one snapshot per coalesced burst of changes (and per
 // SyncPeriod), until ctx is done. It fails if the informers cannot sync.
 //
-// Objects are converted as they arrive: each informer's transform queues
-// the conversion to converter goroutines (one per CPU), so conversions run
-// in parallel with each other and with client-go filing the objects, and
-// the informers' caches hold the converted form, not the API objects. The
-// handlers do the bookkeeping only, and memory holds one copy of each
-// object.
+// The informers convert objects as they arrive (a transform on each
+// informer, run on the informer's own goroutine, so Services and
+// EndpointSlices are converted in parallel), and their caches hold the
+// converted form, not the API objects: the handlers only do the
+// bookkeeping, and memory holds one copy of each object.
 func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -163,39 +161,26 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	slices := discoveryinformers.NewEndpointSliceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, none)
 	infs := []cache.SharedIndexInformer{svcs, slices}
 	proxyName := s.cfg.ProxyName
-	var wg sync.WaitGroup // the converters and the informers
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	conv := startConverters(ctx, &wg)
-	convertService := func(o *corev1.Service) nodelocal.ConvertedService {
-		return nodelocal.ConvertServiceObject(o, proxyName)
-	}
 	if err := svcs.SetTransform(transform(func(o *corev1.Service) *cachedService {
-		c := &cachedService{ObjectMeta: trimMeta(&o.ObjectMeta), obj: o, conv: convertService}
-		conv.queue(c)
-		return c
+		return &cachedService{ObjectMeta: trimMeta(&o.ObjectMeta), c: nodelocal.ConvertServiceObject(o, proxyName)}
 	})); err != nil {
 		return fmt.Errorf("kube source: service informer: %w", err)
 	}
 	if err := slices.SetTransform(transform(func(o *discoveryv1.EndpointSlice) *cachedSlice {
-		c := &cachedSlice{ObjectMeta: trimMeta(&o.ObjectMeta), obj: o, conv: nodelocal.ParseSliceObject}
-		conv.queue(c)
-		return c
+		return &cachedSlice{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseSliceObject(o)}
 	})); err != nil {
 		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
 	}
 	// A registration has synced once its handler has seen the whole
 	// initial list (the informer's own HasSynced only says its store has).
 	var synced []cache.InformerSynced
-	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(o.result()) },
+	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(&o.c) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) }))
 	if err != nil {
 		return fmt.Errorf("kube source: service informer: %w", err)
 	}
 	synced = append(synced, reg.HasSynced)
-	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(o.result()) },
+	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(&o.p) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) }))
 	if err != nil {
 		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
@@ -223,9 +208,14 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 		synced = append(synced, reg.HasSynced)
 		infs = append(infs, nodes)
 	}
+	var wg sync.WaitGroup
 	for _, inf := range infs {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 
 	if !waitSynced(ctx, synced) {
 		if ctx.Err() != nil {
@@ -251,67 +241,20 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	return nil
 }
 
-// cached is what an informer's cache holds instead of an API object: the
-// object's name and version, and its conversion (a nodelocal
-// ConvertedService or ParsedSlice). The conversion runs once, on a
-// converter goroutine if one is free, else on the handler's: the informer
-// files objects while they are converted.
-type cached[T any, R any] struct {
+// cachedService is what the Service informer's cache holds: the object's
+// name and version, and its conversion. It is not a runtime.Object, so
+// client-go's optional cache mutation detector leaves it alone (the State
+// owns the converted content).
+type cachedService struct {
 	metav1.ObjectMeta
-	once sync.Once
-	obj  T // the API object until converted
-	conv func(T) R
-	res  R
+	c nodelocal.ConvertedService
 }
 
-// convert converts the object, once.
-func (c *cached[T, R]) convert() {
-	c.once.Do(func() {
-		c.res = c.conv(c.obj)
-		var zero T
-		c.obj = zero // the API object is no longer needed
-	})
-}
-
-// result returns the conversion, converting now if no converter has.
-func (c *cached[T, R]) result() *R {
-	c.convert()
-	return &c.res
-}
-
-type (
-	cachedService = cached[*corev1.Service, nodelocal.ConvertedService]
-	cachedSlice   = cached[*discoveryv1.EndpointSlice, nodelocal.ParsedSlice]
-)
-
-// converters runs conversions on one goroutine per CPU until ctx is done.
-// Queued conversions left when it stops are done by the handlers.
-type converters chan interface{ convert() }
-
-func startConverters(ctx context.Context, wg *sync.WaitGroup) converters {
-	c := make(converters, 4096)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case w := <-c:
-					w.convert()
-				}
-			}
-		})
-	}
-	return c
-}
-
-// queue hands w to a converter, unless all are busy and the queue is full
-// (the handler converts it then).
-func (c converters) queue(w interface{ convert() }) {
-	select {
-	case c <- w:
-	default:
-	}
+// cachedSlice is what the EndpointSlice informer's cache holds: the
+// object's name and version, and the validated slice.
+type cachedSlice struct {
+	metav1.ObjectMeta
+	p nodelocal.ParsedSlice
 }
 
 // trimMeta keeps what the informers need of an object's metadata: its key
