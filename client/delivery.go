@@ -3,6 +3,7 @@ package client
 import (
 	"iter"
 	"slices"
+	"time"
 )
 
 // Callback is a full-state sink. It is called once per consistent snapshot
@@ -44,6 +45,15 @@ type Change struct {
 	Key ServiceKey
 	// Service is the new content, or nil when the service went away.
 	Service *ServiceEndpoints
+	// TriggerTime is when the cluster change that this change delivers was
+	// triggered, from the EndpointSlices' endpoints.kubernetes.io/last-change-trigger-time
+	// annotation: the earliest trigger time among the slice updates folded
+	// into this change that no earlier snapshot delivered. It is zero when
+	// unknown: a removal, a change of the Service object alone, slices
+	// without the annotation, or changes from before the source started.
+	// Sinks measure network programming latency (kube-proxy's
+	// network_programming_duration_seconds) from it.
+	TriggerTime time.Time
 }
 
 // Snapshot is one consistent node-local state, as sources deliver it: the

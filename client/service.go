@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // ServiceKey identifies a Service: its namespace and name. It is comparable
@@ -18,19 +19,10 @@ func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
 
 // Compare orders keys by namespace, then name. It returns -1, 0 or +1.
 func (k ServiceKey) Compare(o ServiceKey) int {
-	if k.Namespace != o.Namespace {
-		if k.Namespace < o.Namespace {
-			return -1
-		}
-		return 1
+	if c := strings.Compare(k.Namespace, o.Namespace); c != 0 {
+		return c
 	}
-	switch {
-	case k.Name < o.Name:
-		return -1
-	case k.Name > o.Name:
-		return 1
-	}
-	return 0
+	return strings.Compare(k.Name, o.Name)
 }
 
 // ServiceType is how a Service is exposed. Headless and ExternalName

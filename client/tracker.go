@@ -2,6 +2,7 @@ package client
 
 import (
 	"slices"
+	"time"
 )
 
 // chunkSize is the length of the sorted runs snapshots are made of: a
@@ -24,6 +25,7 @@ type Tracker struct {
 type trackEntry struct {
 	se      *ServiceEndpoints // nil: removed since the last snapshot
 	changed bool              // listed in Tracker.changed
+	trigger time.Time         // earliest trigger time since the last snapshot
 }
 
 // NewTracker returns an empty Tracker.
@@ -34,9 +36,23 @@ func NewTracker() *Tracker {
 // Set records se as the content of service k (nil removes it). It reports
 // whether the content changed (compared by value, not pointer).
 func (t *Tracker) Set(k ServiceKey, se *ServiceEndpoints) bool {
+	return t.SetTriggered(k, se, time.Time{})
+}
+
+// SetTriggered is Set for a change triggered at the given time (zero:
+// unknown). When the content changed, the next snapshot's Change for k
+// carries the earliest trigger time of the changes since the previous
+// snapshot (Change.TriggerTime); a removal carries none.
+func (t *Tracker) SetTriggered(k ServiceKey, se *ServiceEndpoints, trigger time.Time) bool {
 	e := t.entries[k]
 	if se.Equal(e.se) {
 		return false
+	}
+	switch {
+	case se == nil:
+		e.trigger = time.Time{}
+	case !trigger.IsZero() && (e.trigger.IsZero() || trigger.Before(e.trigger)):
+		e.trigger = trigger
 	}
 	switch {
 	case e.se == nil:
@@ -63,19 +79,21 @@ func (t *Tracker) Len() int { return t.n }
 // snapshot. A service changed and changed back is listed too, with its
 // current content.
 func (t *Tracker) Snapshot() *Snapshot {
+	// Sorting the keys moves half the bytes sorting the changes would.
+	slices.SortFunc(t.changed, ServiceKey.Compare)
 	changes := make([]Change, 0, len(t.changed))
 	for _, k := range t.changed {
 		e := t.entries[k]
-		changes = append(changes, Change{Key: k, Service: e.se})
+		changes = append(changes, Change{Key: k, Service: e.se, TriggerTime: e.trigger})
 		if e.se == nil {
 			delete(t.entries, k)
 		} else {
 			e.changed = false
+			e.trigger = time.Time{}
 			t.entries[k] = e
 		}
 	}
 	t.changed = t.changed[:0]
-	slices.SortFunc(changes, func(a, b Change) int { return a.Key.Compare(b.Key) })
 	if len(changes) > 0 {
 		t.chunks = mergeChunks(t.chunks, changes)
 	}

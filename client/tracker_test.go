@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -136,4 +137,34 @@ func TestTrackerRuns(t *testing.T) {
 	if s2.Lookup(k).Service.Type != NodePort || s1.Lookup(k).Service.Type != "" {
 		t.Error("the change is not where it belongs")
 	}
+}
+
+// TestTrackerTriggerTime: a change carries the earliest trigger time set
+// since the previous snapshot, once; unchanged content and removals carry
+// none.
+func TestTrackerTriggerTime(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	k := ServiceKey{Namespace: "ns", Name: "web"}
+	se := func(hc int) *ServiceEndpoints {
+		return &ServiceEndpoints{Service: &Service{Namespace: "ns", Name: "web", HealthCheckNodePort: hc}}
+	}
+	tr := NewTracker()
+	tr.SetTriggered(k, se(1), t0.Add(2*time.Second))
+	tr.SetTriggered(k, se(2), t0.Add(time.Second))
+	tr.SetTriggered(k, se(3), time.Time{})
+	check := func(what string, s *Snapshot, want time.Time) {
+		t.Helper()
+		if len(s.Changes) != 1 || !s.Changes[0].TriggerTime.Equal(want) {
+			t.Errorf("%s: changes = %+v, want one triggered at %v", what, s.Changes, want)
+		}
+	}
+	check("earliest", tr.Snapshot(), t0.Add(time.Second))
+	if tr.SetTriggered(k, se(3), t0.Add(5*time.Second)) {
+		t.Error("equal content reported as a change")
+	}
+	tr.Set(k, se(4))
+	check("delivered once", tr.Snapshot(), time.Time{})
+	tr.SetTriggered(k, se(5), t0.Add(6*time.Second))
+	tr.SetTriggered(k, nil, t0.Add(7*time.Second))
+	check("removal", tr.Snapshot(), time.Time{})
 }

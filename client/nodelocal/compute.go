@@ -42,7 +42,7 @@ func NodeFrom(n *corev1.Node) Node {
 //     else the cluster endpoints; External does the same with
 //     externalTrafficPolicy.
 func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoints {
-	return compute(svc, sl, node, &scratch{})
+	return compute(svc, sl, node, &scratch{}, false)
 }
 
 // merged is the bookkeeping of one endpoint while slices are merged.
@@ -52,7 +52,7 @@ type merged struct {
 	ports    bool // PortOverrides is our own copy (may be appended to)
 }
 
-// scratch holds Compute's temporary slices, reused across services by a
+// scratch holds compute's temporary slices, reused across services by a
 // State so that only the result is allocated.
 type scratch struct {
 	info       []merged
@@ -61,6 +61,8 @@ type scratch struct {
 	order      []int
 	srcs       []*SliceEndpoint
 	flags      []uint8
+	eps        []client.Endpoint
+	addrs      []netip.Addr
 }
 
 // release drops the pointers the scratch holds, so that it keeps no slice
@@ -68,9 +70,15 @@ type scratch struct {
 func (sc *scratch) release() {
 	clear(sc.info[:cap(sc.info)])
 	clear(sc.srcs[:cap(sc.srcs)])
+	clear(sc.eps[:cap(sc.eps)])
 }
 
-func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.ServiceEndpoints {
+// compute is Compute. With share (a State computing for sinks), a service
+// with one slice whose endpoints need no merging gets the slice's own
+// Endpoints (SliceEndpoint.Endpoint) instead of copies: their flags are
+// set on the first computation, and later computations reuse them when
+// the flags are unchanged. This halves the memory a large cluster takes.
+func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch, share bool) *client.ServiceEndpoints {
 	defer sc.release()
 	sorted := sl
 	if !slices.IsSortedFunc(sl, compareSlices) {
@@ -81,11 +89,18 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.S
 	for _, s := range sorted {
 		total += len(s.Endpoints)
 	}
+	share = share && len(sorted) == 1
 	// One allocation each for the endpoints and their addresses, whatever
-	// the number of endpoints; the bookkeeping reuses the scratch.
-	eps := make([]client.Endpoint, 0, total)
+	// the number of endpoints (none when sharing); the bookkeeping reuses
+	// the scratch.
+	var eps []client.Endpoint
+	var addrs []netip.Addr
+	if share {
+		eps, addrs = slices.Grow(sc.eps[:0], total), slices.Grow(sc.addrs[:0], total)
+	} else {
+		eps, addrs = make([]client.Endpoint, 0, total), make([]netip.Addr, 0, total)
+	}
 	info := slices.Grow(sc.info[:0], total)
-	addrs := make([]netip.Addr, 0, total)
 	idx := newIndex(total, sc)
 	for _, s := range sorted {
 		fam := 0
@@ -94,7 +109,8 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.S
 		}
 		for i := range s.Endpoints {
 			se := &s.Endpoints[i]
-			if j, ok := idx.byAddr(se.Addr, eps); ok && eps[j].Key != se.Key {
+			addr := se.Addr()
+			if j, ok := idx.byAddr(addr, eps); ok && eps[j].Key != se.Key {
 				continue // the address belongs to another endpoint
 			}
 			j, ok := idx.byKey(se.Key, eps)
@@ -117,13 +133,13 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.S
 			switch {
 			case !m.families[fam]:
 				m.families[fam] = true
-				addrs = append(addrs, se.Addr)
+				addrs = append(addrs, addr)
 				*list = addrs[len(addrs)-1 : len(addrs) : len(addrs)]
-				idx.addAddr(se.Addr, j)
+				idx.addAddr(addr, j)
 			case m.src == se:
 				// A ready duplicate of the same family replaces the address.
-				(*list)[0] = se.Addr
-				idx.addAddr(se.Addr, j)
+				(*list)[0] = addr
+				idx.addAddr(addr, j)
 			}
 		}
 	}
@@ -131,6 +147,14 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.S
 	sc.info = info
 	if idx.keys == nil {
 		sc.smallAddrs, sc.smallOwner = idx.smallAddrs, idx.smallOwner
+	}
+	if share {
+		sc.eps, sc.addrs = eps, addrs
+		if len(eps) != total {
+			// Endpoints were merged or dropped: the result needs its own.
+			sc.release()
+			return compute(svc, sl, node, sc, false)
+		}
 	}
 	out := make([]*client.Endpoint, len(eps))
 	srcs := slices.Grow(sc.srcs[:0], len(eps))[:len(eps)]
@@ -156,7 +180,42 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch) *client.S
 		out[i], srcs[i] = e, s
 	}
 	categorize(svc, out, srcs, node, sc)
+	if share {
+		shareEndpoints(sorted[0], out, srcs)
+	}
 	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+}
+
+// shareEndpoints points out (computed in the scratch, one endpoint per
+// slice endpoint) at the slice's own Endpoints: it sets their flags if no
+// sink has them yet, else uses those whose flags are unchanged and copies
+// the others.
+func shareEndpoints(s *Slice, out []*client.Endpoint, srcs []*SliceEndpoint) {
+	fresh := 0
+	for i, e := range out {
+		src := &srcs[i].Endpoint
+		if !s.shared {
+			src.Local, src.Internal, src.External = e.Local, e.Internal, e.External
+		} else if src.Local != e.Local || src.Internal != e.Internal || src.External != e.External {
+			fresh++
+			continue
+		}
+		out[i] = src
+	}
+	s.shared = true
+	if fresh == 0 {
+		return
+	}
+	copies := make([]client.Endpoint, 0, fresh)
+	for i, e := range out {
+		if e == &srcs[i].Endpoint {
+			continue
+		}
+		c := srcs[i].Endpoint // the slice's addresses and ports, shared
+		c.Local, c.Internal, c.External = e.Local, e.Internal, e.External
+		copies = append(copies, c)
+		out[i] = &copies[len(copies)-1]
+	}
 }
 
 // mergePorts adds the ports of another slice to an endpoint's overrides,
@@ -309,22 +368,26 @@ func topologyFilter(eps []*client.Endpoint, srcs []*SliceEndpoint, node Node) fu
 			continue
 		}
 		s := srcs[i]
-		if len(s.NodeHints) == 0 {
+		if s.Hints == nil {
+			allNode, allZone = false, false
+			break
+		}
+		if len(s.Hints.Nodes) == 0 {
 			allNode = false
-		} else if node.Name != "" && slices.Contains(s.NodeHints, node.Name) {
+		} else if node.Name != "" && slices.Contains(s.Hints.Nodes, node.Name) {
 			anyNode = true
 		}
-		if len(s.ZoneHints) == 0 {
+		if len(s.Hints.Zones) == 0 {
 			allZone = false
-		} else if node.Zone != "" && slices.Contains(s.ZoneHints, node.Zone) {
+		} else if node.Zone != "" && slices.Contains(s.Hints.Zones, node.Zone) {
 			anyZone = true
 		}
 	}
 	switch {
 	case allNode && anyNode:
-		return func(i int) bool { return slices.Contains(srcs[i].NodeHints, node.Name) }
+		return func(i int) bool { return slices.Contains(srcs[i].NodeHints(), node.Name) }
 	case allZone && anyZone:
-		return func(i int) bool { return slices.Contains(srcs[i].ZoneHints, node.Zone) }
+		return func(i int) bool { return slices.Contains(srcs[i].ZoneHints(), node.Zone) }
 	}
 	return func(int) bool { return true }
 }

@@ -10,7 +10,8 @@ import (
 
 // FuzzCompute decodes a Service and two EndpointSlices from JSON, converts
 // them and applies the node-local rules: nothing may panic, a valid result
-// is well-formed, and it does not depend on slice order. Seeds are in
+// is well-formed, it does not depend on slice order, and sharing the
+// slices' endpoints (as a State does) gives the same results. Seeds are in
 // testdata/fuzz/FuzzCompute.
 func FuzzCompute(f *testing.F) {
 	f.Fuzz(func(t *testing.T, svcJSON, slice1, slice2 []byte, zone string) {
@@ -59,6 +60,19 @@ func FuzzCompute(f *testing.F) {
 			if again := Compute(svc, []*Slice{sl[1], sl[0]}, node); !again.Equal(se) {
 				t.Fatalf("result depends on slice order")
 			}
+		}
+		// A State's computation, which shares the slice's endpoints when
+		// it can, gives the same result, the first time (setting their
+		// flags) and again for another node (copying them).
+		if shared := compute(svc, sl, node, &scratch{}, true); !shared.Equal(se) {
+			t.Fatalf("shared computation differs")
+		}
+		other := Node{Name: "node-2", Zone: zone + "x"}
+		if shared := compute(svc, sl, other, &scratch{}, true); !shared.Equal(Compute(svc, sl, other)) {
+			t.Fatalf("shared computation for another node differs")
+		}
+		if again := compute(svc, sl, node, &scratch{}, true); !again.Equal(se) {
+			t.Fatalf("shared computation changed after another node's")
 		}
 	})
 }

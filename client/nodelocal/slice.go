@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -27,6 +28,40 @@ type Slice struct {
 	// are left out.
 	Ports     []client.PortOverride
 	Endpoints []SliceEndpoint
+	// TriggerTime is the slice's endpoints.kubernetes.io/last-change-trigger-time
+	// annotation: when the change this version of the slice reflects was
+	// triggered (a pod or service change). It is zero when the annotation
+	// is missing or is not an RFC 3339 time; it is not part of the slice's
+	// content (SameContent ignores it).
+	TriggerTime time.Time
+
+	// shared is set once a State handed the endpoints to sinks: they may
+	// no longer be modified.
+	shared bool
+}
+
+// AnnotationTriggerTime is the EndpointSlice annotation in which the
+// endpoint-slice controller records when the change the slice reflects was
+// triggered (RFC 3339). Network programming latency is measured from it.
+const AnnotationTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
+
+// SameContent reports whether s and o hold the same endpoints and ports
+// (everything but TriggerTime and the endpoints' Local, Internal and
+// External flags).
+func (s *Slice) SameContent(o *Slice) bool {
+	if s == o {
+		return true
+	}
+	if s == nil || o == nil || s.Namespace != o.Namespace || s.Name != o.Name || s.Service != o.Service ||
+		s.IPv6 != o.IPv6 || !slices.Equal(s.Ports, o.Ports) || len(s.Endpoints) != len(o.Endpoints) {
+		return false
+	}
+	for i := range s.Endpoints {
+		if !s.Endpoints[i].equal(&o.Endpoints[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // ServiceKey returns the key of the service owning the slice.
@@ -36,15 +71,53 @@ func (s *Slice) ServiceKey() client.ServiceKey {
 
 // SliceEndpoint is one validated endpoint of a Slice.
 type SliceEndpoint struct {
-	Key client.EndpointKey
-	// Addr is the endpoint's address (the first one: the API says consumers
-	// use only the first).
-	Addr                        netip.Addr
-	Hostname, NodeName, Zone    string
-	Ready, Serving, Terminating bool
-	// ZoneHints and NodeHints are the topology hints (nil when none).
-	ZoneHints []string
-	NodeHints []string
+	// Endpoint is the endpoint as the slice gives it: Key, IPs (its one
+	// address, the first of the API object's: the API says consumers use
+	// only the first), Hostname, NodeName, Zone, the conditions, and the
+	// slice's ports as PortOverrides. Its Local, Internal and External
+	// flags are not the slice's: a State sets them when it hands this very
+	// Endpoint to sinks (a service whose endpoints need no merging shares
+	// them with its slice).
+	client.Endpoint
+	// Hints are the endpoint's topology hints, nil when it has none.
+	Hints *Hints
+}
+
+// Addr returns the endpoint's address.
+func (e *SliceEndpoint) Addr() netip.Addr {
+	if len(e.IPs.V4) > 0 {
+		return e.IPs.V4[0]
+	}
+	return e.IPs.V6[0]
+}
+
+// Hints are the topology hints of one endpoint.
+type Hints struct {
+	// Zones and Nodes are the zones and nodes the endpoint is meant for.
+	Zones []string
+	Nodes []string
+}
+
+// ZoneHints returns the zones the endpoint's hints name (nil when none).
+func (e *SliceEndpoint) ZoneHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Zones
+}
+
+// NodeHints returns the nodes the endpoint's hints name (nil when none).
+func (e *SliceEndpoint) NodeHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Nodes
+}
+
+func (e *SliceEndpoint) equal(o *SliceEndpoint) bool {
+	return e.Key == o.Key && e.Addr() == o.Addr() && e.Hostname == o.Hostname && e.NodeName == o.NodeName &&
+		e.Zone == o.Zone && e.Ready == o.Ready && e.Serving == o.Serving && e.Terminating == o.Terminating &&
+		slices.Equal(e.ZoneHints(), o.ZoneHints()) && slices.Equal(e.NodeHints(), o.NodeHints())
 }
 
 // ParseSlice validates an EndpointSlice. It returns a nil slice and a nil
@@ -69,6 +142,14 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		return nil, nil
 	default:
 		return fail("addressType", fmt.Errorf("unknown address type %q", es.AddressType))
+	}
+	if t, ok := es.Annotations[AnnotationTriggerTime]; ok {
+		// An unparsable time is ignored, as kube-proxy does: it only
+		// feeds a latency metric.
+		out.TriggerTime, _ = time.Parse(time.RFC3339, t)
+	}
+	if len(es.Ports) > 0 {
+		out.Ports = make([]client.PortOverride, 0, len(es.Ports))
 	}
 	for i, p := range es.Ports {
 		if p.Port == nil {
@@ -98,9 +179,11 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		}
 	}
 	out.Endpoints = make([]SliceEndpoint, 0, len(es.Endpoints))
+	addrs := make([]netip.Addr, len(es.Endpoints)) // one allocation for every endpoint's IPs
 	var keys strings.Builder
 	keys.Grow(len(es.Endpoints) * 32)
-	keyEnds := make([][2]int, 0, len(es.Endpoints))
+	var ends [64][2]int32 // on the stack for the usual slice size
+	keyEnds := ends[:0]
 	for i := range es.Endpoints {
 		e := &es.Endpoints[i]
 		if len(e.Addresses) == 0 {
@@ -114,7 +197,13 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		if a.Is6() != out.IPv6 {
 			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType))
 		}
-		se := SliceEndpoint{Addr: a, Ready: true}
+		se := SliceEndpoint{Endpoint: client.Endpoint{Ready: true, PortOverrides: out.Ports}}
+		addrs[i] = a
+		if out.IPv6 {
+			se.IPs.V6 = addrs[i : i+1 : i+1]
+		} else {
+			se.IPs.V4 = addrs[i : i+1 : i+1]
+		}
 		// Keys are written into one buffer and cut out after the loop:
 		// one allocation per slice instead of one per endpoint.
 		start := keys.Len()
@@ -136,7 +225,7 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 			var tmp [64]byte
 			keys.Write(a.AppendTo(tmp[:0]))
 		}
-		keyEnds = append(keyEnds, [2]int{start, keys.Len()})
+		keyEnds = append(keyEnds, [2]int32{int32(start), int32(keys.Len())})
 		if e.Hostname != nil {
 			se.Hostname = *e.Hostname
 		}
@@ -157,12 +246,13 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		if c.Terminating != nil {
 			se.Terminating = *c.Terminating
 		}
-		if h := e.Hints; h != nil {
+		if h := e.Hints; h != nil && (len(h.ForZones) > 0 || len(h.ForNodes) > 0) {
+			se.Hints = &Hints{}
 			for _, z := range h.ForZones {
-				se.ZoneHints = append(se.ZoneHints, z.Name)
+				se.Hints.Zones = append(se.Hints.Zones, z.Name)
 			}
 			for _, n := range h.ForNodes {
-				se.NodeHints = append(se.NodeHints, n.Name)
+				se.Hints.Nodes = append(se.Hints.Nodes, n.Name)
 			}
 		}
 		out.Endpoints = append(out.Endpoints, se)

@@ -2,9 +2,11 @@ package nodelocal
 
 import (
 	"log/slog"
-	"reflect"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -23,6 +25,12 @@ type Config struct {
 	// Logger receives one warning per invalid object version; nil logs
 	// nothing.
 	Logger *slog.Logger
+	// Start is when the proxy started; zero means the time NewState is
+	// called. EndpointSlice trigger times (Slice.TriggerTime) not after it
+	// are ignored, as kube-proxy ignores those older than its start: they
+	// measure changes made before this proxy ran, not its programming
+	// latency.
+	Start time.Time
 }
 
 // objRef names an API object.
@@ -48,6 +56,8 @@ type State struct {
 	results *client.Tracker
 	dirty   []client.ServiceKey
 	scratch scratch
+	// computed holds the results of a parallel recomputation (reused).
+	computed []*client.ServiceEndpoints
 }
 
 // svcState is what the State knows under one service key.
@@ -56,12 +66,18 @@ type svcState struct {
 	notProxied bool
 	slices     []*Slice // sorted by name and family
 	dirty      bool     // listed in State.dirty
+	// trigger is the earliest trigger time of the slice changes since the
+	// last snapshot (zero: none known).
+	trigger time.Time
 }
 
 type nsName struct{ namespace, name string }
 
 // NewState returns an empty State.
 func NewState(cfg Config) *State {
+	if cfg.Start.IsZero() {
+		cfg.Start = time.Now()
+	}
 	return &State{
 		cfg:        cfg,
 		node:       Node{Name: cfg.NodeName},
@@ -103,9 +119,38 @@ func (st *State) setNotProxied(e *svcState, v bool) {
 // an invalid service, which is then not served (until a valid version
 // comes).
 func (st *State) SetService(s *corev1.Service) error {
-	key := client.ServiceKey{Namespace: s.Namespace, Name: s.Name}
 	svc, skip, err := ConvertService(s, st.cfg.ProxyName)
-	st.setInvalid(objRef{"Service", s.Namespace, s.Name}, err)
+	return st.setService(s.Namespace, s.Name, svc, skip, err)
+}
+
+// ConvertedService is a Service after conversion (ConvertService): what
+// State.SetConvertedService takes. Sources convert objects as they arrive,
+// possibly on other goroutines, and hand the result to the State, so that
+// the State's lock is held for the bookkeeping only.
+type ConvertedService struct {
+	Namespace, Name string
+	// Service, Skip and Err are ConvertService's results.
+	Service *client.Service
+	Skip    string
+	Err     error
+}
+
+// ConvertServiceObject converts s with ConvertService. proxyName must be the
+// State's Config.ProxyName.
+func ConvertServiceObject(s *corev1.Service, proxyName string) ConvertedService {
+	svc, skip, err := ConvertService(s, proxyName)
+	return ConvertedService{Namespace: s.Namespace, Name: s.Name, Service: svc, Skip: skip, Err: err}
+}
+
+// SetConvertedService is SetService for a service converted beforehand
+// (ConvertServiceObject with this State's ProxyName).
+func (st *State) SetConvertedService(c *ConvertedService) error {
+	return st.setService(c.Namespace, c.Name, c.Service, c.Skip, c.Err)
+}
+
+func (st *State) setService(namespace, name string, svc *client.Service, skip string, err error) error {
+	key := client.ServiceKey{Namespace: namespace, Name: name}
+	st.setInvalid(objRef{"Service", namespace, name}, err)
 	e := st.entry(key)
 	st.setNotProxied(e, skip != "")
 	if svc == nil && e.svc == nil || svc != nil && e.svc.Equal(svc) {
@@ -143,9 +188,35 @@ func (st *State) forget(k client.ServiceKey, e *svcState) {
 // SetSlice adds or updates an EndpointSlice. It returns the validation error
 // of an invalid slice, which is then left out of its service.
 func (st *State) SetSlice(es *discoveryv1.EndpointSlice) error {
-	ref := nsName{es.Namespace, es.Name}
 	s, err := ParseSlice(es)
-	st.setInvalid(objRef{"EndpointSlice", es.Namespace, es.Name}, err)
+	return st.setSlice(es.Namespace, es.Name, s, err)
+}
+
+// ParsedSlice is an EndpointSlice after validation (ParseSlice): what
+// State.SetParsedSlice takes (see ConvertedService).
+type ParsedSlice struct {
+	Namespace, Name string
+	// Slice and Err are ParseSlice's results (both nil for an ignored
+	// FQDN slice).
+	Slice *Slice
+	Err   error
+}
+
+// ParseSliceObject validates es with ParseSlice.
+func ParseSliceObject(es *discoveryv1.EndpointSlice) ParsedSlice {
+	s, err := ParseSlice(es)
+	return ParsedSlice{Namespace: es.Namespace, Name: es.Name, Slice: s, Err: err}
+}
+
+// SetParsedSlice is SetSlice for a slice validated beforehand
+// (ParseSliceObject).
+func (st *State) SetParsedSlice(p *ParsedSlice) error {
+	return st.setSlice(p.Namespace, p.Name, p.Slice, p.Err)
+}
+
+func (st *State) setSlice(namespace, name string, s *Slice, err error) error {
+	ref := nsName{namespace, name}
+	st.setInvalid(objRef{"EndpointSlice", namespace, name}, err)
 	oldSvc, had := st.sliceOwner[ref]
 	if s == nil {
 		if had {
@@ -160,14 +231,19 @@ func (st *State) SetSlice(es *discoveryv1.EndpointSlice) error {
 	e := st.entry(key)
 	i, found := slices.BinarySearchFunc(e.slices, s, compareSlices)
 	switch {
-	case found && reflect.DeepEqual(e.slices[i], s):
+	case found && e.slices[i].SameContent(s):
 		return nil
 	case found:
 		e.slices[i] = s
+	case len(e.slices) == 0:
+		e.slices = []*Slice{s}
 	default:
 		e.slices = slices.Insert(e.slices, i, s)
 	}
 	st.sliceOwner[ref] = s.Service
+	if t := s.TriggerTime; t.After(st.cfg.Start) && (e.trigger.IsZero() || t.Before(e.trigger)) {
+		e.trigger = t
+	}
 	st.markDirty(key, e)
 	return nil
 }
@@ -189,6 +265,10 @@ func (st *State) removeSlice(ref nsName, svc string) {
 		return
 	}
 	e.slices = slices.DeleteFunc(e.slices, func(s *Slice) bool { return s.Name == ref.name })
+	// As in kube-proxy, a removal forgets the pending trigger times: a
+	// deleted slice's annotation dates from its last update, not from the
+	// deletion.
+	e.trigger = time.Time{}
 	st.markDirty(key, e)
 }
 
@@ -228,7 +308,9 @@ func (st *State) setInvalid(ref objRef, err error) {
 		oe = &client.ObjectError{Kind: ref.kind, Namespace: ref.namespace, Name: ref.name, Err: err}
 	}
 	if oe == nil {
-		delete(st.invalid, ref)
+		if len(st.invalid) > 0 {
+			delete(st.invalid, ref)
+		}
 		return
 	}
 	st.invalid[ref] = oe
@@ -252,19 +334,62 @@ func (st *State) Dirty() bool { return len(st.dirty) > 0 }
 // Snapshot recomputes the services touched since the previous snapshot and
 // returns the full state with the services whose content changed. The
 // returned value is shared: it must not be modified.
+//
+// Each change carries the earliest trigger time (Slice.TriggerTime) of the
+// slice updates folded into it, zero when none is known: a removal, slices
+// without the annotation, or only trigger times from before Config.Start.
 func (st *State) Snapshot() *client.Snapshot {
-	for _, k := range st.dirty {
+	computed := st.recompute()
+	for i, k := range st.dirty {
 		e := st.services[k]
 		e.dirty = false
 		var se *client.ServiceEndpoints
-		if e.svc != nil {
-			se = compute(e.svc, e.slices, st.node, &st.scratch)
+		if computed != nil {
+			se = computed[i]
+		} else if e.svc != nil {
+			se = compute(e.svc, e.slices, st.node, &st.scratch, true)
 		}
-		st.results.Set(k, se)
+		st.results.SetTriggered(k, se, e.trigger)
+		e.trigger = time.Time{}
 		st.forget(k, e)
 	}
+	clear(computed)
 	st.dirty = st.dirty[:0]
 	return st.results.Snapshot()
+}
+
+// parallelMin is the number of services to recompute from which Snapshot
+// spreads the work over the CPUs (a first snapshot, a zone change).
+const parallelMin = 1024
+
+// recompute computes the dirty services on every CPU when there are many,
+// and returns the results in the order of st.dirty; nil when there are few
+// (the caller computes them as it goes).
+func (st *State) recompute() []*client.ServiceEndpoints {
+	workers := min(runtime.GOMAXPROCS(0), len(st.dirty)/(parallelMin/2), 8)
+	if len(st.dirty) < parallelMin || workers < 2 {
+		return nil
+	}
+	out := slices.Grow(st.computed[:0], len(st.dirty))[:len(st.dirty)]
+	st.computed = out
+	var wg sync.WaitGroup
+	per := (len(st.dirty) + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*per, min((w+1)*per, len(st.dirty))
+		wg.Go(func() {
+			sc := &st.scratch
+			if w > 0 {
+				sc = &scratch{}
+			}
+			for i := lo; i < hi; i++ {
+				if e := st.services[st.dirty[i]]; e.svc != nil {
+					out[i] = compute(e.svc, e.slices, st.node, sc, true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // Stats returns the counters.

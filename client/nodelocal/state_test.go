@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/internal/gen"
 )
 
 func changedKeys(s *client.Snapshot) []string {
@@ -172,5 +173,109 @@ func TestStateBadInput(t *testing.T) {
 	}
 	if got := st.Stats(); got != (client.Stats{InvalidTotal: 2, Invalid: 0, Services: 2}) {
 		t.Errorf("stats after fix = %+v", got)
+	}
+}
+
+// TestStateSharesSliceEndpoints: a service with one slice hands the
+// slice's own endpoints to sinks (no copy); when the flags of a later
+// computation differ, it gets copies, and snapshots already delivered
+// never change.
+func TestStateSharesSliceEndpoints(t *testing.T) {
+	st := NewState(Config{NodeName: "node-a"})
+	es := slice("default", "web-1", "web", false, []epSpec{
+		{addr: "10.244.0.2", pod: "b", node: "node-b"}, {addr: "10.244.0.1", pod: "a", node: "node-a"},
+	})
+	summaries := func(s *client.Snapshot) []string {
+		var out []string
+		for _, e := range s.Lookup(client.ServiceKey{Namespace: "default", Name: "web"}).Endpoints {
+			out = append(out, summary(e))
+		}
+		return out
+	}
+	set := func(opts ...func(*corev1.Service)) *client.Snapshot {
+		t.Helper()
+		if err := st.SetService(service("default", "web", opts...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetSlice(es); err != nil {
+			t.Fatal(err)
+		}
+		s := st.Snapshot()
+		// The result is what Compute (which never shares) gives.
+		k := client.ServiceKey{Namespace: "default", Name: "web"}
+		e := st.services[k]
+		if want := Compute(e.svc, e.slices, st.node); !want.Equal(s.Lookup(k)) {
+			t.Fatalf("shared result differs from Compute's:\n%v\n%v", summaries(s), want.Endpoints)
+		}
+		return s
+	}
+	s1 := set()
+	want1 := []string{
+		"Pod/default/a 10.244.0.1 local ready serving I http/TCP=8080",
+		"Pod/default/b 10.244.0.2 ready serving I http/TCP=8080",
+	}
+	if diff := cmp.Diff(want1, summaries(s1)); diff != "" {
+		t.Fatalf("first (-want +got):\n%s", diff)
+	}
+	sl := st.services[client.ServiceKey{Namespace: "default", Name: "web"}].slices[0]
+	if s1.Services()[0].Endpoints[0] != &sl.Endpoints[1].Endpoint {
+		t.Error("the first result does not share the slice's endpoint")
+	}
+
+	s2 := set(withITP) // only the local endpoint takes internal traffic
+	if diff := cmp.Diff([]string{
+		"Pod/default/a 10.244.0.1 local ready serving I http/TCP=8080",
+		"Pod/default/b 10.244.0.2 ready serving http/TCP=8080",
+	}, summaries(s2)); diff != "" {
+		t.Errorf("iTP=Local (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want1, summaries(s1)); diff != "" {
+		t.Errorf("the first snapshot changed (-want +got):\n%s", diff)
+	}
+	if s2.Services()[0].Endpoints[0] != s1.Services()[0].Endpoints[0] {
+		t.Error("an endpoint with unchanged flags is not shared")
+	}
+
+	s3 := set() // back: the slice's endpoints again
+	if diff := cmp.Diff(want1, summaries(s3)); diff != "" {
+		t.Errorf("back to cluster (-want +got):\n%s", diff)
+	}
+	if s3.Services()[0].Endpoints[1] != s1.Services()[0].Endpoints[1] {
+		t.Error("the slice's endpoint is not shared again")
+	}
+	if summaries(s2)[1] != "Pod/default/b 10.244.0.2 ready serving http/TCP=8080" {
+		t.Error("the second snapshot changed")
+	}
+}
+
+// TestStateParallelRecompute: a snapshot recomputing many services spreads
+// them over the CPUs; every result is still what Compute gives.
+func TestStateParallelRecompute(t *testing.T) {
+	svcs, slices := gen.Cluster(3*parallelMin, 3)
+	st := NewState(Config{NodeName: "node-1"})
+	for i := range svcs {
+		if err := st.SetService(svcs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetSlice(slices[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := st.Snapshot()
+	if s.Len() != len(svcs) || len(s.Changes) != len(svcs) {
+		t.Fatalf("%d services, %d changes, want %d", s.Len(), len(s.Changes), len(svcs))
+	}
+	for i := range svcs {
+		svc, _, err := ConvertService(svcs[i], "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl, err := ParseSlice(slices[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Lookup(svc.Key()); !Compute(svc, []*Slice{sl}, Node{Name: "node-1"}).Equal(got) {
+			t.Fatalf("%v differs from Compute's result", svc.Key())
+		}
 	}
 }

@@ -18,7 +18,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -144,50 +145,76 @@ func (s *Source) update(f func(st *nodelocal.State)) {
 // Run starts the informers, waits for them to sync, delivers the first
 // snapshot, then one snapshot per coalesced burst of changes (and per
 // SyncPeriod), until ctx is done. It fails if the informers cannot sync.
+//
+// The informers convert objects as they arrive (a transform on each
+// informer, run on the informer's own goroutine, so Services and
+// EndpointSlices are converted in parallel), and their caches hold the
+// converted form, not the API objects: the handlers only do the
+// bookkeeping, and memory holds one copy of each object.
 func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	factory := informers.NewSharedInformerFactory(s.cs, s.cfg.ResyncPeriod)
-	svcs := factory.Core().V1().Services().Informer()
-	slices := factory.Discovery().V1().EndpointSlices().Informer()
+	// No indexers: the source never looks objects up by namespace.
+	none := cache.Indexers{}
+	svcs := coreinformers.NewServiceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, none)
+	slices := discoveryinformers.NewEndpointSliceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, none)
+	infs := []cache.SharedIndexInformer{svcs, slices}
+	proxyName := s.cfg.ProxyName
+	if err := svcs.SetTransform(transform(func(o *corev1.Service) *cachedService {
+		return &cachedService{ObjectMeta: trimMeta(&o.ObjectMeta), c: nodelocal.ConvertServiceObject(o, proxyName)}
+	})); err != nil {
+		return fmt.Errorf("kube source: service informer: %w", err)
+	}
+	if err := slices.SetTransform(transform(func(o *discoveryv1.EndpointSlice) *cachedSlice {
+		return &cachedSlice{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseSliceObject(o)}
+	})); err != nil {
+		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
+	}
 	// A registration has synced once its handler has seen the whole
 	// initial list (the informer's own HasSynced only says its store has).
 	var synced []cache.InformerSynced
-	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Service) error { return st.SetService(o) },
+	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(&o.c) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) }))
 	if err != nil {
 		return fmt.Errorf("kube source: service informer: %w", err)
 	}
 	synced = append(synced, reg.HasSynced)
-	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *discoveryv1.EndpointSlice) error { return st.SetSlice(o) },
+	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(&o.p) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) }))
 	if err != nil {
 		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
 	}
 	synced = append(synced, reg.HasSynced)
-	var nodeFactory informers.SharedInformerFactory
 	if s.cfg.NodeName != "" {
-		nodeFactory = informers.NewSharedInformerFactoryWithOptions(s.cs, s.cfg.ResyncPeriod,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.cfg.NodeName).String()
-			}))
-		nodes := nodeFactory.Core().V1().Nodes().Informer()
+		nodes := coreinformers.NewFilteredNodeInformer(s.cs, s.cfg.ResyncPeriod, none, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.cfg.NodeName).String()
+		})
+		// The cache keeps the node's name, version and zone label only.
+		if err := nodes.SetTransform(transform(func(o *corev1.Node) *corev1.Node {
+			n := &corev1.Node{ObjectMeta: trimMeta(&o.ObjectMeta)}
+			if z, ok := o.Labels[nodelocal.LabelTopologyZone]; ok {
+				n.Labels = map[string]string{nodelocal.LabelTopologyZone: z}
+			}
+			return n
+		})); err != nil {
+			return fmt.Errorf("kube source: node informer: %w", err)
+		}
 		reg, err := nodes.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Node) error { st.SetNode(o); return nil },
 			func(st *nodelocal.State, _, name string) { st.DeleteNode(name) }))
 		if err != nil {
 			return fmt.Errorf("kube source: node informer: %w", err)
 		}
 		synced = append(synced, reg.HasSynced)
-		nodeFactory.Start(ctx.Done())
+		infs = append(infs, nodes)
 	}
-	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, inf := range infs {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
 	defer func() {
 		cancel()
-		factory.Shutdown()
-		if nodeFactory != nil {
-			nodeFactory.Shutdown()
-		}
+		wg.Wait()
 	}()
 
 	if !waitSynced(ctx, synced) {
@@ -214,6 +241,40 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	return nil
 }
 
+// cachedService is what the Service informer's cache holds: the object's
+// name and version, and its conversion. It is not a runtime.Object, so
+// client-go's optional cache mutation detector leaves it alone (the State
+// owns the converted content).
+type cachedService struct {
+	metav1.ObjectMeta
+	c nodelocal.ConvertedService
+}
+
+// cachedSlice is what the EndpointSlice informer's cache holds: the
+// object's name and version, and the validated slice.
+type cachedSlice struct {
+	metav1.ObjectMeta
+	p nodelocal.ParsedSlice
+}
+
+// trimMeta keeps what the informers need of an object's metadata: its key
+// and resource version (resyncs of unchanged objects are recognised by it).
+func trimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
+}
+
+// transform adapts a typed conversion to an informer transform. Objects of
+// another type (already converted ones, which client-go may pass again)
+// are returned as they are.
+func transform[T, C any](conv func(T) C) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if o, ok := obj.(T); ok {
+			return conv(o), nil
+		}
+		return obj, nil
+	}
+}
+
 // handler adapts typed set/delete functions to an informer event handler.
 func handler[T metav1.Object](s *Source, set func(*nodelocal.State, T) error, del func(st *nodelocal.State, ns, name string)) cache.ResourceEventHandler {
 	onSet := func(obj any) {
@@ -223,7 +284,13 @@ func handler[T metav1.Object](s *Source, set func(*nodelocal.State, T) error, de
 			return
 		}
 		// Errors are logged and counted by the state.
-		s.update(func(st *nodelocal.State) { _ = set(st, o) })
+		s.mu.Lock()
+		_ = set(s.state, o)
+		dirty := s.state.Dirty()
+		s.mu.Unlock()
+		if dirty {
+			s.kick.Kick()
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: onSet,
@@ -258,10 +325,10 @@ func sameVersion[T metav1.Object](a, b any) (string, string, bool) {
 	return oa.GetResourceVersion(), ob.GetResourceVersion(), true
 }
 
-// waitSynced polls the informers every 10ms (client-go's WaitForCacheSync
+// waitSynced polls the informers every 2ms (client-go's WaitForCacheSync
 // polls every 100ms, which would add up to 100ms to startup).
 func waitSynced(ctx context.Context, synced []cache.InformerSynced) bool {
-	t := time.NewTicker(10 * time.Millisecond)
+	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
 		all := true

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/nodelocal"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -362,5 +363,42 @@ func TestBadObjects(t *testing.T) {
 	h.until("fixed", []string{"bad:", "web: 10.244.0.1*"})
 	if st := h.src.Stats(); st.Invalid != 2 || st.InvalidTotal != 3 {
 		t.Errorf("stats after fix = %+v", st)
+	}
+}
+
+// TestTriggerTime: a slice update's endpoints.kubernetes.io/last-change-trigger-time
+// reaches the sink as Change.TriggerTime; slices changed before the source
+// started (the first snapshot here) and deletions carry none.
+func TestTriggerTime(t *testing.T) {
+	ctx := context.Background()
+	annotated := func(es *discoveryv1.EndpointSlice, at time.Time) *discoveryv1.EndpointSlice {
+		es.Annotations = map[string]string{nodelocal.AnnotationTriggerTime: at.UTC().Format(time.RFC3339)}
+		return es
+	}
+	h := start(t, Config{NodeName: "node-a", MinInterval: 10 * time.Millisecond},
+		service("web", "10.96.0.1"), annotated(slice("web-1", "web", "10.244.0.1@node-a"), time.Now().Add(-time.Hour)))
+	s := h.next("start")
+	if len(s.Changes) != 1 || !s.Changes[0].TriggerTime.IsZero() {
+		t.Fatalf("first snapshot changes = %+v, want web without trigger time", s.Changes)
+	}
+
+	// The annotation has second precision: a time a minute ahead is
+	// surely after the source's start.
+	at := time.Now().Add(time.Minute).Truncate(time.Second)
+	eps := h.cs.DiscoveryV1().EndpointSlices("default")
+	if _, err := eps.Update(ctx, annotated(slice("web-1", "web", "10.244.0.1@node-a!"), at), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = h.until("update", []string{"web: 10.244.0.1L"})
+	if len(s.Changes) != 1 || !s.Changes[0].TriggerTime.Equal(at) {
+		t.Errorf("update changes = %+v, want web triggered at %v", s.Changes, at)
+	}
+
+	if err := eps.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = h.until("delete", []string{"web:"})
+	if len(s.Changes) != 1 || !s.Changes[0].TriggerTime.IsZero() {
+		t.Errorf("deletion changes = %+v, want web without trigger time", s.Changes)
 	}
 }
