@@ -11,7 +11,8 @@
 // nothing is forgotten. Adopt records what the kernel already holds at
 // start-up, so a restart with an unchanged cluster reports nothing.
 //
-// Objects live in one slice (a slab) indexed by a map from key to slot:
+// Objects live in a slab of fixed-size pages, indexed by a map from key to
+// slot:
 // with keys and values that hold no pointers (the fullstate Manager's
 // compact keys), neither the map nor the slab is scanned by the garbage
 // collector, a new object costs no allocation of its own, and a round walks
@@ -32,8 +33,11 @@ package diffstore
 type Store[K comparable, V any] struct {
 	equal func(a, b V) bool
 	index map[K]int32 // every object but those pending
-	items []item[K, V]
-	free  []int32 // unused slots of items
+	// The slab: slot i is pages[i/pageSize][i%pageSize]; slots below n
+	// have been used. Pages are never moved, so growing copies nothing.
+	pages []*[pageSize]item[K, V]
+	n     int32
+	free  []int32 // unused slots below n
 	// pending are the slots of objects new in this round, not yet in index.
 	pending []int32
 	// prev and cur are the slots Set in the last round and in this one, in
@@ -45,6 +49,9 @@ type Store[K comparable, V any] struct {
 	changed, deleted     []Change[K, V]
 	changedAt, deletedAt []int32
 }
+
+// pageSize is the number of slots in a page of the slab.
+const pageSize = 1024
 
 type item[K comparable, V any] struct {
 	key     K
@@ -78,6 +85,20 @@ func NewComparable[K, V comparable]() *Store[K, V] {
 	return New[K](func(a, b V) bool { return a == b })
 }
 
+// at returns slot i.
+func (s *Store[K, V]) at(i int32) *item[K, V] { return &s.pages[i/pageSize][i%pageSize] }
+
+// each calls f for every used slot, in slot order.
+func (s *Store[K, V]) each(f func(i int32, it *item[K, V])) {
+	for pi, pg := range s.pages {
+		base := int32(pi) * pageSize
+		n := min(s.n-base, pageSize)
+		for j := range n {
+			f(base+j, &pg[j])
+		}
+	}
+}
+
 // alloc returns a free slot holding a new object with key.
 func (s *Store[K, V]) alloc(key K) int32 {
 	var i int32
@@ -85,10 +106,13 @@ func (s *Store[K, V]) alloc(key K) int32 {
 		i = s.free[n-1]
 		s.free = s.free[:n-1]
 	} else {
-		i = int32(len(s.items))
-		s.items = append(s.items, item[K, V]{})
+		i = s.n
+		if int(i/pageSize) == len(s.pages) {
+			s.pages = append(s.pages, new([pageSize]item[K, V]))
+		}
+		s.n++
 	}
-	s.items[i] = item[K, V]{key: key, pos: -1, live: true}
+	*s.at(i) = item[K, V]{key: key, pos: -1, live: true}
 	return i
 }
 
@@ -96,11 +120,11 @@ func (s *Store[K, V]) alloc(key K) int32 {
 func (s *Store[K, V]) slot(key K) *item[K, V] {
 	s.resolve()
 	if i, ok := s.index[key]; ok {
-		return &s.items[i]
+		return s.at(i)
 	}
 	i := s.alloc(key)
 	s.index[key] = i
-	return &s.items[i]
+	return s.at(i)
 }
 
 // resolve adds the pending objects to the index. An object set more than
@@ -115,12 +139,13 @@ func (s *Store[K, V]) resolve() {
 	}
 	before := len(s.index)
 	for _, i := range s.pending {
-		s.items[i].fresh = false
-		s.index[s.items[i].key] = i
+		it := s.at(i)
+		it.fresh = false
+		s.index[it.key] = i
 	}
 	if len(s.index)-before < len(s.pending) {
 		for _, i := range s.pending {
-			it := &s.items[i]
+			it := s.at(i)
 			if j := s.index[it.key]; j != i {
 				// An earlier duplicate of j: the round's order now
 				// names j there.
@@ -137,29 +162,29 @@ func (s *Store[K, V]) resolve() {
 
 // remove drops the object in slot i.
 func (s *Store[K, V]) remove(i int32) {
-	delete(s.index, s.items[i].key)
-	s.items[i] = item[K, V]{} // drop what the values point to
+	it := s.at(i)
+	delete(s.index, it.key)
+	*it = item[K, V]{} // drop what the values point to
 	s.free = append(s.free, i)
 }
 
 // Reset starts a round: every object is unset until Set again.
 func (s *Store[K, V]) Reset() {
 	s.resolve()
-	for i := range s.items {
-		it := &s.items[i]
+	s.each(func(i int32, it *item[K, V]) {
 		if !it.live {
-			continue
+			return
 		}
 		// Never applied and not wanted by the last round: forget it.
 		if !it.has && !it.set {
-			s.remove(int32(i))
-			continue
+			s.remove(i)
+			return
 		}
 		if !it.set {
 			it.pos = -1
 		}
 		it.set = false
-	}
+	})
 	s.prev, s.cur, s.p = s.cur, s.prev[:0], 0
 	s.changed, s.deleted = s.changed[:0], s.deleted[:0]
 	s.changedAt, s.deletedAt = s.changedAt[:0], s.deletedAt[:0]
@@ -172,7 +197,7 @@ func (s *Store[K, V]) Set(key K, value V) {
 	if s.p < len(s.prev) {
 		// The object the last round set here.
 		i := s.prev[s.p]
-		if it := &s.items[i]; it.live && !it.fresh && it.key == key {
+		if it := s.at(i); it.live && !it.fresh && it.key == key {
 			s.p++
 			it.want, it.set, it.pos = value, true, seq
 			s.cur = append(s.cur, i)
@@ -182,7 +207,7 @@ func (s *Store[K, V]) Set(key K, value V) {
 	s.lookups++
 	i, ok := s.index[key]
 	if ok {
-		it := &s.items[i]
+		it := s.at(i)
 		if !it.set && it.pos >= 0 {
 			s.p = int(it.pos) + 1 // carry on from there
 		}
@@ -191,7 +216,7 @@ func (s *Store[K, V]) Set(key K, value V) {
 		return
 	}
 	i = s.alloc(key)
-	it := &s.items[i]
+	it := s.at(i)
 	it.want, it.set, it.pos, it.fresh = value, true, seq, true
 	s.pending = append(s.pending, i)
 	s.cur = append(s.cur, i)
@@ -201,11 +226,11 @@ func (s *Store[K, V]) Set(key K, value V) {
 func (s *Store[K, V]) Get(key K) (V, bool) {
 	s.resolve()
 	i, ok := s.index[key]
-	if !ok || !s.items[i].set {
+	if !ok || !s.at(i).set {
 		var zero V
 		return zero, false
 	}
-	return s.items[i].want, true
+	return s.at(i).want, true
 }
 
 // Adopt records that the kernel holds value for key, as found at start-up.
@@ -218,8 +243,7 @@ func (s *Store[K, V]) Adopt(key K, value V) {
 func (s *Store[K, V]) Done() {
 	s.resolve()
 	nc, nd := 0, 0
-	for i := range s.items {
-		it := &s.items[i]
+	s.each(func(_ int32, it *item[K, V]) {
 		switch {
 		case !it.live:
 		case it.set && (!it.has || !s.equal(it.want, it.applied)):
@@ -227,24 +251,23 @@ func (s *Store[K, V]) Done() {
 		case !it.set && it.has:
 			nd++
 		}
-	}
+	})
 	s.changed, s.changedAt = grow(s.changed, nc), grow(s.changedAt, nc)
 	s.deleted, s.deletedAt = grow(s.deleted, nd), grow(s.deletedAt, nd)
 	if nc+nd == 0 {
 		return
 	}
-	for i := range s.items {
-		it := &s.items[i]
+	s.each(func(i int32, it *item[K, V]) {
 		switch {
 		case !it.live:
 		case it.set && (!it.has || !s.equal(it.want, it.applied)):
 			s.changed = append(s.changed, Change[K, V]{Key: it.key, Value: it.want, Old: it.applied, HasOld: it.has})
-			s.changedAt = append(s.changedAt, int32(i))
+			s.changedAt = append(s.changedAt, i)
 		case !it.set && it.has:
 			s.deleted = append(s.deleted, Change[K, V]{Key: it.key, Old: it.applied, HasOld: true})
-			s.deletedAt = append(s.deletedAt, int32(i))
+			s.deletedAt = append(s.deletedAt, i)
 		}
-	}
+	})
 }
 
 // grow returns l emptied, with room for n elements.
@@ -271,7 +294,7 @@ func (s *Store[K, V]) Applied(key K) {
 }
 
 func (s *Store[K, V]) appliedAt(i int32) {
-	it := &s.items[i]
+	it := s.at(i)
 	if !it.set {
 		s.remove(i)
 		return
@@ -292,7 +315,7 @@ func (s *Store[K, V]) AppliedAll(failed func(key K) bool) {
 			}
 			// The slot still holds the object unless Applied or Forget
 			// removed it since Done; then look it up by its key.
-			if i := at[j]; s.items[i].live && s.items[i].key == key {
+			if i := at[j]; s.at(i).live && s.at(i).key == key {
 				s.appliedAt(i)
 			} else {
 				s.Applied(key)
@@ -311,7 +334,7 @@ func (s *Store[K, V]) Forget(key K) {
 	if !ok {
 		return
 	}
-	it := &s.items[i]
+	it := s.at(i)
 	var zero V
 	it.applied, it.has = zero, false
 	if !it.set {
@@ -323,11 +346,11 @@ func (s *Store[K, V]) Forget(key K) {
 func (s *Store[K, V]) AppliedValue(key K) (V, bool) {
 	s.resolve()
 	i, ok := s.index[key]
-	if !ok || !s.items[i].has {
+	if !ok || !s.at(i).has {
 		var zero V
 		return zero, false
 	}
-	return s.items[i].applied, true
+	return s.at(i).applied, true
 }
 
 // Len returns the number of objects the store tracks (wanted or applied).
@@ -340,9 +363,9 @@ func (s *Store[K, V]) Len() int {
 // change the store.
 func (s *Store[K, V]) Each(f func(key K, applied V)) {
 	s.resolve()
-	for i := range s.items {
-		if it := &s.items[i]; it.live && it.has {
+	s.each(func(_ int32, it *item[K, V]) {
+		if it.live && it.has {
 			f(it.key, it.applied)
 		}
-	}
+	})
 }
