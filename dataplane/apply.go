@@ -123,11 +123,6 @@ func (a *Applier) Apply(p Plan) Result {
 		p.sort()
 	}
 	res := Result{Failed: map[any]error{}}
-	fail := func(key any, err error) {
-		if err != nil {
-			res.Failed[key] = err
-		}
-	}
 
 	// Servers and destinations, creations first. The i-th operation's
 	// object is found again from the plan's lists only when it fails.
@@ -179,7 +174,9 @@ func (a *Applier) Apply(p Plan) Result {
 
 	// Bindings and entries.
 	for i, err := range a.W.Bind(p.Bind) {
-		fail(p.Bind[i], err)
+		if err != nil {
+			res.Failed[p.Bind[i]] = err
+		}
 	}
 	res.Writes += len(p.Bind)
 	a.entries(&res, p.AddEntries, a.W.AddEntries)
@@ -187,7 +184,9 @@ func (a *Applier) Apply(p Plan) Result {
 	// Removals in reverse order.
 	a.entries(&res, p.DelEntries, a.W.DelEntries)
 	for i, err := range a.W.Unbind(p.Unbind) {
-		fail(p.Unbind[i], err)
+		if err != nil {
+			res.Failed[p.Unbind[i]] = err
+		}
 	}
 	res.Writes += len(p.Unbind)
 

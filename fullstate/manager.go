@@ -154,8 +154,11 @@ func countNew[K comparable, V any](cs []diffstore.Change[K, V]) int {
 
 // Apply writes the round's changes and records what succeeded; what failed
 // is retried after the next round.
-func (m *Manager) Apply() dataplane.Result {
-	p := m.Plan()
+func (m *Manager) Apply() dataplane.Result { return m.ApplyPlan(m.Plan()) }
+
+// ApplyPlan is Apply with the round's plan already made: p must be what
+// Plan returned after the last Done.
+func (m *Manager) ApplyPlan(p dataplane.Plan) dataplane.Result {
 	if p.Empty() {
 		return dataplane.Result{Failed: map[any]error{}}
 	}

@@ -186,6 +186,9 @@ func (s *Store[K, V]) Reset() {
 		it.set = false
 	})
 	s.prev, s.cur, s.p = s.cur, s.prev[:0], 0
+	if cap(s.cur) < len(s.prev) {
+		s.cur = make([]int32, 0, len(s.prev))
+	}
 	s.changed, s.deleted = s.changed[:0], s.deleted[:0]
 	s.changedAt, s.deletedAt = s.changedAt[:0], s.deletedAt[:0]
 }
@@ -270,9 +273,10 @@ func (s *Store[K, V]) Done() {
 	})
 }
 
-// grow returns l emptied, with room for n elements.
+// grow returns l emptied, with room for n elements; a list much longer
+// than needed (after an initial sync) is let go.
 func grow[T any](l []T, n int) []T {
-	if cap(l) < n {
+	if cap(l) < n || cap(l) > 2*n+1024 {
 		return make([]T, 0, n)
 	}
 	return l[:0]
