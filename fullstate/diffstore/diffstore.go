@@ -44,7 +44,12 @@ type Store[K comparable, V any] struct {
 	// order; p is where in prev the next Set is expected.
 	prev, cur []int32
 	p         int
-	lookups   int // Sets that missed the prediction (tests)
+	// misses counts the Sets of known keys since the last that hit the
+	// prediction: when
+	// rounds do not repeat an order, checking it only costs a cache miss,
+	// so after a few misses in a row only one Set in 64 checks it.
+	misses  int
+	lookups int // Sets that looked their key up (tests)
 	// The last Done's lists, and the slots their objects were in.
 	changed, deleted     []Change[K, V]
 	changedAt, deletedAt []int32
@@ -185,7 +190,7 @@ func (s *Store[K, V]) Reset() {
 		}
 		it.set = false
 	})
-	s.prev, s.cur, s.p = s.cur, s.prev[:0], 0
+	s.prev, s.cur, s.p, s.misses = s.cur, s.prev[:0], 0, 0
 	if cap(s.cur) < len(s.prev) {
 		s.cur = make([]int32, 0, len(s.prev))
 	}
@@ -197,11 +202,12 @@ func (s *Store[K, V]) Reset() {
 // twice in a round keeps the last value.
 func (s *Store[K, V]) Set(key K, value V) {
 	seq := int32(len(s.cur))
-	if s.p < len(s.prev) {
+	if s.p < len(s.prev) && (s.misses < 8 || s.misses%64 == 0) {
 		// The object the last round set here.
 		i := s.prev[s.p]
 		if it := s.at(i); it.live && !it.fresh && it.key == key {
 			s.p++
+			s.misses = 0
 			it.want, it.set, it.pos = value, true, seq
 			s.cur = append(s.cur, i)
 			return
@@ -210,6 +216,7 @@ func (s *Store[K, V]) Set(key K, value V) {
 	s.lookups++
 	i, ok := s.index[key]
 	if ok {
+		s.misses++ // (a new key is no miss: the prediction still holds)
 		it := s.at(i)
 		if !it.set && it.pos >= 0 {
 			s.p = int(it.pos) + 1 // carry on from there

@@ -294,6 +294,13 @@ func TestRepeatedRoundHashesNothing(t *testing.T) {
 		{"one new key", slices.Insert(slices.Clone(keys), 500, 1), 2},
 		{"one key gone", slices.Delete(slices.Clone(keys), 500, 501), 1},
 		{"a key set twice", slices.Insert(slices.Clone(keys), 500, keys[499]), 2},
+		{"100 new keys together", slices.Insert(slices.Clone(keys), 500, func() []int {
+			var l []int
+			for k := range 100 {
+				l = append(l, 10_000+k)
+			}
+			return l
+		}()...), 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
