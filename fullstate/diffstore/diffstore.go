@@ -45,9 +45,9 @@ type Store[K comparable, V any] struct {
 	prev, cur []int32
 	p         int
 	// misses counts the Sets of known keys since the last that hit the
-	// prediction: when
-	// rounds do not repeat an order, checking it only costs a cache miss,
-	// so after a few misses in a row only one Set in 64 checks it.
+	// prediction: when rounds do not repeat an order, checking it only
+	// costs a cache miss, so after a few misses in a row only one Set in
+	// 64 checks it.
 	misses  int
 	lookups int // Sets that looked their key up (tests)
 	// The last Done's lists, and the slots their objects were in.
