@@ -11,11 +11,12 @@
 // nothing is forgotten. Adopt records what the kernel already holds at
 // start-up, so a restart with an unchanged cluster reports nothing.
 //
-// Objects live in a slab of fixed-size pages, indexed by a map from the
-// hash of a key to its slot: with keys and values that hold no pointers
-// (the fullstate Manager's compact keys), neither the map nor the slab is
-// scanned by the garbage collector, a new object costs no allocation of
-// its own, and a round walks the slab in memory order.
+// Objects live in a slab of fixed-size pages, indexed by a map from key to
+// slot:
+// with keys and values that hold no pointers (the fullstate Manager's
+// compact keys), neither the map nor the slab is scanned by the garbage
+// collector, a new object costs no allocation of its own, and a round walks
+// the slab in memory order.
 //
 // A round usually sets the same objects in the same order as the last one
 // (a sink renders a snapshot in a stable order), so Set first checks the
@@ -26,21 +27,12 @@
 // changes nothing hashes nothing.
 package diffstore
 
-import "hash/maphash"
-
 // Store is a diffstore of values V keyed by K. Values are compared with the
 // equality function given to New (== for NewComparable). A Store is not safe
 // for concurrent use.
 type Store[K comparable, V any] struct {
 	equal func(a, b V) bool
-	// index maps the hash of a key to the first slot of the objects whose
-	// keys have that hash (chained through item.next): every object but
-	// those pending. A map of 8-byte keys is denser than one of the keys
-	// themselves (42 bytes for a destination), so building and probing it
-	// misses the cache less.
-	index map[uint64]int32
-	hash  func(K) uint64
-	count int // objects in index
+	index map[K]int32 // every object but those pending
 	// The slab: slot i is pages[i/pageSize][i%pageSize]; slots below n
 	// have been used. Pages are never moved, so growing copies nothing.
 	pages []*[pageSize]item[K, V]
@@ -73,11 +65,10 @@ type item[K comparable, V any] struct {
 	// pos is the object's position in cur when set in this round, else
 	// in prev when set in the last round, else -1.
 	pos   int32
-	next  int32 // the next slot in index with the same hash, or -1
-	live  bool  // the slot holds an object (in index, or pending)
-	fresh bool  // pending
-	set   bool  // Set in the current round
-	has   bool  // applied holds the kernel's value
+	live  bool // the slot holds an object (in index, or pending)
+	fresh bool // pending
+	set   bool // Set in the current round
+	has   bool // applied holds the kernel's value
 }
 
 // Change is one object to write: its key, the wanted value (for Changed) and
@@ -91,58 +82,12 @@ type Change[K comparable, V any] struct {
 
 // New returns an empty store that compares values with equal.
 func New[K comparable, V any](equal func(a, b V) bool) *Store[K, V] {
-	seed := maphash.MakeSeed()
-	return &Store[K, V]{equal: equal, index: map[uint64]int32{},
-		hash: func(k K) uint64 { return maphash.Comparable(seed, k) }}
+	return &Store[K, V]{equal: equal, index: map[K]int32{}}
 }
 
 // NewComparable returns an empty store that compares values with ==.
 func NewComparable[K, V comparable]() *Store[K, V] {
 	return New[K](func(a, b V) bool { return a == b })
-}
-
-// lookup returns the slot of the indexed object with key.
-func (s *Store[K, V]) lookup(key K) (int32, bool) {
-	i, ok := s.index[s.hash(key)]
-	for ok {
-		it := s.at(i)
-		if it.key == key {
-			return i, true
-		}
-		i, ok = it.next, it.next >= 0
-	}
-	return -1, false
-}
-
-// link adds the object in slot i, whose key is not indexed, to the index.
-func (s *Store[K, V]) link(i int32) {
-	h := s.hash(s.at(i).key)
-	next, ok := s.index[h]
-	if !ok {
-		next = -1
-	}
-	s.at(i).next = next
-	s.index[h] = i
-	s.count++
-}
-
-// unlink removes the object in slot i from the index.
-func (s *Store[K, V]) unlink(i int32) {
-	it := s.at(i)
-	h := s.hash(it.key)
-	if j := s.index[h]; j == i {
-		if it.next >= 0 {
-			s.index[h] = it.next
-		} else {
-			delete(s.index, h)
-		}
-	} else {
-		for s.at(j).next != i {
-			j = s.at(j).next
-		}
-		s.at(j).next = it.next
-	}
-	s.count--
 }
 
 // at returns slot i.
@@ -172,55 +117,59 @@ func (s *Store[K, V]) alloc(key K) int32 {
 		}
 		s.n++
 	}
-	*s.at(i) = item[K, V]{key: key, pos: -1, next: -1, live: true}
+	*s.at(i) = item[K, V]{key: key, pos: -1, live: true}
 	return i
 }
 
 // slot returns the object's slot, adding the object when it is new.
 func (s *Store[K, V]) slot(key K) *item[K, V] {
 	s.resolve()
-	if i, ok := s.lookup(key); ok {
+	if i, ok := s.index[key]; ok {
 		return s.at(i)
 	}
 	i := s.alloc(key)
-	s.link(i)
+	s.index[key] = i
 	return s.at(i)
 }
 
 // resolve adds the pending objects to the index. An object set more than
-// once in the round while new is pending more than once: the first keeps
-// its slot and takes the last one's value, and the others are dropped.
+// once in the round while new is pending more than once: the last keeps
+// the slot (it holds the last value) and the others are dropped.
 func (s *Store[K, V]) resolve() {
 	if len(s.pending) == 0 {
 		return
 	}
-	if s.count == 0 {
-		s.index = make(map[uint64]int32, len(s.pending))
+	if len(s.index) == 0 {
+		s.index = make(map[K]int32, len(s.pending))
 	}
+	before := len(s.index)
 	for _, i := range s.pending {
 		it := s.at(i)
 		it.fresh = false
-		if j, ok := s.lookup(it.key); ok {
-			// A later duplicate of j: j takes its value, and the round's
-			// order names j there.
-			jt := s.at(j)
-			jt.want, jt.set, jt.pos = it.want, it.set, it.pos
-			if it.pos >= 0 && int(it.pos) < len(s.cur) {
-				s.cur[it.pos] = j
+		s.index[it.key] = i
+	}
+	if len(s.index)-before < len(s.pending) {
+		for _, i := range s.pending {
+			it := s.at(i)
+			if j := s.index[it.key]; j != i {
+				// An earlier duplicate of j: the round's order now
+				// names j there.
+				if it.pos >= 0 && int(it.pos) < len(s.cur) {
+					s.cur[it.pos] = j
+				}
+				*it = item[K, V]{}
+				s.free = append(s.free, i)
 			}
-			*it = item[K, V]{}
-			s.free = append(s.free, i)
-			continue
 		}
-		s.link(i)
 	}
 	s.pending = s.pending[:0]
 }
 
 // remove drops the object in slot i.
 func (s *Store[K, V]) remove(i int32) {
-	s.unlink(i)
-	*s.at(i) = item[K, V]{} // drop what the values point to
+	it := s.at(i)
+	delete(s.index, it.key)
+	*it = item[K, V]{} // drop what the values point to
 	s.free = append(s.free, i)
 }
 
@@ -265,7 +214,7 @@ func (s *Store[K, V]) Set(key K, value V) {
 		}
 	}
 	s.lookups++
-	i, ok := s.lookup(key)
+	i, ok := s.index[key]
 	if ok {
 		s.misses++ // (a new key is no miss: the prediction still holds)
 		it := s.at(i)
@@ -286,7 +235,7 @@ func (s *Store[K, V]) Set(key K, value V) {
 // Get returns the value the current round set for key.
 func (s *Store[K, V]) Get(key K) (V, bool) {
 	s.resolve()
-	i, ok := s.lookup(key)
+	i, ok := s.index[key]
 	if !ok || !s.at(i).set {
 		var zero V
 		return zero, false
@@ -350,7 +299,7 @@ func (s *Store[K, V]) Deleted() []Change[K, V] { return s.deleted }
 // wanted value after a create or update, nothing after a delete.
 func (s *Store[K, V]) Applied(key K) {
 	s.resolve()
-	if i, ok := s.lookup(key); ok {
+	if i, ok := s.index[key]; ok {
 		s.appliedAt(i)
 	}
 }
@@ -392,7 +341,7 @@ func (s *Store[K, V]) AppliedAll(failed func(key K) bool) {
 // object that disappeared from the kernel behind the sink's back.
 func (s *Store[K, V]) Forget(key K) {
 	s.resolve()
-	i, ok := s.lookup(key)
+	i, ok := s.index[key]
 	if !ok {
 		return
 	}
@@ -407,7 +356,7 @@ func (s *Store[K, V]) Forget(key K) {
 // AppliedValue returns the value the kernel is known to hold for key.
 func (s *Store[K, V]) AppliedValue(key K) (V, bool) {
 	s.resolve()
-	i, ok := s.lookup(key)
+	i, ok := s.index[key]
 	if !ok || !s.at(i).has {
 		var zero V
 		return zero, false
@@ -418,7 +367,7 @@ func (s *Store[K, V]) AppliedValue(key K) (V, bool) {
 // Len returns the number of objects the store tracks (wanted or applied).
 func (s *Store[K, V]) Len() int {
 	s.resolve()
-	return s.count
+	return len(s.index)
 }
 
 // Each calls f for every object the kernel is known to hold. f must not
