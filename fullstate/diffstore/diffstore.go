@@ -192,7 +192,9 @@ func (s *Store[K, V]) Reset() {
 	})
 	s.prev, s.cur, s.p, s.misses = s.cur, s.prev[:0], 0, 0
 	if cap(s.cur) < len(s.prev) {
-		s.cur = make([]int32, 0, len(s.prev))
+		// Room for the last round's objects and some more, so that a
+		// round with a few new objects does not grow it.
+		s.cur = make([]int32, 0, len(s.prev)+len(s.prev)/8+64)
 	}
 	s.changed, s.deleted = s.changed[:0], s.deleted[:0]
 	s.changedAt, s.deletedAt = s.changedAt[:0], s.deletedAt[:0]
