@@ -9,6 +9,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
+	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
@@ -347,6 +348,73 @@ func TestFullStateCounts(t *testing.T) {
 			want := wantReplaced(len(which), s.conn != nil)
 			expect(t, "replace sync", s.sync(t, changed), want)
 			expect(t, "replace back sync", s.sync(t, snap), want)
+		})
+	}
+}
+
+// BenchmarkFullStatePhases splits the discard writer's syncs into the
+// sink's phases, driven by hand as Controller.Callback drives them, and
+// reports each phase's process CPU time: render (render.Render into the
+// Manager's diffstores: rendering and recording every object), diff
+// (Manager.Done: comparing with what was applied), plan (Manager.Plan:
+// the changed objects as a dataplane.Plan) and apply (dataplane.Applier
+// building the IPVS operations and set-entry batches, and the Manager
+// recording them as applied; the discard writer writes nothing). "initial"
+// is a new Manager's first sync (on a warm heap), "no-change" the same
+// snapshot again.
+func BenchmarkFullStatePhases(b *testing.B) {
+	snap := fsCluster(fsServices, fsEndpoints)
+	cfg := render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}}
+	for _, tc := range []struct {
+		name    string
+		initial bool
+	}{{"initial", true}, {"no-change", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var phases [4]float64
+			var m *fullstate.Manager
+			sync := func(timed bool) {
+				t := cpuTime()
+				lap := func(i int) {
+					now := cpuTime()
+					if timed {
+						phases[i] += now - t
+					}
+					t = now
+				}
+				m.Reset()
+				for _, se := range snap {
+					render.Render(se, cfg, m)
+				}
+				lap(0)
+				m.Done()
+				lap(1)
+				p := m.Plan()
+				lap(2)
+				if res := m.ApplyPlan(p); res.Err() != nil {
+					b.Fatal(res.Err())
+				}
+				lap(3)
+			}
+			if !tc.initial {
+				m = fullstate.NewManager(dataplane.NewApplier(discard{}))
+				sync(false)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if tc.initial {
+					b.StopTimer()
+					m = nil
+					runtime.GC()
+					m = fullstate.NewManager(dataplane.NewApplier(discard{}))
+					b.StartTimer()
+				}
+				sync(true)
+			}
+			for i, name := range []string{"render", "diff", "plan", "apply"} {
+				b.ReportMetric(phases[i]*1e3/float64(b.N), name+"-cpu-ms/op")
+			}
+			b.ReportMetric((phases[0]+phases[1]+phases[2]+phases[3])*1e3/float64(b.N), "cpu-ms/op")
 		})
 	}
 }

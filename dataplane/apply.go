@@ -128,59 +128,74 @@ func (a *Applier) Apply(p Plan) Result {
 		p.sort()
 	}
 	res := Result{Failed: map[any]error{}}
-	fail := func(key any, err error) {
-		if err != nil {
-			res.Failed[key] = err
-		}
-	}
+	a.entries(&res, p.AddEntries, a.W.AddEntries)
 
-	// Servers and destinations, creations first.
+	// Servers and destinations, creations first. The i-th operation's
+	// object is found again from the plan's lists only when it fails.
 	n := len(p.CreateServers) + len(p.UpdateServers) + len(p.CreateDests) + len(p.UpdateDests)
 	if m := len(p.DeleteServers) + len(p.DeleteDests); m > n {
 		n = m
 	}
-	a.entries(&res, p.AddEntries, a.W.AddEntries)
 	ops := make([]ipvs.Op, 0, n)
-	keys := make([]any, 0, n)
-	add := func(key any, op ipvs.Op) { ops = append(ops, op); keys = append(keys, key) }
 	for _, s := range p.CreateServers {
-		add(s.VS, ipvs.Op{Kind: ipvs.OpCreateService, Service: Service(s.VS, s.Opts)})
+		ops = append(ops, ipvs.Op{Kind: ipvs.OpCreateService, Service: Service(s.VS, s.Opts)})
 	}
 	for _, s := range p.UpdateServers {
-		add(s.VS, ipvs.Op{Kind: ipvs.OpUpdateService, Service: Service(s.VS, s.Opts)})
+		ops = append(ops, ipvs.Op{Kind: ipvs.OpUpdateService, Service: Service(s.VS, s.Opts)})
 	}
-	deletedServer := map[render.VirtualServer]bool{}
-	for _, s := range p.DeleteServers {
-		deletedServer[s.VS] = true
+	var deletedServer map[render.VirtualServer]bool
+	if len(p.DeleteServers) > 0 {
+		deletedServer = make(map[render.VirtualServer]bool, len(p.DeleteServers))
+		for _, s := range p.DeleteServers {
+			deletedServer[s.VS] = true
+		}
 	}
 	for _, d := range p.CreateDests {
 		kind := ipvs.OpCreateDestination
 		// A destination coming back while it terminates is still in the
 		// kernel with weight 0: restore its weight.
-		if _, ok := a.terminating[d.D]; ok {
-			kind = ipvs.OpUpdateDestination
-			delete(a.terminating, d.D)
+		if len(a.terminating) > 0 {
+			if _, ok := a.terminating[d.D]; ok {
+				kind = ipvs.OpUpdateDestination
+				delete(a.terminating, d.D)
+			}
 		}
-		add(d.D, ipvs.Op{Kind: kind, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
+		ops = append(ops, ipvs.Op{Kind: kind, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
 	}
 	for _, d := range p.UpdateDests {
-		add(d.D, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
+		ops = append(ops, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
 	}
-	a.ipvs(&res, ops, keys)
+	a.ipvs(&res, ops, func(i int) any {
+		for _, l := range [][]Server{p.CreateServers, p.UpdateServers} {
+			if i < len(l) {
+				return l[i].VS
+			}
+			i -= len(l)
+		}
+		if i < len(p.CreateDests) {
+			return p.CreateDests[i].D
+		}
+		return p.UpdateDests[i-len(p.CreateDests)].D
+	})
 
 	for i, err := range a.W.Bind(p.Bind) {
-		fail(p.Bind[i], err)
+		if err != nil {
+			res.Failed[p.Bind[i]] = err
+		}
 	}
 	res.Writes += len(p.Bind)
 
 	// Removals in reverse order.
 	for i, err := range a.W.Unbind(p.Unbind) {
-		fail(p.Unbind[i], err)
+		if err != nil {
+			res.Failed[p.Unbind[i]] = err
+		}
 	}
 	res.Writes += len(p.Unbind)
 
-	ops, keys = ops[:0], keys[:0]
-	for _, d := range p.DeleteDests {
+	ops = ops[:0]
+	var dests []int32 // the destination of each operation, in p.DeleteDests
+	for j, d := range p.DeleteDests {
 		if deletedServer[d.D.Server] {
 			continue // goes with its server
 		}
@@ -193,15 +208,22 @@ func (a *Applier) Apply(p Plan) Result {
 			// Quiesce: no new connections, existing ones finish.
 			zero := d.Opts
 			zero.Weight = 0
-			add(d.D, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: svc, Destination: Destination(d.D, zero)})
+			ops = append(ops, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: svc, Destination: Destination(d.D, zero)})
+			dests = append(dests, int32(j))
 			continue
 		}
-		add(d.D, ipvs.Op{Kind: ipvs.OpRemoveDestination, Service: svc, Destination: Destination(d.D, d.Opts)})
+		ops = append(ops, ipvs.Op{Kind: ipvs.OpRemoveDestination, Service: svc, Destination: Destination(d.D, d.Opts)})
+		dests = append(dests, int32(j))
 	}
 	for _, s := range p.DeleteServers {
-		add(s.VS, ipvs.Op{Kind: ipvs.OpRemoveService, Service: Service(s.VS, s.Opts)})
+		ops = append(ops, ipvs.Op{Kind: ipvs.OpRemoveService, Service: Service(s.VS, s.Opts)})
 	}
-	a.ipvs(&res, ops, keys)
+	a.ipvs(&res, ops, func(i int) any {
+		if i < len(dests) {
+			return p.DeleteDests[dests[i]].D
+		}
+		return p.DeleteServers[i-len(dests)].VS
+	})
 	a.entries(&res, p.DelEntries, a.W.DelEntries)
 	for _, d := range p.DeleteDests {
 		if d.D.Server.Protocol == render.TCP && !deletedServer[d.D.Server] {
@@ -251,41 +273,60 @@ func (a *Applier) flushUDP(res *Result, removed []Dest) {
 	}
 }
 
-func (a *Applier) ipvs(res *Result, ops []ipvs.Op, keys []any) {
+// ipvs writes ops; key(i) is the object of the i-th, for its failure.
+func (a *Applier) ipvs(res *Result, ops []ipvs.Op, key func(i int) any) {
 	if len(ops) == 0 {
 		return
 	}
 	for i, err := range a.W.IPVS(ops) {
 		if err != nil {
-			res.Failed[keys[i]] = err
+			res.Failed[key(i)] = err
 		}
 	}
 	res.Writes += len(ops)
 }
 
-// entries writes set entries grouped by set, in a stable set order.
+// entries writes set entries grouped by set, in a stable set order, and
+// within a set in the order given.
 func (a *Applier) entries(res *Result, es []render.SetEntry, write func(string, []ipset.Entry) []error) {
-	bySet := map[string][]render.SetEntry{}
-	for _, e := range es {
-		bySet[e.Set] = append(bySet[e.Set], e)
+	if len(es) == 0 {
+		return
 	}
-	sets := make([]string, 0, len(bySet))
-	for s := range bySet {
+	count := map[string]int{}
+	for i := range es {
+		count[es[i].Set]++
+	}
+	sets := make([]string, 0, len(count))
+	for s := range count {
 		sets = append(sets, s)
 	}
 	sort.Strings(sets)
+	// One conversion buffer for all sets, each set's entries together in
+	// the order given (a counting sort), and where each entry came from.
+	next := make(map[string]int, len(sets))
+	off := 0
 	for _, set := range sets {
-		group := bySet[set]
-		conv := make([]ipset.Entry, len(group))
-		for i, e := range group {
-			conv[i] = Entry(e)
-		}
-		for i, err := range write(set, conv) {
+		next[set] = off
+		off += count[set]
+	}
+	conv := make([]ipset.Entry, len(es))
+	from := make([]int32, len(es))
+	for i := range es {
+		j := next[es[i].Set]
+		next[es[i].Set] = j + 1
+		conv[j], from[j] = Entry(es[i]), int32(i)
+	}
+	start := 0
+	for _, set := range sets {
+		end := start + count[set]
+		group := conv[start:end:end]
+		for i, err := range write(set, group) {
 			if err != nil {
-				res.Failed[group[i]] = err
+				res.Failed[es[from[start+i]]] = err
 			}
 		}
 		res.Writes += len(group)
+		start = end
 	}
 }
 

@@ -13,11 +13,16 @@ import (
 // only what changed. It is the seed's IPVS Manager: a round is Reset, then
 // ApplyServer / AddDestination / BindServerToInterface (and set entries) for
 // every object, then Done, then Apply. It implements render.Sink.
+//
+// The stores are keyed by compact, pointer-free copies of the rendered
+// objects (keys.go); what the Manager hands out (Plan) is rendered objects.
 type Manager struct {
-	servers  *diffstore.Store[render.VirtualServer, render.ServerOptions]
-	dests    *diffstore.Store[render.Destination, render.DestOptions]
-	bindings *diffstore.Store[netip.Addr, struct{}]
-	entries  *diffstore.Store[render.SetEntry, struct{}]
+	servers  *diffstore.Store[vsKey, render.ServerOptions]
+	dests    *diffstore.Store[destKey, render.DestOptions]
+	bindings *diffstore.Store[addrKey, struct{}]
+	entries  *diffstore.Store[entryKey, struct{}]
+	zones    names // zones of IPv6 addresses in keys
+	sets     names // set names in entry keys
 	applier  *dataplane.Applier
 	// Node, when set, is what Setup prepares.
 	Node *dataplane.Node
@@ -35,10 +40,10 @@ func (m *Manager) Setup() error {
 // NewManager returns a Manager applying through a.
 func NewManager(a *dataplane.Applier) *Manager {
 	return &Manager{
-		servers:  diffstore.NewComparable[render.VirtualServer, render.ServerOptions](),
-		dests:    diffstore.NewComparable[render.Destination, render.DestOptions](),
-		bindings: diffstore.NewComparable[netip.Addr, struct{}](),
-		entries:  diffstore.NewComparable[render.SetEntry, struct{}](),
+		servers:  diffstore.NewComparable[vsKey, render.ServerOptions](),
+		dests:    diffstore.NewComparable[destKey, render.DestOptions](),
+		bindings: diffstore.NewComparable[addrKey, struct{}](),
+		entries:  diffstore.NewComparable[entryKey, struct{}](),
 		applier:  a,
 	}
 }
@@ -52,16 +57,20 @@ func (m *Manager) Reset() {
 }
 
 // Server records a virtual server the round wants (render.Sink).
-func (m *Manager) Server(vs render.VirtualServer, o render.ServerOptions) { m.servers.Set(vs, o) }
+func (m *Manager) Server(vs render.VirtualServer, o render.ServerOptions) {
+	m.servers.Set(m.vsKey(vs), o)
+}
 
 // Destination records a destination the round wants (render.Sink).
-func (m *Manager) Destination(d render.Destination, o render.DestOptions) { m.dests.Set(d, o) }
+func (m *Manager) Destination(d render.Destination, o render.DestOptions) {
+	m.dests.Set(m.destKey(d), o)
+}
 
 // Bind records an address to bind on the dummy link (render.Sink).
-func (m *Manager) Bind(a netip.Addr) { m.bindings.Set(a, struct{}{}) }
+func (m *Manager) Bind(a netip.Addr) { m.bindings.Set(m.addrKey(a), struct{}{}) }
 
 // Entry records an ipset entry (render.Sink).
-func (m *Manager) Entry(e render.SetEntry) { m.entries.Set(e, struct{}{}) }
+func (m *Manager) Entry(e render.SetEntry) { m.entries.Set(m.entryKey(e), struct{}{}) }
 
 // ApplyServer records a virtual server (the seed's name for Server).
 func (m *Manager) ApplyServer(vs render.VirtualServer, o render.ServerOptions) { m.Server(vs, o) }
@@ -84,99 +93,91 @@ func (m *Manager) Done() {
 // Plan returns the writes the round needs.
 func (m *Manager) Plan() dataplane.Plan {
 	var p dataplane.Plan
-	p.CreateServers = make([]dataplane.Server, 0, len(m.servers.Changed()))
-	p.CreateDests = make([]dataplane.Dest, 0, len(m.dests.Changed()))
-	p.AddEntries = make([]render.SetEntry, 0, len(m.entries.Changed()))
-	for _, c := range m.servers.Changed() {
-		s := dataplane.Server{VS: c.Key, Opts: c.Value}
+	servers, dests := m.servers.Changed(), m.dests.Changed()
+	p.CreateServers = make([]dataplane.Server, 0, countNew(servers))
+	p.UpdateServers = make([]dataplane.Server, 0, len(servers)-cap(p.CreateServers))
+	for _, c := range servers {
+		s := dataplane.Server{VS: m.vs(c.Key), Opts: c.Value}
 		if c.HasOld {
 			p.UpdateServers = append(p.UpdateServers, s)
 		} else {
 			p.CreateServers = append(p.CreateServers, s)
 		}
 	}
+	p.DeleteServers = make([]dataplane.Server, 0, len(m.servers.Deleted()))
 	for _, c := range m.servers.Deleted() {
-		p.DeleteServers = append(p.DeleteServers, dataplane.Server{VS: c.Key, Opts: c.Old})
+		p.DeleteServers = append(p.DeleteServers, dataplane.Server{VS: m.vs(c.Key), Opts: c.Old})
 	}
-	for _, c := range m.dests.Changed() {
-		d := dataplane.Dest{D: c.Key, Opts: c.Value}
+	p.CreateDests = make([]dataplane.Dest, 0, countNew(dests))
+	p.UpdateDests = make([]dataplane.Dest, 0, len(dests)-cap(p.CreateDests))
+	for _, c := range dests {
+		d := dataplane.Dest{D: m.dest(c.Key), Opts: c.Value}
 		if c.HasOld {
 			p.UpdateDests = append(p.UpdateDests, d)
 		} else {
 			p.CreateDests = append(p.CreateDests, d)
 		}
 	}
+	p.DeleteDests = make([]dataplane.Dest, 0, len(m.dests.Deleted()))
 	for _, c := range m.dests.Deleted() {
-		p.DeleteDests = append(p.DeleteDests, dataplane.Dest{D: c.Key, Opts: c.Old})
+		p.DeleteDests = append(p.DeleteDests, dataplane.Dest{D: m.dest(c.Key), Opts: c.Old})
 	}
+	p.Bind = make([]netip.Addr, 0, len(m.bindings.Changed()))
 	for _, c := range m.bindings.Changed() {
-		p.Bind = append(p.Bind, c.Key)
+		p.Bind = append(p.Bind, m.addr(c.Key))
 	}
+	p.Unbind = make([]netip.Addr, 0, len(m.bindings.Deleted()))
 	for _, c := range m.bindings.Deleted() {
-		p.Unbind = append(p.Unbind, c.Key)
+		p.Unbind = append(p.Unbind, m.addr(c.Key))
 	}
+	p.AddEntries = make([]render.SetEntry, 0, len(m.entries.Changed()))
 	for _, c := range m.entries.Changed() {
-		p.AddEntries = append(p.AddEntries, c.Key)
+		p.AddEntries = append(p.AddEntries, m.entry(c.Key))
 	}
+	p.DelEntries = make([]render.SetEntry, 0, len(m.entries.Deleted()))
 	for _, c := range m.entries.Deleted() {
-		p.DelEntries = append(p.DelEntries, c.Key)
+		p.DelEntries = append(p.DelEntries, m.entry(c.Key))
 	}
 	return p
 }
 
+// countNew counts the changes that create an object.
+func countNew[K comparable, V any](cs []diffstore.Change[K, V]) int {
+	n := 0
+	for i := range cs {
+		if !cs[i].HasOld {
+			n++
+		}
+	}
+	return n
+}
+
 // Apply writes the round's changes and records what succeeded; what failed
 // is retried after the next round.
-func (m *Manager) Apply() dataplane.Result {
-	p := m.Plan()
+func (m *Manager) Apply() dataplane.Result { return m.ApplyPlan(m.Plan()) }
+
+// ApplyPlan is Apply with the round's plan already made: p must be what
+// Plan returned after the last Done.
+func (m *Manager) ApplyPlan(p dataplane.Plan) dataplane.Result {
 	if p.Empty() {
 		return dataplane.Result{Failed: map[any]error{}}
 	}
 	res := m.applier.Apply(p)
-	ok := func(k any) bool {
-		if len(res.Failed) == 0 {
-			return true
-		}
-		_, failed := res.Failed[k]
-		return !failed
+	// Every object of the plan that did not fail is applied (a destination
+	// of a deleted server goes with its server and is never written, so it
+	// never fails).
+	if len(res.Failed) == 0 {
+		m.servers.AppliedAll(nil)
+		m.dests.AppliedAll(nil)
+		m.bindings.AppliedAll(nil)
+		m.entries.AppliedAll(nil)
+		return res
 	}
-	for _, l := range [][]dataplane.Server{p.CreateServers, p.UpdateServers, p.DeleteServers} {
-		for _, s := range l {
-			if ok(s.VS) {
-				m.servers.Applied(s.VS)
-			}
-		}
-	}
-	for _, l := range [][]dataplane.Dest{p.CreateDests, p.UpdateDests, p.DeleteDests} {
-		for _, d := range l {
-			if ok(d.D) {
-				m.dests.Applied(d.D)
-			}
-		}
-	}
-	for _, l := range [][]netip.Addr{p.Bind, p.Unbind} {
-		for _, a := range l {
-			if ok(a) {
-				m.bindings.Applied(a)
-			}
-		}
-	}
-	for _, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
-		for _, e := range l {
-			if ok(e) {
-				m.entries.Applied(e)
-			}
-		}
-	}
-	// A deleted server takes its destinations with it.
-	for _, s := range p.DeleteServers {
-		if ok(s.VS) {
-			for _, d := range p.DeleteDests {
-				if d.D.Server == s.VS {
-					m.dests.Applied(d.D)
-				}
-			}
-		}
-	}
+	failed := func(k any) bool { _, f := res.Failed[k]; return f }
+	m.servers.AppliedAll(func(k vsKey) bool { return failed(m.vs(k)) })
+	m.dests.AppliedAll(func(k destKey) bool { return failed(m.dest(k)) })
+	m.bindings.AppliedAll(func(k addrKey) bool { return failed(m.addr(k)) })
+	m.entries.AppliedAll(func(k entryKey) bool { return failed(m.entry(k)) })
 	return res
 }
 
@@ -184,23 +185,27 @@ func (m *Manager) Apply() dataplane.Result {
 // holds now): objects that vanished are forgotten, objects that appeared or
 // changed are adopted. The next Done then reports what repairs the drift.
 func (m *Manager) Reconcile(st *dataplane.State) {
-	reconcile(m.servers, st.Servers)
-	dests := make(map[render.Destination]render.DestOptions, len(st.Dests))
+	servers := make(map[vsKey]render.ServerOptions, len(st.Servers))
+	for vs, o := range st.Servers {
+		servers[m.vsKey(vs)] = o
+	}
+	reconcile(m.servers, servers)
+	dests := make(map[destKey]render.DestOptions, len(st.Dests))
 	for d, o := range st.Dests {
 		// Destinations waiting out their connections are the applier's.
 		if !m.applier.IsTerminating(d) {
-			dests[d] = o
+			dests[m.destKey(d)] = o
 		}
 	}
 	reconcile(m.dests, dests)
-	bound := map[netip.Addr]struct{}{}
+	bound := make(map[addrKey]struct{}, len(st.Bindings))
 	for _, a := range st.Bindings {
-		bound[a] = struct{}{}
+		bound[m.addrKey(a)] = struct{}{}
 	}
 	reconcile(m.bindings, bound)
-	entries := map[render.SetEntry]struct{}{}
+	entries := make(map[entryKey]struct{}, len(st.Entries))
 	for _, e := range st.Entries {
-		entries[e] = struct{}{}
+		entries[m.entryKey(e)] = struct{}{}
 	}
 	reconcile(m.entries, entries)
 }

@@ -1,6 +1,8 @@
 package diffstore
 
 import (
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -166,20 +168,54 @@ func TestCustomEquality(t *testing.T) {
 
 func BenchmarkNoChangeRound(b *testing.B) {
 	const n = 110_000 // 10,000 services x (1 + 10 destinations)
-	s := NewComparable[int, int]()
-	for i := 0; i < n; i++ {
-		s.Adopt(i, i)
+	inOrder := make([]int, n)
+	for i := range inOrder {
+		inOrder[i] = i
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		s.Reset()
-		for i := 0; i < n; i++ {
-			s.Set(i, i)
-		}
-		s.Done()
-		if len(s.Changed())+len(s.Deleted()) != 0 {
-			b.Fatal("unexpected changes")
+	shuffled := slices.Clone(inOrder)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	// "same order" is what a sink's rounds look like (Set hits the
+	// prediction); "new order every round" is the worst case, where every
+	// Set looks its key up.
+	for _, tc := range []struct {
+		name   string
+		orders [][]int
+	}{{"same order", [][]int{inOrder}}, {"new order every round", [][]int{inOrder, shuffled}}} {
+		// The first implementation (a map of pointers, model_test.go) as
+		// the baseline, in the same run.
+		for _, impl := range []struct {
+			name string
+			new  func() roundStore
+		}{{"slab", func() roundStore { return NewComparable[int, int]() }}, {"map-baseline", func() roundStore { return newRef() }}} {
+			b.Run(tc.name+"/"+impl.name, func(b *testing.B) {
+				s := impl.new()
+				for i := 0; i < n; i++ {
+					s.Adopt(i, i)
+				}
+				b.ReportAllocs()
+				round := 0
+				for b.Loop() {
+					s.Reset()
+					for _, k := range tc.orders[round%len(tc.orders)] {
+						s.Set(k, k)
+					}
+					s.Done()
+					if len(s.Changed())+len(s.Deleted()) != 0 {
+						b.Fatal("unexpected changes")
+					}
+					round++
+				}
+			})
 		}
 	}
+}
+
+// roundStore is what BenchmarkNoChangeRound uses of a store.
+type roundStore interface {
+	Adopt(k, v int)
+	Reset()
+	Set(k, v int)
+	Done()
+	Changed() []Change[int, int]
+	Deleted() []Change[int, int]
 }
