@@ -110,8 +110,13 @@ func (a *Applier) IsTerminating(d render.Destination) bool {
 	return ok
 }
 
-// Apply writes the plan: new and updated virtual servers, then destinations,
-// then bindings and set entries; then the removals in reverse order. An
+// Apply writes the plan: new set entries, then new and updated virtual
+// servers, then destinations, then bindings; then the removals in reverse
+// order. Set entries come first because they decide which connections are
+// masqueraded and accepted (KUBE-NODE-PORT-*, KUBE-LOOP-BACK...): a virtual
+// server that served before its entries existed would let its first
+// connections through unmasqueraded, which the node e2e saw happen for a
+// node port. Likewise entries are removed only after the virtual servers. An
 // object that fails is reported in the result and the rest go on.
 // Destinations of deleted TCP virtual servers go with them; a deleted TCP
 // destination of a live server is set to weight 0 and removed by Reap once
@@ -134,6 +139,7 @@ func (a *Applier) Apply(p Plan) Result {
 	if m := len(p.DeleteServers) + len(p.DeleteDests); m > n {
 		n = m
 	}
+	a.entries(&res, p.AddEntries, a.W.AddEntries)
 	ops := make([]ipvs.Op, 0, n)
 	keys := make([]any, 0, n)
 	add := func(key any, op ipvs.Op) { ops = append(ops, op); keys = append(keys, key) }
@@ -162,15 +168,12 @@ func (a *Applier) Apply(p Plan) Result {
 	}
 	a.ipvs(&res, ops, keys)
 
-	// Bindings and entries.
 	for i, err := range a.W.Bind(p.Bind) {
 		fail(p.Bind[i], err)
 	}
 	res.Writes += len(p.Bind)
-	a.entries(&res, p.AddEntries, a.W.AddEntries)
 
 	// Removals in reverse order.
-	a.entries(&res, p.DelEntries, a.W.DelEntries)
 	for i, err := range a.W.Unbind(p.Unbind) {
 		fail(p.Unbind[i], err)
 	}
@@ -199,6 +202,7 @@ func (a *Applier) Apply(p Plan) Result {
 		add(s.VS, ipvs.Op{Kind: ipvs.OpRemoveService, Service: Service(s.VS, s.Opts)})
 	}
 	a.ipvs(&res, ops, keys)
+	a.entries(&res, p.DelEntries, a.W.DelEntries)
 	for _, d := range p.DeleteDests {
 		if d.D.Server.Protocol == render.TCP && !deletedServer[d.D.Server] {
 			if _, failed := res.Failed[d.D]; !failed {

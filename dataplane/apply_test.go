@@ -63,8 +63,9 @@ func (f *flusher) FlushUDP(ts []conntrack.Target) (int, error) {
 }
 
 var (
-	tcpVS = render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}
-	udpVS = render.VirtualServer{Protocol: render.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
+	tcpVS  = render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}
+	udpVS  = render.VirtualServer{Protocol: render.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
+	goneVS = render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("192.168.1.10"), Port: 30099}
 )
 
 func dest(vs render.VirtualServer, addr string, port uint16) Dest {
@@ -83,18 +84,24 @@ func TestApplyOrderAndTermination(t *testing.T) {
 		AddEntries:    []render.SetEntry{{Set: "KUBE-CLUSTER-IP", Addr: udpVS.Addr, Protocol: render.UDP, Port: 53}},
 		DeleteDests:   []Dest{dest(tcpVS, "10.244.1.1", 8080), dest(udpVS, "10.244.1.2", 53)},
 		Unbind:        []netip.Addr{netip.MustParseAddr("10.96.0.99")},
+		DeleteServers: []Server{{VS: goneVS}},
+		DelEntries:    []render.SetEntry{{Set: "KUBE-NODE-PORT-TCP", Protocol: render.TCP, Port: 30099}},
 	})
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Entries (masquerade marks) are in place before a server can take a
+	// connection, and stay until it cannot.
 	want := []string{
+		"add KUBE-CLUSTER-IP 10.96.0.10,udp:53",
 		"create service UDP/10.96.0.10:53 scheduler rr",
 		"create destination 10.244.1.3:53 on UDP/10.96.0.10:53 weight 1",
 		"bind 10.96.0.10",
-		"add KUBE-CLUSTER-IP 10.96.0.10,udp:53",
 		"unbind 10.96.0.99",
 		"update destination 10.244.1.1:8080 on TCP/10.96.0.1:80 weight 0",
 		"remove destination 10.244.1.2:53 on UDP/10.96.0.10:53",
+		"remove service TCP/192.168.1.10:30099",
+		"del KUBE-NODE-PORT-TCP tcp:30099",
 	}
 	if diff := cmp.Diff(want, w.ops); diff != "" {
 		t.Errorf("operations (-want +got):\n%s", diff)

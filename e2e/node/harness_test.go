@@ -120,8 +120,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// newCluster builds the node: an external link (veth to the external
-// namespaces through a bridge-less pair each), and the sink not yet started.
+// Pod network: every pod is a veth port of the node's bridge cbr0, as with
+// the bridge CNI plugin; cbr0 holds the pods' gateway addresses.
+const (
+	podBridge = "cbr0"
+	podGW4    = "10.244.0.1"
+	podGW6    = "fd00:244::1"
+)
+
+// newCluster builds the node as a node with a bridge CNI looks: the node
+// address on a bridge (br0) that the external client's link is a port of; a
+// second external network (192.168.2.0/24) routed over its own link; and
+// the pods' bridge cbr0 with br_netfilter calling iptables for bridged
+// frames, which is what lets IPVS see a backend's reply to a client pod on
+// the same bridge (kube-proxy's IPVS mode needs it too). The sink is not
+// started yet.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	if !nstest.InVM() {
@@ -129,36 +142,76 @@ func newCluster(t *testing.T) *cluster {
 	}
 	nstest.LookPath(t, "ip")
 	c := &cluster{t: t, node: nstest.New(t), ext: nstest.New(t), ext2: nstest.New(t), dir: t.TempDir(), pods: map[string]*pod{}}
-	c.link("ext0", c.ext, "192.168.1.10/24", "192.168.1.100/24", "192.168.1.10")
+	// br_netfilter is loaded once for the VM; its sysctls are per namespace.
+	c.node.MustRun(t, "modprobe", "br_netfilter")
+	c.node.MustRun(t, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1", "net.bridge.bridge-nf-call-ip6tables=1")
+	c.bridge("br0", nodeAddr.String()+"/24")
+	c.port("br0", "ext0", c.ext, "192.168.1.100/24", nodeAddr.String())
+	c.bridge(podBridge, podGW4+"/24", podGW6+"/64")
 	c.link("ext1", c.ext2, "192.168.2.10/24", "192.168.2.100/24", "192.168.2.10")
 	c.node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	// Routes for external IPs and load-balancer IPs go through the node.
-	c.ext.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", "192.168.1.10")
+	c.ext.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", nodeAddr.String())
 	c.ext2.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", "192.168.2.10")
 	t.Cleanup(c.stopAll)
 	return c
 }
 
-// link connects the node to another namespace with a veth pair: nodeSide
-// and peerSide addresses, the peer's default route via gw.
+// bridge creates a bridge in the node's namespace holding addrs.
+func (c *cluster) bridge(name string, addrs ...string) {
+	t := c.t
+	c.node.MustRun(t, "ip", "link", "add", name, "type", "bridge")
+	for _, a := range addrs {
+		args := []string{"addr", "add", a, "dev", name}
+		if strings.Contains(a, ":") {
+			args = append(args, "nodad")
+		}
+		c.node.MustRun(t, "ip", args...)
+	}
+	c.node.MustRun(t, "ip", "link", "set", name, "up")
+}
+
+// port connects peer to the node's bridge br with a veth pair: the node's
+// end (name) a port of br, the peer's end eth0 with address peerSide and
+// its default route via gw.
+func (c *cluster) port(br, name string, peer *nstest.NetNS, peerSide, gw string) {
+	t := c.t
+	c.node.MustRun(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", peer.Path())
+	c.node.MustRun(t, "ip", "link", "set", name, "master", br)
+	c.node.MustRun(t, "ip", "link", "set", name, "up")
+	c.peerUp(peer, peerSide, gw)
+}
+
+// link connects the node to another namespace with a routed veth pair:
+// nodeSide and peerSide addresses, the peer's default route via gw.
 func (c *cluster) link(name string, peer *nstest.NetNS, nodeSide, peerSide, gw string) {
 	t := c.t
 	c.node.MustRun(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", peer.Path())
 	c.node.MustRun(t, "ip", "addr", "add", nodeSide, "dev", name)
 	c.node.MustRun(t, "ip", "link", "set", name, "up")
-	peer.MustRun(t, "ip", "addr", "add", peerSide, "dev", "eth0")
+	c.peerUp(peer, peerSide, gw)
+}
+
+func (c *cluster) peerUp(peer *nstest.NetNS, addr, gw string) {
+	t := c.t
+	peer.MustRun(t, "ip", "addr", "add", addr, "dev", "eth0")
 	peer.MustRun(t, "ip", "link", "set", "eth0", "up")
 	peer.MustRun(t, "ip", "route", "add", "default", "via", gw)
 }
 
-// addPod creates a pod namespace routed through the node, 10.244.N.2/24,
+// addPod creates a pod namespace on the node's pod bridge, 10.244.0.N/24,
 // and starts a pod server answering with its name on the given ports.
 func (c *cluster) addPod(name string, ports ...int) *pod {
 	t := c.t
 	c.nextPod++
 	n := c.nextPod
-	p := &pod{name: name, ns: nstest.New(t), ip: netip.MustParseAddr(fmt.Sprintf("10.244.%d.2", n))}
-	c.link(fmt.Sprintf("veth%d", n), p.ns, fmt.Sprintf("10.244.%d.1/24", n), p.ip.String()+"/24", fmt.Sprintf("10.244.%d.1", n))
+	p := &pod{name: name, ns: nstest.New(t), ip: netip.MustParseAddr(fmt.Sprintf("10.244.0.%d", n+1))}
+	veth := fmt.Sprintf("veth%d", n)
+	c.port(podBridge, veth, p.ns, p.ip.String()+"/24", podGW4)
+	// Hairpin mode, as the bridge plugin's hairpinMode and kubelet's
+	// hairpin-veth set it: a pod reaching itself through a service gets the
+	// replies back over the port they came in on.
+	c.node.MustRun(t, "ip", "link", "set", veth, "type", "bridge_slave", "hairpin", "on")
 	if len(ports) > 0 {
 		self, err := os.Executable()
 		if err != nil {
@@ -183,6 +236,15 @@ func (c *cluster) addPod(name string, ports ...int) *pod {
 	}
 	c.pods[name] = p
 	return p
+}
+
+// addIPv6 gives the pod its IPv6 address on the pod bridge,
+// fd00:244::N/64 for 10.244.0.N, and returns it.
+func (c *cluster) addIPv6(p *pod) netip.Addr {
+	ip := netip.MustParseAddr(fmt.Sprintf("fd00:244::%d", p.ip.As4()[3]))
+	p.ns.MustRun(c.t, "ip", "-6", "addr", "add", ip.String()+"/64", "dev", "eth0", "nodad")
+	p.ns.MustRun(c.t, "ip", "-6", "route", "add", "default", "via", podGW6)
+	return ip
 }
 
 // startSink runs the sink in the node's namespace on the manifest directory.

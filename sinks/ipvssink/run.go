@@ -142,6 +142,9 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 	if err := node.Setup(); err != nil {
 		return err
 	}
+	if w := bridgeWarning("/proc/sys"); w != "" {
+		log.Warn(w)
+	}
 	log.Info("node ready", "node", c.NodeName, "nodeport-addresses", addrs, "scheduler", c.Scheduler)
 
 	metrics := httpserve.NewMetrics()
