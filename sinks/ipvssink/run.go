@@ -233,6 +233,10 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 		case p := <-snapshots:
 			delivered = time.Now()
 			triggers = append(triggers, p.triggers...)
+			if n := len(triggers) - maxPendingTriggers; n > 0 {
+				// Syncs keep failing: keep the newest, bounded.
+				triggers = append(triggers[:0], triggers[n:]...)
+			}
 			ctl.Snapshot(p.s)
 		case <-tick.C:
 			ctl.Resync()
@@ -286,6 +290,9 @@ func dryRunApplier(out io.Writer) *dataplane.Applier {
 	a.Ordered = true
 	return a
 }
+
+// maxPendingTriggers bounds the trigger times kept while syncs fail.
+const maxPendingTriggers = 10000
 
 // pending is a snapshot on its way to the controller, with the trigger
 // times of its changes and of the changes of the snapshots it replaced.
