@@ -112,6 +112,11 @@ type ep struct {
 
 // slice returns an EndpointSlice for service name with the ports' target
 // ports.
+// withTrigger sets an EndpointSlice's last-change-trigger-time annotation.
+func withTrigger(slice string, t time.Time) string {
+	return strings.Replace(slice, "metadata:\n", fmt.Sprintf("metadata:\n  annotations: {endpoints.kubernetes.io/last-change-trigger-time: %q}\n", t.UTC().Format(time.RFC3339Nano)), 1)
+}
+
 func slice(service string, ports []port, eps ...ep) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: %s-slice\n  namespace: default\n  labels: {kubernetes.io/service-name: %s}\naddressType: IPv4\nports:\n", service, service)

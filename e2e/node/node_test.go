@@ -305,6 +305,43 @@ func TestTypeChanges(t *testing.T) {
 	c.expectNoAnswer(c.ext, "tcp", ap("192.168.1.10:30084"))
 }
 
+// Network programming latency, as kube-proxy measures it: from the
+// EndpointSlice's last-change-trigger-time to the kernel being programmed.
+// A trigger time from before the sink started is not counted.
+func TestNetworkProgrammingLatency(t *testing.T) {
+	c := newCluster(t)
+	a := c.addPod("pod-a", 8080)
+	b := c.addPod("pod-b", 8080)
+	client := c.addPod("client")
+	web1 := svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.25", ports: web}.yaml()
+	c.write(nodeManifest, web1, withTrigger(slice("web", web, ep{ip: a.ip.String(), ready: true}), time.Now().Add(-time.Hour)))
+	c.startSink()
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.25:80"), "pod-a")
+	if n, err := c.metric("kubeproxy_network_programming_duration_seconds_count"); err != nil || n != 0 {
+		t.Fatalf("after the initial sync: %v observations (%v), want 0: the trigger time is from before the start", n, err)
+	}
+	trigger := time.Now()
+	c.write(nodeManifest, web1, withTrigger(slice("web", web, ep{ip: a.ip.String(), ready: true}, ep{ip: b.ip.String(), ready: true}), trigger))
+	c.expectFrom(client.ns, "tcp", ap("10.96.0.25:80"), "pod-b")
+	elapsed := time.Since(trigger).Seconds()
+	var n, sum float64
+	c.eventually(10*time.Second, func() error {
+		var err error
+		if n, err = c.metric("kubeproxy_network_programming_duration_seconds_count"); err == nil && n != 1 {
+			err = fmt.Errorf("%v observations, want 1", n)
+		}
+		return err
+	})
+	sum, err := c.metric("kubeproxy_network_programming_duration_seconds_sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum <= 0 || sum > elapsed {
+		t.Errorf("programming latency %.3fs, want in (0, %.3fs]: the time from the trigger to pod-b answering", sum, elapsed)
+	}
+	t.Logf("network programming latency %.3fs (change written to pod-b answering: %.3fs)", sum, elapsed)
+}
+
 // Restart: killing and restarting the sink drops no request and the new
 // process writes nothing to the kernel.
 func TestRestartNoWritesNoDrops(t *testing.T) {

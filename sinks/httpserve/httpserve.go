@@ -26,6 +26,7 @@ type Metrics struct {
 	SyncDuration        prometheus.Histogram
 	LastSync            prometheus.Gauge
 	ProgrammingDuration prometheus.Histogram
+	SnapshotProgramming prometheus.Histogram
 	NoLocalEndpoints    *prometheus.GaugeVec
 	KernelOps           prometheus.Counter
 	SyncKernelOps       prometheus.Gauge
@@ -46,7 +47,9 @@ func NewMetrics() *Metrics {
 		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "Time of the last successful sync."}),
 		ProgrammingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_network_programming_duration_seconds", Help: "Time from a change reaching the sink to the kernel being programmed.", Buckets: buckets}),
+			Name: "kubeproxy_network_programming_duration_seconds", Help: "Time from a change's trigger (the EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time) to the kernel being programmed.", Buckets: buckets}),
+		SnapshotProgramming: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "proxysinks_snapshot_programming_duration_seconds", Help: "Time from a snapshot reaching the sink to the kernel being programmed.", Buckets: buckets}),
 		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total", Help: "Services with a Local traffic policy and no local endpoint."}, []string{"traffic_policy"}),
 		KernelOps: prometheus.NewCounter(prometheus.CounterOpts{
@@ -62,7 +65,7 @@ func NewMetrics() *Metrics {
 		SyncErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "proxysinks_sync_errors_total", Help: "Syncs that failed in whole or in part."}),
 	}
-	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.ProgrammingDuration, m.NoLocalEndpoints, m.KernelOps,
+	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.ProgrammingDuration, m.SnapshotProgramming, m.NoLocalEndpoints, m.KernelOps,
 		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -161,6 +161,7 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 	}
 	lastCalls := syscalls()
 	var delivered time.Time
+	var triggers []time.Time // of the changes handed to the controller, not yet programmed
 	onSync := func(st dataplane.SyncStats) {
 		now := syscalls()
 		metrics.SyncSyscalls.Set(float64(now - lastCalls))
@@ -171,9 +172,18 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 		metrics.SyncKernelOps.Set(float64(st.Writes))
 		metrics.FailedObjects.Set(float64(st.Failed))
 		metrics.NoLocalEndpoints.WithLabelValues("local").Set(float64(st.NoLocalEndpoints))
-		if !delivered.IsZero() {
-			metrics.ProgrammingDuration.Observe(time.Since(delivered).Seconds())
-			delivered = time.Time{}
+		if st.Err == nil {
+			// Programmed: kube-proxy's latency from each change's trigger
+			// time, and ours from the snapshot's delivery. After a failed
+			// sync they wait for the sync that programs them.
+			for _, t := range triggers {
+				metrics.ProgrammingDuration.Observe(time.Since(t).Seconds())
+			}
+			triggers = triggers[:0]
+			if !delivered.IsZero() {
+				metrics.SnapshotProgramming.Observe(time.Since(delivered).Seconds())
+				delivered = time.Time{}
+			}
 		}
 		if st.Err != nil {
 			metrics.SyncErrors.Inc()
@@ -194,16 +204,19 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 		Applier: applier, Reader: node, Log: log, OnSync: onSync,
 	})
 
-	snapshots := make(chan *client.Snapshot, 1)
+	snapshots := make(chan pending, 1)
 	srcErr := make(chan error, 1)
 	go func() {
 		srcErr <- src.Run(ctx, func(s *client.Snapshot) {
-			// Keep only the newest snapshot: a slow sync skips stale ones.
+			p := pending{s: s, triggers: triggerTimes(nil, s)}
+			// Keep only the newest snapshot: a slow sync skips stale ones,
+			// but the trigger times of their changes still count.
 			select {
-			case <-snapshots:
+			case old := <-snapshots:
+				p.triggers = append(old.triggers, p.triggers...)
 			default:
 			}
-			snapshots <- s
+			snapshots <- p
 		})
 	}()
 	tick := time.NewTicker(c.SyncPeriod)
@@ -217,9 +230,14 @@ func Run(ctx context.Context, c Config, mode string, newCtl NewController, stdou
 				return fmt.Errorf("source stopped: %w", err)
 			}
 			return nil
-		case s := <-snapshots:
+		case p := <-snapshots:
 			delivered = time.Now()
-			ctl.Snapshot(s)
+			triggers = append(triggers, p.triggers...)
+			if n := len(triggers) - maxPendingTriggers; n > 0 {
+				// Syncs keep failing: keep the newest, bounded.
+				triggers = append(triggers[:0], triggers[n:]...)
+			}
+			ctl.Snapshot(p.s)
 		case <-tick.C:
 			ctl.Resync()
 		}
@@ -271,4 +289,24 @@ func dryRunApplier(out io.Writer) *dataplane.Applier {
 	a := dataplane.NewApplier(dataplane.DryRun{Out: out})
 	a.Ordered = true
 	return a
+}
+
+// maxPendingTriggers bounds the trigger times kept while syncs fail.
+const maxPendingTriggers = 10000
+
+// pending is a snapshot on its way to the controller, with the trigger
+// times of its changes and of the changes of the snapshots it replaced.
+type pending struct {
+	s        *client.Snapshot
+	triggers []time.Time
+}
+
+// triggerTimes appends the known trigger times of s's changes to ts.
+func triggerTimes(ts []time.Time, s *client.Snapshot) []time.Time {
+	for _, c := range s.Changes {
+		if !c.TriggerTime.IsZero() {
+			ts = append(ts, c.TriggerTime)
+		}
+	}
+	return ts
 }
