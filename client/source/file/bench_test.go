@@ -69,7 +69,7 @@ func BenchmarkLoad(b *testing.B) {
 				b.Run(fmt.Sprintf("services=%d/%s/decoder=%s", n, format, decoder), func(b *testing.B) {
 					if decoder == "old" {
 						parseFn = legacyParse
-						defer func() { parseFn = parseFile }()
+						defer func() { parseFn = parseConverted }()
 					}
 					benchLoad(b, n, format == "json")
 				})
@@ -112,9 +112,13 @@ func BenchmarkParse(b *testing.B) {
 		for _, format := range []string{"yaml", "json"} {
 			for _, decoder := range []string{"fast", "old"} {
 				b.Run(fmt.Sprintf("services=%d/%s/decoder=%s", n, format, decoder), func(b *testing.B) {
-					parse := parseFile
+					parse := func(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+						return parseFile(name, data, prev)
+					}
 					if decoder == "old" {
-						parse = legacyParse
+						parse = func(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+							return legacyParse(name, data, prev, "")
+						}
 					}
 					data, err := os.ReadFile(writeCluster(b, b.TempDir(), n, format == "json"))
 					if err != nil {
@@ -144,7 +148,7 @@ func BenchmarkEdit(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d/yaml/decoder=%s", n, decoder), func(b *testing.B) {
 			if decoder == "old" {
 				parseFn = legacyParse
-				defer func() { parseFn = parseFile }()
+				defer func() { parseFn = parseConverted }()
 			}
 			versions := [][]byte{clusterFile(b, n, false, -1), clusterFile(b, n, false, 7)}
 			path := filepath.Join(b.TempDir(), "cluster.yaml")

@@ -252,7 +252,7 @@ func (s *Source) reload(retried bool) error {
 			}
 			prev = fs.chunks
 		}
-		docs, chunks, err := parseFn(p, data, prev)
+		docs, chunks, err := parseFn(p, data, prev, s.cfg.ProxyName)
 		if err != nil {
 			if s.files[p] != nil {
 				s.log.Warn("file does not parse; keeping its last good content", "file", p, "error", err)
@@ -330,8 +330,12 @@ func (s *Source) apply(d *doc) {
 	o := d.obj
 	d.obj = nil // applied: the state holds what it needs
 	switch o := o.(type) {
-	case *corev1.Service:
-		_ = s.state.SetService(o) // the state logs and counts errors
+	case *nodelocal.ConvertedService:
+		_ = s.state.SetConvertedService(o) // the state logs and counts errors
+	case *nodelocal.ParsedSlice:
+		_ = s.state.SetParsedSlice(o)
+	case *corev1.Service: // the old decoder, in the benchmark
+		_ = s.state.SetService(o)
 	case *discoveryv1.EndpointSlice:
 		_ = s.state.SetSlice(o)
 	case *corev1.Node:
@@ -352,6 +356,6 @@ func (s *Source) remove(r ref) {
 
 // parseFn is parseFile; the benchmark swaps in the old decoder as its
 // baseline.
-var parseFn = parseFile
+var parseFn = parseConverted
 
 var _ client.Source = (*Source)(nil)

@@ -23,7 +23,7 @@ import (
 
 // legacyParse has parseFile's signature over legacyParseFile; it also
 // hashes the whole file with SHA-256, as reload did.
-func legacyParse(name string, data []byte, _ chunkCache) ([]doc, chunkCache, error) {
+func legacyParse(name string, data []byte, _ chunkCache, _ string) ([]doc, chunkCache, error) {
 	_ = sha256.Sum256(data)
 	docs, err := legacyParseFile(name, data)
 	return docs, nil, err

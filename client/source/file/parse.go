@@ -16,6 +16,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/nodelocal"
 	"github.com/proxysinks/proxysinks/client/internal/manifest"
 )
 
@@ -81,6 +82,19 @@ var converters = sync.Pool{New: func() any { return new(manifest.Converter) }}
 // Documents found unchanged in prev (the file's previous cache, may be nil)
 // are not decoded again; the returned cache is the one for this content.
 func parseFile(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+	return parse(name, data, prev, nil)
+}
+
+// parseConverted is parseFile, but the Services and EndpointSlices come
+// converted for the node-local state (convertDocs), the conversion done in
+// the decoding workers, so that only the state's bookkeeping is left serial.
+func parseConverted(name string, data []byte, prev chunkCache, proxyName string) ([]doc, chunkCache, error) {
+	return parse(name, data, prev, func(docs []doc) { convertDocs(docs, proxyName) })
+}
+
+// parse is parseFile with post called on each newly decoded document's
+// objects, in the worker that decoded them.
+func parse(name string, data []byte, prev chunkCache, post func([]doc)) ([]doc, chunkCache, error) {
 	chunks, err := manifest.Split(data)
 	if err != nil {
 		var se *manifest.SeparatorError
@@ -113,6 +127,9 @@ func parseFile(name string, data []byte, prev chunkCache) ([]doc, chunkCache, er
 					continue
 				}
 				results[i], errs[i] = parseDocument(conv, chunks[i], name, i)
+				if post != nil {
+					post(results[i])
+				}
 			}
 		})
 	}
@@ -307,4 +324,19 @@ func asciiOnly(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// convertDocs replaces the decoded Services and EndpointSlices of docs by
+// their node-local forms (*nodelocal.ConvertedService, *nodelocal.ParsedSlice).
+func convertDocs(docs []doc, proxyName string) {
+	for i := range docs {
+		switch o := docs[i].obj.(type) {
+		case *corev1.Service:
+			c := nodelocal.ConvertServiceObject(o, proxyName)
+			docs[i].obj = &c
+		case *discoveryv1.EndpointSlice:
+			p := nodelocal.ParseSliceObject(o)
+			docs[i].obj = &p
+		}
+	}
 }
