@@ -271,7 +271,11 @@ func (s *Source) reload(retried bool) error {
 	}
 
 	// The wanted objects: later files override earlier ones.
-	want := make(map[ref]*doc, len(s.applied))
+	n := 0
+	for _, fs := range s.files {
+		n += len(fs.docs)
+	}
+	want := make(map[ref]*doc, n) // sized: growing it was 10% of a first load
 	for _, p := range paths {
 		if fs := s.files[p]; fs != nil {
 			for i := range fs.docs {
