@@ -13,11 +13,13 @@ import (
 	gojson "github.com/goccy/go-json"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/client/nodelocal"
 	"github.com/proxysinks/proxysinks/client/internal/manifest"
+	"github.com/proxysinks/proxysinks/client/nodelocal"
 )
 
 // ref names an object of a manifest.
@@ -198,34 +200,34 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 // the same values. ok is false for other kinds and on any error (the
 // caller then goes the long way, for encoding/json's error).
 func decodeByKind(js, kind []byte) (doc, bool) {
-	var d doc
 	switch string(kind) {
 	case "Service":
-		s := new(corev1.Service)
-		if gojson.Unmarshal(js, s) != nil {
-			return d, false
-		}
-		d = newDoc(s.Kind, s.Namespace, s.Name, js)
-		s.Namespace = d.ref.namespace
-		d.obj = s
+		return decodeFast(js, new(corev1.Service), true)
 	case "EndpointSlice":
-		es := new(discoveryv1.EndpointSlice)
-		if gojson.Unmarshal(js, es) != nil {
-			return d, false
-		}
-		d = newDoc(es.Kind, es.Namespace, es.Name, js)
-		es.Namespace = d.ref.namespace
-		d.obj = es
+		return decodeFast(js, new(discoveryv1.EndpointSlice), true)
 	case "Node":
-		n := new(corev1.Node)
-		if gojson.Unmarshal(js, n) != nil {
-			return d, false
-		}
-		d = newDoc(n.Kind, n.Namespace, n.Name, js)
-		d.obj = n
-	default:
-		return d, false
+		return decodeFast(js, new(corev1.Node), false)
 	}
+	return doc{}, false
+}
+
+// apiObject is what the decoded kinds implement.
+type apiObject interface {
+	metav1.Object
+	GetObjectKind() schema.ObjectKind
+}
+
+// decodeFast decodes js into obj with go-json and returns its doc; a
+// namespaced object gets the defaulted namespace.
+func decodeFast(js []byte, obj apiObject, namespaced bool) (doc, bool) {
+	if gojson.Unmarshal(js, obj) != nil {
+		return doc{}, false
+	}
+	d := newDoc(obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), js)
+	if namespaced {
+		obj.SetNamespace(d.ref.namespace)
+	}
+	d.obj = obj
 	return d, true
 }
 

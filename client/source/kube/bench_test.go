@@ -24,12 +24,7 @@ import (
 func BenchmarkFirstSnapshot(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			svcs, slices := gen.Cluster(n, 10)
-			objs := make([]kruntime.Object, 0, 2*n)
-			for i := range svcs {
-				objs = append(objs, svcs[i], slices[i])
-			}
-			cs := fake.NewClientset(objs...)
+			cs := fakeCluster(n)
 			var heap float64
 			var cpu time.Duration
 			b.ReportAllocs() // the fake's copies included
@@ -75,12 +70,7 @@ func BenchmarkFirstSnapshot(b *testing.B) {
 func BenchmarkFakeList(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			svcs, slices := gen.Cluster(n, 10)
-			objs := make([]kruntime.Object, 0, 2*n)
-			for i := range svcs {
-				objs = append(objs, svcs[i], slices[i])
-			}
-			cs := fake.NewClientset(objs...)
+			cs := fakeCluster(n)
 			var cpu time.Duration
 			for b.Loop() {
 				c0 := cputime.Now()
@@ -97,4 +87,14 @@ func BenchmarkFakeList(b *testing.B) {
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 		})
 	}
+}
+
+// fakeCluster is a fake clientset holding gen.Cluster(n, 10).
+func fakeCluster(n int) *fake.Clientset {
+	svcs, slices := gen.Cluster(n, 10)
+	objs := make([]kruntime.Object, 0, 2*n)
+	for i := range svcs {
+		objs = append(objs, svcs[i], slices[i])
+	}
+	return fake.NewClientset(objs...)
 }
