@@ -361,8 +361,10 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum <= 0 || sum > elapsed {
-		t.Errorf("programming latency %.3fs, want in (0, %.3fs]: the time from the trigger to pod-b answering", sum, elapsed)
+	// The sink observes right after programming, which may come a moment
+	// after pod-b first answers: allow a second beyond it.
+	if sum <= 0 || sum > elapsed+1 {
+		t.Errorf("programming latency %.3fs, want in (0, %.3fs]: about the time from the trigger to pod-b answering", sum, elapsed+1)
 	}
 	t.Logf("network programming latency %.3fs (change written to pod-b answering: %.3fs)", sum, elapsed)
 }
