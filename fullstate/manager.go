@@ -93,31 +93,16 @@ func (m *Manager) Done() {
 // Plan returns the writes the round needs.
 func (m *Manager) Plan() dataplane.Plan {
 	var p dataplane.Plan
-	servers, dests := m.servers.Changed(), m.dests.Changed()
-	p.CreateServers = make([]dataplane.Server, 0, countNew(servers))
-	p.UpdateServers = make([]dataplane.Server, 0, len(servers)-cap(p.CreateServers))
-	for _, c := range servers {
-		s := dataplane.Server{VS: m.vs(c.Key), Opts: c.Value}
-		if c.HasOld {
-			p.UpdateServers = append(p.UpdateServers, s)
-		} else {
-			p.CreateServers = append(p.CreateServers, s)
-		}
-	}
+	p.CreateServers, p.UpdateServers = splitChanges(m.servers.Changed(), func(k vsKey, v render.ServerOptions) dataplane.Server {
+		return dataplane.Server{VS: m.vs(k), Opts: v}
+	})
 	p.DeleteServers = make([]dataplane.Server, 0, len(m.servers.Deleted()))
 	for _, c := range m.servers.Deleted() {
 		p.DeleteServers = append(p.DeleteServers, dataplane.Server{VS: m.vs(c.Key), Opts: c.Old})
 	}
-	p.CreateDests = make([]dataplane.Dest, 0, countNew(dests))
-	p.UpdateDests = make([]dataplane.Dest, 0, len(dests)-cap(p.CreateDests))
-	for _, c := range dests {
-		d := dataplane.Dest{D: m.dest(c.Key), Opts: c.Value}
-		if c.HasOld {
-			p.UpdateDests = append(p.UpdateDests, d)
-		} else {
-			p.CreateDests = append(p.CreateDests, d)
-		}
-	}
+	p.CreateDests, p.UpdateDests = splitChanges(m.dests.Changed(), func(k destKey, v render.DestOptions) dataplane.Dest {
+		return dataplane.Dest{D: m.dest(k), Opts: v}
+	})
 	p.DeleteDests = make([]dataplane.Dest, 0, len(m.dests.Deleted()))
 	for _, c := range m.dests.Deleted() {
 		p.DeleteDests = append(p.DeleteDests, dataplane.Dest{D: m.dest(c.Key), Opts: c.Old})
@@ -142,6 +127,21 @@ func (m *Manager) Plan() dataplane.Plan {
 }
 
 // countNew counts the changes that create an object.
+// splitChanges turns a store's changes into the objects to create (no old
+// value) and to update, each made by mk from its key and wanted value.
+func splitChanges[K comparable, V, T any](cs []diffstore.Change[K, V], mk func(K, V) T) (create, update []T) {
+	create = make([]T, 0, countNew(cs))
+	update = make([]T, 0, len(cs)-cap(create))
+	for _, c := range cs {
+		if c.HasOld {
+			update = append(update, mk(c.Key, c.Value))
+		} else {
+			create = append(create, mk(c.Key, c.Value))
+		}
+	}
+	return create, update
+}
+
 func countNew[K comparable, V any](cs []diffstore.Change[K, V]) int {
 	n := 0
 	for i := range cs {
