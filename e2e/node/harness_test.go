@@ -19,6 +19,7 @@ import (
 	"github.com/proxysinks/proxysinks/e2e/netexec"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"github.com/urfave/cli/v2"
 )
 
@@ -51,12 +52,13 @@ func TestMain(m *testing.M) {
 		wg.Wait()
 		os.Exit(0)
 	case "sink":
-		app := &cli.App{Name: "ipvs-fullstate", Flags: ipvssink.Flags(), Action: func(c *cli.Context) error {
-			cfg, err := ipvssink.FromContext(c)
+		sink := sinkUnderTest(os.Getenv(sinkEnv))
+		app := &cli.App{Name: sink.Name, Flags: runtime.Flags(), Action: func(c *cli.Context) error {
+			cfg, err := runtime.FromContext(c)
 			if err != nil {
 				return err
 			}
-			return ipvssink.Run(c.Context, cfg, "ipvs", ipvssink.FullState, os.Stdout, cfg.Logger(os.Stderr))
+			return runtime.Run(c.Context, cfg, sink, os.Stdout, cfg.Logger(os.Stderr))
 		}}
 		ctx, stop := context.WithCancel(context.Background())
 		go func() {
@@ -72,6 +74,14 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// sinkEnv names the sink the "sink" role runs: "fullstate" (default) or
+// "incremental".
+const sinkEnv = "PROXYSINKS_E2E_SINK"
+
+func sinkUnderTest(name string) runtime.Sink {
+	return ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState)
 }
 
 // Addresses of the test node.
