@@ -13,7 +13,9 @@ import (
 // recorder is a client.Sink that writes down the events it gets.
 type recorder struct{ events []string }
 
-func (r *recorder) SetService(s *client.Service) { r.events = append(r.events, "set "+s.Key().String()) }
+func (r *recorder) SetService(s *client.Service) {
+	r.events = append(r.events, "set "+s.Key().String())
+}
 func (r *recorder) DeleteService(k client.ServiceKey) {
 	r.events = append(r.events, "delete "+k.String())
 }
