@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -76,12 +77,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// sinkEnv names the sink the "sink" role runs: "fullstate" (default) or
-// "incremental".
+// sinkEnv names the sink the "sink" role runs, from -sink.
 const sinkEnv = "PROXYSINKS_E2E_SINK"
 
+var sinkFlag = flag.String("sink", "fullstate", "the IPVS sink under test: fullstate or incremental")
+
+// sinkUnderTest returns the sink named by -sink; an unknown name fails the
+// child at start.
 func sinkUnderTest(name string) runtime.Sink {
-	return ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState)
+	switch name {
+	case "", "fullstate":
+		return ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState)
+	case "incremental":
+		return ipvssink.Sink("ipvs-incremental", "", ipvssink.Incremental)
+	}
+	fmt.Fprintf(os.Stderr, "sink: unknown -sink %q (want fullstate or incremental)\n", name)
+	os.Exit(2)
+	panic("unreachable")
 }
 
 // Addresses of the test node.
@@ -268,7 +280,7 @@ func (c *cluster) startSink(extra ...string) {
 		"--min-sync-period", "50ms", "--sync-period", "3s", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="}, extra...)
 	c.sinkArgs = args
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), roleEnv+"=sink", "SINK_ARGS="+strings.Join(args, " "))
+	cmd.Env = append(os.Environ(), roleEnv+"=sink", sinkEnv+"="+*sinkFlag, "SINK_ARGS="+strings.Join(args, " "))
 	if c.sinkLog == nil {
 		c.sinkLog = &syncBuffer{}
 	}

@@ -11,11 +11,13 @@ import (
 	"net/netip"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/incremental"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
@@ -141,4 +143,28 @@ func FullState(d Deps) runtime.Controller {
 	c.OnSync = d.OnSync
 	c.Handler = d.Handler
 	return fullStateController{c}
+}
+
+// incrementalController adapts the incremental controller to the
+// runtime: snapshots become events through client/diff.Events, which ends
+// each with Sync.
+type incrementalController struct {
+	c  *incremental.Controller
+	ev *diff.Events
+}
+
+func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
+
+func (i incrementalController) Resync() dataplane.SyncStats { return i.c.Resync() }
+
+// Incremental builds the IPVS incremental controller (the ipvs-incremental
+// sink).
+func Incremental(d Deps) runtime.Controller {
+	var reader incremental.Reader
+	if d.Reader != nil {
+		reader = d.Reader
+	}
+	c := incremental.New(d.Render, d.Applier, reader, d.Log)
+	c.OnSync = d.OnSync
+	return incrementalController{c: c, ev: diff.NewEvents(c)}
 }
