@@ -41,7 +41,7 @@ func TestSharedObjects(t *testing.T) {
 	c.SetEndpoint(web.Key(), endpoint("e1", "10.244.0.5"))
 	c.SetEndpoint(api.Key(), endpoint("e1", "10.244.0.5"))
 	c.Sync()
-	st := n.read(t, nd)
+	st := read(t, nd)
 	if got := st.Bindings; !slices.Equal(got, []netip.Addr{netip.MustParseAddr("10.96.0.1")}) {
 		t.Fatalf("bindings %v", got)
 	}
@@ -52,7 +52,7 @@ func TestSharedObjects(t *testing.T) {
 
 	c.DeleteService(web.Key())
 	c.Sync()
-	st = n.read(t, nd)
+	st = read(t, nd)
 	if len(st.Bindings) != 1 || !slices.Contains(st.Entries, loop) || len(st.Servers) != 1 {
 		t.Errorf("after deleting one service: bindings %v, servers %v, loop-back kept %v", st.Bindings, st.Servers, slices.Contains(st.Entries, loop))
 	}
@@ -64,7 +64,7 @@ func TestSharedObjects(t *testing.T) {
 
 	c.DeleteService(api.Key())
 	c.Sync()
-	st = n.read(t, nd)
+	st = read(t, nd)
 	if len(st.Bindings)+len(st.Entries)+len(st.Servers)+len(st.Dests) != 0 {
 		t.Errorf("after deleting both: %+v", st)
 	}
@@ -90,7 +90,7 @@ func TestRestartRetryOneWrite(t *testing.T) {
 	var stats []SyncStats
 	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
 	feed(c)
-	want := n.read(t, nd)
+	want := read(t, nd)
 
 	a, nd = n.parts(t)
 	c = New(cfg, a, nd, quiet)
@@ -112,7 +112,7 @@ func TestRestartRetryOneWrite(t *testing.T) {
 	if s := stats[len(stats)-1]; s.Failed != 0 || s.Writes != 1 {
 		t.Errorf("retry: %+v, want 1 write", s)
 	}
-	got := n.read(t, nd)
+	got := read(t, nd)
 	d := render.Destination{Server: render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}, Addr: netip.MustParseAddr("10.244.0.6"), Port: 8080}
 	if _, ok := got.Dests[d]; !ok {
 		t.Errorf("the retried destination is missing: %v", got.Dests)

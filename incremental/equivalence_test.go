@@ -129,21 +129,40 @@ func (g *randomCluster) step(tr *client.Tracker) {
 	}
 }
 
+// testNode is a node the equivalence test programs: fake or real kernel.
+type testNode interface {
+	// parts returns, as a (re)started process builds them, the applier
+	// (through the node's failing writer) and the reader.
+	parts(t testing.TB) (*dataplane.Applier, *dataplane.Node)
+	failer() *failing
+	// drift removes a bound address and a destination and binds a stray
+	// address, as an operator's hand would.
+	drift(t *testing.T)
+	// tools returns what the kernel's own tools show, normalized ("" for
+	// fakes).
+	tools(t *testing.T) string
+}
+
 // TestEquivalence drives the full-state and the incremental sink with the
 // same random sequences of cluster states, with failures injected in the
 // middle of batches (the same objects fail for both), restarts and drift,
 // and requires the identical kernel state after every step; after a step
 // with no failure, the state must also be exactly the rendered cluster.
+// On fakes; TestEquivalenceKernel runs it on the real kernel.
 func TestEquivalence(t *testing.T) {
 	seeds, steps := 40, 60
 	if testing.Short() {
 		seeds = 8
 	}
+	runEquivalence(t, seeds, steps, func(t *testing.T) testNode { return newFakeNode(t) })
+}
+
+func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) testNode) {
 	cfg := render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			g := &randomCluster{r: rand.New(rand.NewPCG(uint64(seed), 7)), slots: 10}
-			full, incr := newFakeNode(t), newFakeNode(t)
+			full, incr := newNode(t), newNode(t)
 			fa, fnode := full.parts(t)
 			ia, inode := incr.parts(t)
 			fctl := fullstate.NewController(cfg, fa, fnode, quiet)
@@ -153,27 +172,32 @@ func TestEquivalence(t *testing.T) {
 			var fstats, istats []SyncStats
 			fctl.OnSync = func(s SyncStats) { fstats = append(fstats, s) }
 			ictl.OnSync = func(s SyncStats) { istats = append(istats, s) }
+			compare := func(step int, what string) {
+				t.Helper()
+				if d := stateDiff(read(t, fnode), read(t, inode)); d != "" {
+					t.Fatalf("step %d%s: kernels differ (-full-state +incremental):\n%s", step, what, d)
+				}
+				if ft, it := full.tools(t), incr.tools(t); ft != it {
+					t.Fatalf("step %d%s: the kernel tools show different states:\nfull-state:\n%s\nincremental:\n%s", step, what, ft, it)
+				}
+			}
 			for step := range steps {
 				g.step(tr)
 				snap := tr.Snapshot()
 				failures := step%3 == 1
 				if failures {
 					pick := pickOneIn(uint64(seed*1000+step), 4)
-					full.fail.pick, incr.fail.pick = pick, pick
+					full.failer().pick, incr.failer().pick = pick, pick
 				}
 				client.ToCallback(fctl.Callback)(snap)
 				ev.Apply(snap)
-
-				full.fail.pick, incr.fail.pick = nil, nil
-				fs, is := full.read(t, fnode), incr.read(t, inode)
-				if d := stateDiff(fs, is); d != "" {
-					t.Fatalf("step %d (failures %v): kernels differ (-full-state +incremental):\n%s", step, failures, d)
-				}
+				full.failer().pick, incr.failer().pick = nil, nil
+				compare(step, fmt.Sprintf(" (failures %v)", failures))
 				if fw, iw := fstats[len(fstats)-1].Writes, istats[len(istats)-1].Writes; fw != iw {
 					t.Errorf("step %d: full-state wrote %d objects, incremental %d", step, fw, iw)
 				}
 				if !failures {
-					if d := stateDiff(wantState(snap.Services(), cfg), is); d != "" {
+					if d := stateDiff(wantState(snap.Services(), cfg), read(t, inode)); d != "" {
 						t.Fatalf("step %d: kernel is not the rendered cluster (-want +got):\n%s", step, d)
 					}
 				}
@@ -182,11 +206,10 @@ func TestEquivalence(t *testing.T) {
 					// Both repair the failures of the last step on resync.
 					fctl.Resync()
 					ictl.Resync()
+					compare(step, " after resync")
 				case 7:
-					// Drift: an address and a destination go behind the
-					// sinks' backs; resync repairs it.
-					drift(t, full, fnode)
-					drift(t, incr, inode)
+					full.drift(t)
+					incr.drift(t)
 					// The first resync binds the address again; servers on
 					// it were hidden from that read, so the destination
 					// removed there comes back at the second.
@@ -195,12 +218,13 @@ func TestEquivalence(t *testing.T) {
 						ictl.Resync()
 					}
 					want := wantState(snap.Services(), cfg)
-					if d := stateDiff(want, full.read(t, fnode)); d != "" {
+					if d := stateDiff(want, read(t, fnode)); d != "" {
 						t.Fatalf("step %d: full-state sink: drift not repaired (-want +got):\n%s", step, d)
 					}
-					if d := stateDiff(want, incr.read(t, inode)); d != "" {
+					if d := stateDiff(want, read(t, inode)); d != "" {
 						t.Fatalf("step %d: incremental sink: drift not repaired (-want +got):\n%s", step, d)
 					}
+					compare(step, " after drift")
 				case 9:
 					// Restart both on the same kernels: no writes.
 					fa, fnode = full.parts(t)
@@ -215,9 +239,7 @@ func TestEquivalence(t *testing.T) {
 					if fw, iw := fstats[len(fstats)-1].Writes, istats[len(istats)-1].Writes; (fw != 0 || iw != 0) && !failures {
 						t.Errorf("step %d: restarted sinks wrote %d (full-state) and %d (incremental) objects, want 0", step, fw, iw)
 					}
-					if d := stateDiff(full.read(t, fnode), incr.read(t, inode)); d != "" {
-						t.Fatalf("step %d, after restart: kernels differ (-full-state +incremental):\n%s", step, d)
-					}
+					compare(step, " after restart")
 				}
 			}
 		})
@@ -235,24 +257,18 @@ func fullSnapshot(tr *client.Tracker) *client.Snapshot {
 	return client.NewSnapshot(s.Services(), cs)
 }
 
-// drift removes the first bound address and the first destination of the
-// first virtual server with one, and binds a stray address, as an
-// operator's hand would.
-func drift(t *testing.T, n *fakeNode, _ *dataplane.Node) {
+// driftOn removes the first bound address and the first destination of
+// the first virtual server with one, and binds a stray address.
+func driftOn(t *testing.T, links dataplane.Links, conn *ipvs.Conn) {
 	t.Helper()
-	if as, _ := n.links.Addresses("kube-ipvs0"); len(as) > 0 {
-		if err := n.links.DelAddresses("kube-ipvs0", as[:1]); err != nil {
+	if as, _ := links.Addresses("kube-ipvs0"); len(as) > 0 {
+		if err := links.DelAddresses("kube-ipvs0", as[:1]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := n.links.AddAddresses("kube-ipvs0", []netip.Addr{netip.MustParseAddr("10.99.99.99")}); err != nil {
+	if err := links.AddAddresses("kube-ipvs0", []netip.Addr{netip.MustParseAddr("10.99.99.99")}); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := n.ipvs.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	svcs, err := conn.Services()
 	if err != nil {
 		t.Fatal(err)

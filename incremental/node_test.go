@@ -60,8 +60,20 @@ func (n *fakeNode) parts(t testing.TB) (*dataplane.Applier, *dataplane.Node) {
 	return dataplane.NewApplier(&n.fail), nd
 }
 
+func (n *fakeNode) failer() *failing      { return &n.fail }
+func (n *fakeNode) tools(*testing.T) string { return "" }
+
+func (n *fakeNode) drift(t *testing.T) {
+	conn, err := n.ipvs.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	driftOn(t, n.links, conn)
+}
+
 // read returns what the node holds, for comparison.
-func (n *fakeNode) read(t testing.TB, nd *dataplane.Node) *dataplane.State {
+func read(t testing.TB, nd *dataplane.Node) *dataplane.State {
 	t.Helper()
 	st, err := nd.Read()
 	if err != nil {
