@@ -60,7 +60,7 @@ func (n *fakeNode) parts(t testing.TB) (*dataplane.Applier, *dataplane.Node) {
 	return dataplane.NewApplier(&n.fail), nd
 }
 
-func (n *fakeNode) failer() *failing      { return &n.fail }
+func (n *fakeNode) failer() *failing        { return &n.fail }
 func (n *fakeNode) tools(*testing.T) string { return "" }
 
 func (n *fakeNode) drift(t *testing.T) {

@@ -23,4 +23,6 @@ func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 
 // run runs the command line args, printing to stdout (dry-run output) and
 // stderr (logs), and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int { return runtime.Main(sink, args, stdout, stderr) }
+func run(args []string, stdout, stderr io.Writer) int {
+	return runtime.Main(sink, args, stdout, stderr)
+}
