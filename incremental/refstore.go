@@ -16,17 +16,22 @@ import (
 // Objects whose wanted and applied values may differ are dirty; changes
 // lists them, and applied records what the kernel took.
 type refStore[K comparable, V comparable] struct {
-	objs  map[K]ref[V]
+	// objs holds no pointers (for comparable keys and values without
+	// any), so the garbage collector does not scan it.
+	objs map[K]ref[V]
+	// more holds the services beyond the first that want an object:
+	// rarely any.
+	more  map[K][]contrib[V]
 	dirty []K
 	// greater reports whether service a's key sorts after service b's.
 	greater func(a, b uint32) bool
 }
 
 type ref[V any] struct {
-	// first is the first service wanting the object (n == 0: none); more
-	// are the others, rarely any.
+	// first is the first service wanting the object (n == 0: none);
+	// others, when set, says more (in refStore.more) want it too.
 	first   contrib[V]
-	more    []contrib[V]
+	others  bool
 	applied V
 	has     bool // the kernel holds applied
 	dirty   bool
@@ -39,7 +44,7 @@ type contrib[V any] struct {
 }
 
 func newRefStore[K comparable, V comparable](greater func(a, b uint32) bool) *refStore[K, V] {
-	return &refStore[K, V]{objs: map[K]ref[V]{}, greater: greater}
+	return &refStore[K, V]{objs: map[K]ref[V]{}, more: map[K][]contrib[V]{}, greater: greater}
 }
 
 func (s *refStore[K, V]) mark(k K, r *ref[V]) {
@@ -59,17 +64,19 @@ func (s *refStore[K, V]) add(k K, svc uint32, v V) {
 		r.first.n++
 		r.first.v = v
 	default:
+		more := s.more[k]
 		found := false
-		for i := range r.more {
-			if r.more[i].svc == svc {
-				r.more[i].n++
-				r.more[i].v = v
+		for i := range more {
+			if more[i].svc == svc {
+				more[i].n++
+				more[i].v = v
 				found = true
 				break
 			}
 		}
 		if !found {
-			r.more = append(r.more, contrib[V]{svc, 1, v})
+			s.more[k] = append(more, contrib[V]{svc, 1, v})
+			r.others = true
 		}
 	}
 	s.mark(k, &r)
@@ -82,41 +89,50 @@ func (s *refStore[K, V]) remove(k K, svc uint32) {
 	if !ok {
 		return
 	}
+	more := s.more[k]
 	if r.first.n > 0 && r.first.svc == svc {
 		r.first.n--
 		if r.first.n == 0 {
 			r.first = contrib[V]{}
-			if len(r.more) > 0 {
-				r.first = r.more[len(r.more)-1]
-				r.more = r.more[:len(r.more)-1]
+			if len(more) > 0 {
+				r.first = more[len(more)-1]
+				more = more[:len(more)-1]
 			}
 		}
 	} else {
-		for i := range r.more {
-			if r.more[i].svc == svc {
-				r.more[i].n--
-				if r.more[i].n == 0 {
-					r.more = append(r.more[:i], r.more[i+1:]...)
+		for i := range more {
+			if more[i].svc == svc {
+				more[i].n--
+				if more[i].n == 0 {
+					more = append(more[:i], more[i+1:]...)
 				}
 				break
 			}
 		}
 	}
-	if len(r.more) == 0 {
-		r.more = nil
+	if r.others {
+		if len(more) == 0 {
+			delete(s.more, k)
+			r.others = false
+		} else {
+			s.more[k] = more
+		}
 	}
 	s.mark(k, &r)
 	s.objs[k] = r
 }
 
 // want returns the value the services want for the object, if any.
-func (s *refStore[K, V]) want(r *ref[V]) (V, bool) {
+func (s *refStore[K, V]) want(k K, r *ref[V]) (V, bool) {
 	if r.first.n == 0 {
 		var zero V
 		return zero, false
 	}
 	best := r.first
-	for _, c := range r.more {
+	if !r.others {
+		return best.v, true
+	}
+	for _, c := range s.more[k] {
 		if s.greater(c.svc, best.svc) {
 			best = c
 		}
@@ -128,13 +144,15 @@ func (s *refStore[K, V]) want(r *ref[V]) (V, bool) {
 // forgets those that need nothing. The dirty list is emptied: applied
 // marks again what failed.
 func (s *refStore[K, V]) changes(changed, deleted []diffstore.Change[K, V]) ([]diffstore.Change[K, V], []diffstore.Change[K, V]) {
+	// Most dirty objects are usually written one way or the other.
+	changed, deleted = room(changed, len(s.dirty)), room(deleted, 0)
 	for _, k := range s.dirty {
 		r, ok := s.objs[k]
 		if !ok || !r.dirty {
 			continue
 		}
 		r.dirty = false
-		v, wanted := s.want(&r)
+		v, wanted := s.want(k, &r)
 		switch {
 		case wanted && (!r.has || v != r.applied):
 			changed = append(changed, diffstore.Change[K, V]{Key: k, Value: v, Old: r.applied, HasOld: r.has})
@@ -146,8 +164,21 @@ func (s *refStore[K, V]) changes(changed, deleted []diffstore.Change[K, V]) ([]d
 		}
 		s.objs[k] = r
 	}
-	s.dirty = s.dirty[:0]
+	if cap(s.dirty) > 4*len(s.dirty)+1024 {
+		s.dirty = nil // let a large initial list go
+	} else {
+		s.dirty = s.dirty[:0]
+	}
 	return changed, deleted
+}
+
+// room returns l emptied with room for n elements; a list much longer than
+// needed (after an initial sync) is let go.
+func room[T any](l []T, n int) []T {
+	if cap(l) < n || cap(l) > 2*n+1024 {
+		return make([]T, 0, n)
+	}
+	return l[:0]
 }
 
 // applied records the outcome of writing changed and deleted: the kernel
