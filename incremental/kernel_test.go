@@ -118,7 +118,7 @@ func (n *kernelNode) drift(t *testing.T) { driftOn(t, n.links, n.conn) }
 
 // tools returns `ipvsadm -Sn`, `ipset save`, the addresses of kube-ipvs0
 // and `iptables-save`/`ip6tables-save`, each sorted by line (their order
-// depends on insertion, not on state) and without counters.
+// depends on insertion, not on state), without counters or hash seeds.
 func (n *kernelNode) tools(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
@@ -141,6 +141,9 @@ func (n *kernelNode) tools(t *testing.T) string {
 				if f := strings.Fields(l); len(f) >= 4 {
 					l = f[2] + " " + f[3]
 				}
+			case cmd[0] == "ipset" && strings.Contains(l, " initval "):
+				// The hash seed is random per set.
+				l = l[:strings.Index(l, " initval ")]
 			case strings.HasPrefix(l, ":"):
 				// Chain with counters: the name and policy only.
 				if f := strings.Fields(l); len(f) >= 2 {
