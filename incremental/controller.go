@@ -202,6 +202,21 @@ func (c *Controller) render(st *SyncStats) {
 	}
 	keys := slices.SortedFunc(maps.Keys(c.touched), client.ServiceKey.Compare)
 	clear(c.touched)
+	if c.servers.len()+c.dests.len()+c.bindings.len()+c.entries.len() == 0 {
+		// A first sync: size the records for what a service usually
+		// renders (a server, its destinations, a binding and two
+		// entries), instead of growing them step by step.
+		n := 0
+		for _, k := range keys {
+			if s := c.services[k]; s != nil {
+				n += len(s.eps)
+			}
+		}
+		c.servers.reserve(len(keys))
+		c.dests.reserve(n)
+		c.bindings.reserve(len(keys))
+		c.entries.reserve(2 * len(keys))
+	}
 	for _, k := range keys {
 		s := c.services[k]
 		if s == nil {

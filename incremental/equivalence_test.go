@@ -177,14 +177,19 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 				if d := stateDiff(read(t, fnode), read(t, inode)); d != "" {
 					t.Fatalf("step %d%s: kernels differ (-full-state +incremental):\n%s", step, what, d)
 				}
+				// The kernel's tools (slow to run in the emulated VM) after
+				// every fifth step and every resync, drift and restart.
+				if step%5 != 4 && what == "" {
+					return
+				}
 				if ft, it := full.tools(t), incr.tools(t); ft != it {
 					t.Fatalf("step %d%s: the kernel tools show different states:\nfull-state:\n%s\nincremental:\n%s", step, what, ft, it)
 				}
 			}
 			for step := range steps {
 				g.step(tr)
-				snap := tr.Snapshot()
 				failures := step%3 == 1
+				snap := tr.Snapshot()
 				if failures {
 					pick := pickOneIn(uint64(seed*1000+step), 4)
 					full.failer().pick, incr.failer().pick = pick, pick
@@ -192,7 +197,7 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 				client.ToCallback(fctl.Callback)(snap)
 				ev.Apply(snap)
 				full.failer().pick, incr.failer().pick = nil, nil
-				compare(step, fmt.Sprintf(" (failures %v)", failures))
+				compare(step, "")
 				if fw, iw := fstats[len(fstats)-1].Writes, istats[len(istats)-1].Writes; fw != iw {
 					t.Errorf("step %d: full-state wrote %d objects, incremental %d", step, fw, iw)
 				}

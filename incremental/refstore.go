@@ -15,19 +15,28 @@ import (
 //
 // Objects whose wanted and applied values may differ are dirty; changes
 // lists them, and applied records what the kernel took.
+//
+// Objects live in a slab indexed by a map from key to slot, so that only
+// adding an object hashes its key: the dirty list, the change lists and
+// recording their outcome go by slot. With keys and values without
+// pointers (the compact keys of dataplane/objects), neither the map nor
+// the slab is scanned by the garbage collector.
 type refStore[K comparable, V comparable] struct {
-	// objs holds no pointers (for comparable keys and values without
-	// any), so the garbage collector does not scan it.
-	objs map[K]ref[V]
+	index map[K]int32
+	slab  []ref[K, V]
+	free  []int32
 	// more holds the services beyond the first that want an object:
 	// rarely any.
 	more  map[K][]contrib[V]
-	dirty []K
+	dirty []int32
+	// The slots of the last changes' lists, for applied.
+	changedAt, deletedAt []int32
 	// greater reports whether service a's key sorts after service b's.
 	greater func(a, b uint32) bool
 }
 
-type ref[V any] struct {
+type ref[K comparable, V any] struct {
+	key K
 	// first is the first service wanting the object (n == 0: none);
 	// others, when set, says more (in refStore.more) want it too.
 	first   contrib[V]
@@ -35,6 +44,7 @@ type ref[V any] struct {
 	applied V
 	has     bool // the kernel holds applied
 	dirty   bool
+	live    bool // the slot holds an object
 }
 
 type contrib[V any] struct {
@@ -44,19 +54,54 @@ type contrib[V any] struct {
 }
 
 func newRefStore[K comparable, V comparable](greater func(a, b uint32) bool) *refStore[K, V] {
-	return &refStore[K, V]{objs: map[K]ref[V]{}, more: map[K][]contrib[V]{}, greater: greater}
+	return &refStore[K, V]{index: map[K]int32{}, more: map[K][]contrib[V]{}, greater: greater}
 }
 
-func (s *refStore[K, V]) mark(k K, r *ref[V]) {
-	if !r.dirty {
+// reserve makes room for n objects in an empty store.
+func (s *refStore[K, V]) reserve(n int) {
+	if len(s.index) == 0 {
+		s.index = make(map[K]int32, n)
+		s.slab = make([]ref[K, V], 0, n)
+		s.dirty = make([]int32, 0, n)
+	}
+}
+
+// slot returns k's slot, adding the object when it is new.
+func (s *refStore[K, V]) slot(k K) int32 {
+	if i, ok := s.index[k]; ok {
+		return i
+	}
+	var i int32
+	if n := len(s.free); n > 0 {
+		i = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		i = int32(len(s.slab))
+		s.slab = append(s.slab, ref[K, V]{})
+	}
+	s.slab[i] = ref[K, V]{key: k, live: true}
+	s.index[k] = i
+	return i
+}
+
+// drop removes the object in slot i.
+func (s *refStore[K, V]) drop(i int32) {
+	delete(s.index, s.slab[i].key)
+	s.slab[i] = ref[K, V]{}
+	s.free = append(s.free, i)
+}
+
+func (s *refStore[K, V]) mark(i int32) {
+	if r := &s.slab[i]; !r.dirty {
 		r.dirty = true
-		s.dirty = append(s.dirty, k)
+		s.dirty = append(s.dirty, i)
 	}
 }
 
 // add records that service svc wants k with value v.
 func (s *refStore[K, V]) add(k K, svc uint32, v V) {
-	r := s.objs[k]
+	i := s.slot(k)
+	r := &s.slab[i]
 	switch {
 	case r.first.n == 0:
 		r.first = contrib[V]{svc, 1, v}
@@ -66,10 +111,10 @@ func (s *refStore[K, V]) add(k K, svc uint32, v V) {
 	default:
 		more := s.more[k]
 		found := false
-		for i := range more {
-			if more[i].svc == svc {
-				more[i].n++
-				more[i].v = v
+		for j := range more {
+			if more[j].svc == svc {
+				more[j].n++
+				more[j].v = v
 				found = true
 				break
 			}
@@ -79,17 +124,20 @@ func (s *refStore[K, V]) add(k K, svc uint32, v V) {
 			r.others = true
 		}
 	}
-	s.mark(k, &r)
-	s.objs[k] = r
+	s.mark(i)
 }
 
 // remove takes back one emission of k by service svc.
 func (s *refStore[K, V]) remove(k K, svc uint32) {
-	r, ok := s.objs[k]
+	i, ok := s.index[k]
 	if !ok {
 		return
 	}
-	more := s.more[k]
+	r := &s.slab[i]
+	var more []contrib[V]
+	if r.others {
+		more = s.more[k]
+	}
 	if r.first.n > 0 && r.first.svc == svc {
 		r.first.n--
 		if r.first.n == 0 {
@@ -100,11 +148,11 @@ func (s *refStore[K, V]) remove(k K, svc uint32) {
 			}
 		}
 	} else {
-		for i := range more {
-			if more[i].svc == svc {
-				more[i].n--
-				if more[i].n == 0 {
-					more = append(more[:i], more[i+1:]...)
+		for j := range more {
+			if more[j].svc == svc {
+				more[j].n--
+				if more[j].n == 0 {
+					more = append(more[:j], more[j+1:]...)
 				}
 				break
 			}
@@ -118,12 +166,11 @@ func (s *refStore[K, V]) remove(k K, svc uint32) {
 			s.more[k] = more
 		}
 	}
-	s.mark(k, &r)
-	s.objs[k] = r
+	s.mark(i)
 }
 
 // want returns the value the services want for the object, if any.
-func (s *refStore[K, V]) want(k K, r *ref[V]) (V, bool) {
+func (s *refStore[K, V]) want(r *ref[K, V]) (V, bool) {
 	if r.first.n == 0 {
 		var zero V
 		return zero, false
@@ -132,7 +179,7 @@ func (s *refStore[K, V]) want(k K, r *ref[V]) (V, bool) {
 	if !r.others {
 		return best.v, true
 	}
-	for _, c := range s.more[k] {
+	for _, c := range s.more[r.key] {
 		if s.greater(c.svc, best.svc) {
 			best = c
 		}
@@ -146,23 +193,24 @@ func (s *refStore[K, V]) want(k K, r *ref[V]) (V, bool) {
 func (s *refStore[K, V]) changes(changed, deleted []diffstore.Change[K, V]) ([]diffstore.Change[K, V], []diffstore.Change[K, V]) {
 	// Most dirty objects are usually written one way or the other.
 	changed, deleted = room(changed, len(s.dirty)), room(deleted, 0)
-	for _, k := range s.dirty {
-		r, ok := s.objs[k]
-		if !ok || !r.dirty {
+	s.changedAt, s.deletedAt = room(s.changedAt, len(s.dirty)), room(s.deletedAt, 0)
+	for _, i := range s.dirty {
+		r := &s.slab[i]
+		if !r.live || !r.dirty {
 			continue
 		}
 		r.dirty = false
-		v, wanted := s.want(k, &r)
+		v, wanted := s.want(r)
 		switch {
 		case wanted && (!r.has || v != r.applied):
-			changed = append(changed, diffstore.Change[K, V]{Key: k, Value: v, Old: r.applied, HasOld: r.has})
+			changed = append(changed, diffstore.Change[K, V]{Key: r.key, Value: v, Old: r.applied, HasOld: r.has})
+			s.changedAt = append(s.changedAt, i)
 		case !wanted && r.has:
-			deleted = append(deleted, diffstore.Change[K, V]{Key: k, Old: r.applied, HasOld: true})
+			deleted = append(deleted, diffstore.Change[K, V]{Key: r.key, Old: r.applied, HasOld: true})
+			s.deletedAt = append(s.deletedAt, i)
 		case !wanted:
-			delete(s.objs, k)
-			continue
+			s.drop(i)
 		}
-		s.objs[k] = r
 	}
 	if cap(s.dirty) > 4*len(s.dirty)+1024 {
 		s.dirty = nil // let a large initial list go
@@ -181,68 +229,67 @@ func room[T any](l []T, n int) []T {
 	return l[:0]
 }
 
-// applied records the outcome of writing changed and deleted: the kernel
-// now holds the wanted value, or nothing, except for the objects failed
-// reports, which stay dirty and are written again at the next sync.
+// applied records the outcome of writing changed and deleted, the lists
+// the last changes returned: the kernel now holds the wanted value, or
+// nothing, except for the objects failed reports, which stay dirty and
+// are written again at the next sync.
 func (s *refStore[K, V]) applied(changed, deleted []diffstore.Change[K, V], failed func(K) bool) {
-	for _, c := range changed {
-		r := s.objs[c.Key]
+	for j, c := range changed {
+		i := s.changedAt[j]
 		if failed != nil && failed(c.Key) {
-			s.mark(c.Key, &r)
-		} else {
-			r.applied, r.has = c.Value, true
-		}
-		s.objs[c.Key] = r
-	}
-	for _, c := range deleted {
-		r := s.objs[c.Key]
-		if failed != nil && failed(c.Key) {
-			s.mark(c.Key, &r)
-			s.objs[c.Key] = r
+			s.mark(i)
 			continue
 		}
+		r := &s.slab[i]
+		r.applied, r.has = c.Value, true
+	}
+	for j, c := range deleted {
+		i := s.deletedAt[j]
+		if failed != nil && failed(c.Key) {
+			s.mark(i)
+			continue
+		}
+		r := &s.slab[i]
 		var zero V
 		r.applied, r.has = zero, false
 		if r.first.n == 0 && !r.dirty {
-			delete(s.objs, c.Key)
-			continue
+			s.drop(i)
 		}
-		s.objs[c.Key] = r
 	}
 }
 
 // Each calls f for every object the kernel is known to hold
 // (objects.Store).
 func (s *refStore[K, V]) Each(f func(K, V)) {
-	for k, r := range s.objs {
-		if r.has {
-			f(k, r.applied)
+	for i := range s.slab {
+		if r := &s.slab[i]; r.live && r.has {
+			f(r.key, r.applied)
 		}
 	}
 }
 
 // Forget records that the kernel lost k (objects.Store).
 func (s *refStore[K, V]) Forget(k K) {
-	r, ok := s.objs[k]
+	i, ok := s.index[k]
 	if !ok {
 		return
 	}
+	r := &s.slab[i]
 	var zero V
 	r.applied, r.has = zero, false
-	s.mark(k, &r)
-	s.objs[k] = r
+	s.mark(i)
 }
 
 // Adopt records that the kernel holds v for k (objects.Store).
 func (s *refStore[K, V]) Adopt(k K, v V) {
-	r := s.objs[k]
+	i := s.slot(k)
+	r := &s.slab[i]
 	if r.has && r.applied == v {
 		return
 	}
 	r.applied, r.has = v, true
-	s.mark(k, &r)
-	s.objs[k] = r
+	s.mark(i)
 }
 
 // len returns the number of objects tracked.
-func (s *refStore[K, V]) len() int { return len(s.objs) }
+func (s *refStore[K, V]) len() int { return len(s.index) }
