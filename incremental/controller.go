@@ -201,7 +201,13 @@ func (c *Controller) render(st *SyncStats) {
 		return
 	}
 	keys := slices.SortedFunc(maps.Keys(c.touched), client.ServiceKey.Compare)
-	clear(c.touched)
+	if len(keys) > 256 {
+		// A cleared map keeps its size, and walking it costs that
+		// size: after a large sync, start a small one.
+		c.touched = map[client.ServiceKey]struct{}{}
+	} else {
+		clear(c.touched)
+	}
 	if c.servers.len()+c.dests.len()+c.bindings.len()+c.entries.len() == 0 {
 		// A first sync: size the records for what a service usually
 		// renders (a server, its destinations, a binding and two
