@@ -70,3 +70,28 @@ func TestHandoffKeepsChanges(t *testing.T) {
 		t.Errorf("events after skipped snapshots (-want +got):\n%s", diff)
 	}
 }
+
+// TestMergedFull: a skipped snapshot that does not know its changes makes
+// the kept one not know them either, whichever of the two it was.
+func TestMergedFull(t *testing.T) {
+	known := client.NewSnapshot(nil, []client.Change{{Key: client.ServiceKey{Namespace: "ns", Name: "a"}}})
+	full := client.NewSnapshot(nil, nil)
+	full.Full = true
+	for _, tc := range []struct {
+		name      string
+		prev, cur *client.Snapshot
+		wantFull  bool
+	}{
+		{"both known", known, known, false},
+		{"skipped one full", full, known, true},
+		{"kept one full", known, full, true},
+	} {
+		got := merged(tc.prev, tc.cur)
+		if got.Full != tc.wantFull {
+			t.Errorf("%s: Full = %v, want %v", tc.name, got.Full, tc.wantFull)
+		}
+		if tc.cur.Full != (tc.name == "kept one full") || tc.prev.Full != (tc.name == "skipped one full") {
+			t.Errorf("%s: merged changed its inputs", tc.name)
+		}
+	}
+}
