@@ -70,7 +70,7 @@ type Controller struct {
 type service struct {
 	id       uint32
 	svc      *client.Service // nil: deleted
-	eps      map[client.EndpointKey]*client.Endpoint
+	eps      []*client.Endpoint // sorted by key
 	rendered *client.ServiceEndpoints // nil: nothing rendered
 	noLocal  bool
 }
@@ -103,7 +103,7 @@ func (c *Controller) get(k client.ServiceKey) *service {
 			c.ids[k] = id
 			c.names = append(c.names, k)
 		}
-		s = &service{id: id, eps: map[client.EndpointKey]*client.Endpoint{}}
+		s = &service{id: id}
 		c.services[k] = s
 	}
 	c.touched[k] = struct{}{}
@@ -123,7 +123,7 @@ func (c *Controller) DeleteService(k client.ServiceKey) {
 	defer c.mu.Unlock()
 	if s := c.services[k]; s != nil {
 		s.svc = nil
-		clear(s.eps)
+		s.eps = nil
 		c.touched[k] = struct{}{}
 	}
 }
@@ -132,7 +132,13 @@ func (c *Controller) DeleteService(k client.ServiceKey) {
 func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.get(k).eps[ep.Key] = ep
+	s := c.get(k)
+	i, found := slices.BinarySearchFunc(s.eps, ep.Key, byKey)
+	if found {
+		s.eps[i] = ep
+	} else {
+		s.eps = slices.Insert(s.eps, i, ep)
+	}
 }
 
 // DeleteEndpoint removes an endpoint of a service (client.Sink).
@@ -140,7 +146,9 @@ func (c *Controller) DeleteEndpoint(k client.ServiceKey, key client.EndpointKey)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.services[k]; s != nil {
-		delete(s.eps, key)
+		if i, found := slices.BinarySearchFunc(s.eps, key, byKey); found {
+			s.eps = slices.Delete(s.eps, i, i+1)
+		}
 		c.touched[k] = struct{}{}
 	}
 }
@@ -240,11 +248,8 @@ func (c *Controller) render(st *SyncStats) {
 			delete(c.services, k)
 			continue
 		}
-		se := &client.ServiceEndpoints{Service: s.svc, Endpoints: make([]*client.Endpoint, 0, len(s.eps))}
-		for _, e := range s.eps {
-			se.Endpoints = append(se.Endpoints, e)
-		}
-		slices.SortFunc(se.Endpoints, func(a, b *client.Endpoint) int { return cmp.Compare(a.Key, b.Key) })
+		// The rendered state keeps its own copy: s.eps changes in place.
+		se := &client.ServiceEndpoints{Service: s.svc, Endpoints: slices.Clone(s.eps)}
 		for _, err := range render.Render(se, c.cfg, collector{c, s.id, true}) {
 			st.RenderErrors++
 			c.log.Warn("service skipped in part", "error", err)
@@ -256,6 +261,8 @@ func (c *Controller) render(st *SyncStats) {
 		}
 	}
 }
+
+func byKey(e *client.Endpoint, k client.EndpointKey) int { return cmp.Compare(e.Key, k) }
 
 func noLocal(se *client.ServiceEndpoints) bool {
 	s := se.Service
