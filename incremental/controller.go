@@ -69,8 +69,8 @@ type Controller struct {
 // objects were last rendered from.
 type service struct {
 	id       uint32
-	svc      *client.Service // nil: deleted
-	eps      []*client.Endpoint // sorted by key
+	svc      *client.Service          // nil: deleted
+	eps      []*client.Endpoint       // sorted by key
 	rendered *client.ServiceEndpoints // nil: nothing rendered
 	noLocal  bool
 }
