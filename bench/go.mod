@@ -1,6 +1,6 @@
 module github.com/proxysinks/proxysinks/bench
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/moby/ipvs v1.1.0
@@ -11,6 +11,7 @@ require (
 require (
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/ti-mo/conntrack v0.6.0 // indirect
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 )
 
