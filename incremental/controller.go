@@ -245,7 +245,11 @@ func (c *Controller) render(st *SyncStats) {
 			s.noLocal = false
 		}
 		if s.svc == nil {
-			delete(c.services, k)
+			// Deleted; or endpoints whose service has not come yet,
+			// kept until it does.
+			if len(s.eps) == 0 {
+				delete(c.services, k)
+			}
 			continue
 		}
 		// The rendered state keeps its own copy: s.eps changes in place.

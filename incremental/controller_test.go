@@ -124,3 +124,22 @@ func TestRestartRetryOneWrite(t *testing.T) {
 		t.Errorf("state (-want +got):\n%s", diff)
 	}
 }
+
+// TestEndpointsBeforeService: endpoints set before their service are kept
+// and programmed once the service comes.
+func TestEndpointsBeforeService(t *testing.T) {
+	n := newFakeNode(t)
+	a, nd := n.parts(t)
+	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, quiet)
+	web := clusterIPService("web", "10.96.0.1")
+	c.SetEndpoint(web.Key(), endpoint("e1", "10.244.0.5"))
+	c.Sync()
+	if st := read(t, nd); len(st.Servers) != 0 {
+		t.Fatalf("servers without a service: %v", st.Servers)
+	}
+	c.SetService(web)
+	c.Sync()
+	if st := read(t, nd); len(st.Dests) != 1 {
+		t.Errorf("destinations once the service came: %v, want the endpoint's", st.Dests)
+	}
+}
