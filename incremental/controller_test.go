@@ -1,6 +1,7 @@
 package incremental
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -141,5 +142,31 @@ func TestEndpointsBeforeService(t *testing.T) {
 	c.Sync()
 	if st := read(t, nd); len(st.Dests) != 1 {
 		t.Errorf("destinations once the service came: %v, want the endpoint's", st.Dests)
+	}
+}
+
+// TestEmptyThenFullAgain: after every service is gone, the records start
+// afresh for the next ones (a first-sync path again).
+func TestEmptyThenFullAgain(t *testing.T) {
+	n := newFakeNode(t)
+	a, nd := n.parts(t)
+	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, quiet)
+	for round := range 3 {
+		for i, ip := range []string{"10.96.0.1", "10.96.0.2", "10.96.0.3"} {
+			svc := clusterIPService(fmt.Sprint("web-", i), ip)
+			c.SetService(svc)
+			c.SetEndpoint(svc.Key(), endpoint("e1", fmt.Sprintf("10.244.0.%d", i+1)))
+		}
+		c.Sync()
+		if st := read(t, nd); len(st.Servers) != 3 || len(st.Dests) != 3 {
+			t.Fatalf("round %d: %d servers, %d destinations, want 3 and 3", round, len(st.Servers), len(st.Dests))
+		}
+		for i := range 3 {
+			c.DeleteService(client.ServiceKey{Namespace: "ns", Name: fmt.Sprint("web-", i)})
+		}
+		c.Sync()
+		if st := read(t, nd); len(st.Servers)+len(st.Dests)+len(st.Bindings)+len(st.Entries) != 0 {
+			t.Fatalf("round %d: left %+v", round, st)
+		}
 	}
 }

@@ -103,6 +103,13 @@ func (g *randomCluster) service(i int) *client.ServiceEndpoints {
 // step changes a few services of the tracker: added, replaced, removed,
 // or only an endpoint changed.
 func (g *randomCluster) step(tr *client.Tracker) {
+	if g.r.IntN(25) == 0 {
+		// Now and then the whole cluster goes.
+		for i := range g.slots {
+			tr.Set(client.ServiceKey{Namespace: "ns", Name: fmt.Sprintf("svc-%02d", i)}, nil)
+		}
+		return
+	}
 	for range 1 + g.r.IntN(4) {
 		i := g.r.IntN(g.slots)
 		k := client.ServiceKey{Namespace: "ns", Name: fmt.Sprintf("svc-%02d", i)}
