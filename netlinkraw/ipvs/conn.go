@@ -92,7 +92,7 @@ func Dial(o *Options) (*Conn, error) {
 // NewConn makes a Conn of an open generic netlink connection, which it
 // takes over (Close closes it). Over a real socket it sends and receives
 // with its own system calls; over a connection without one (a fake from
-// nltest, such as ipvstest's) it goes through nc's Send and Receive.
+// nltest, or ipvstest's socket) it goes through nc's Send and Receive.
 func NewConn(nc *netlink.Conn) (*Conn, error) {
 	return newConn(nc, &Options{})
 }

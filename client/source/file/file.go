@@ -494,8 +494,6 @@ func (s *Source) reload(ctx context.Context, retried bool) error {
 		n += len(fs.docs) + len(fs.kept)
 	}
 	want := make(map[ref]*doc, n) // sized: growing it was 10% of a first load
-	where := func(p string, d *doc) string { return fmt.Sprintf("%s#%d", p, d.at) }
-	wantAt := make(map[ref]string)
 	for _, p := range paths {
 		fs := s.files[p]
 		if fs == nil {
@@ -507,10 +505,10 @@ func (s *Source) reload(ctx context.Context, retried bool) error {
 				if prev, dup := want[d.ref]; dup && prev.sum != d.sum {
 					s.log.Warn("object defined twice; using the later definition", "kind", d.ref.kind,
 						"namespace", d.ref.namespace, "name", d.ref.name,
-						"defined", wantAt[d.ref]+" and "+where(p, d), "using", where(p, d))
+						"defined", fmt.Sprintf("%s#%d and %s#%d", prev.in, prev.at, d.in, d.at),
+						"using", fmt.Sprintf("%s#%d", d.in, d.at))
 				}
 				want[d.ref] = d
-				wantAt[d.ref] = where(p, d)
 			}
 		}
 	}

@@ -70,7 +70,7 @@ func legacyParseFile(name string, data []byte) (parsed, error) {
 	var p parsed
 	for i, r := range results {
 		for _, d := range r {
-			d.at = i
+			d.in, d.at = name, i
 			p.docs = append(p.docs, d)
 		}
 		p.bad = append(p.bad, bad[i]...)

@@ -49,7 +49,9 @@ type doc struct {
 	// memory low); nil too when decoding failed (err says why).
 	obj any
 	err *client.ObjectError
-	// at is the index of the document holding the object in its file.
+	// in and at are the file and the index of the document holding the
+	// object.
+	in string
 	at int
 }
 
@@ -172,7 +174,7 @@ func parse(name string, data []byte, prev chunkCache, post func([]doc)) (parsed,
 		p.docs = append(p.docs, r...)
 		mine := p.docs[len(p.docs)-len(r) : len(p.docs) : len(p.docs)]
 		for j := range mine {
-			mine[j].at = i
+			mine[j].in, mine[j].at = name, i
 		}
 		p.cache[sums[i]] = cachedChunk{index: i, docs: mine, bad: bad[i], content: content[i]}
 		p.bad = append(p.bad, bad[i]...)
@@ -198,7 +200,6 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 	if len(bytes.TrimSpace(chunk)) == 0 {
 		return nil, nil, false
 	}
-	where := fmt.Sprintf("%s#%d", name, i)
 	var js, kind []byte
 	if utilyaml.IsJSONBuffer(chunk) {
 		// A copy in the converter's buffer: go-json's pooled decoders
@@ -208,7 +209,7 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 	} else {
 		var err error
 		if js, err = conv.YAMLToJSON(chunk); err != nil {
-			return nil, []*client.ObjectError{{Source: where, Err: fmt.Errorf("not YAML: %w", err)}}, false
+			return nil, []*client.ObjectError{{Source: fmt.Sprintf("%s#%d", name, i), Err: fmt.Errorf("not YAML: %w", err)}}, false
 		}
 		kind, _ = conv.TopKind()
 	}
@@ -220,6 +221,7 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 			return []doc{d}, nil, true
 		}
 	}
+	where := fmt.Sprintf("%s#%d", name, i)
 	docs, bad := appendObjects(nil, nil, js, where)
 	// The document itself was read unless it is its own bad entry (bad
 	// List items do not make the List unread).
@@ -320,11 +322,19 @@ func appendObjects(out []doc, bad []*client.ObjectError, js []byte, source strin
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			d.err.Field = te.Field
-			d.err.Err = fmt.Errorf("cannot use %s as %s", te.Value, te.Type)
+			d.err.Err = typeError{te}
 		}
 	}
 	return append(out, d), bad
 }
+
+// typeError words a JSON type error as `cannot use string as int32` (the
+// field is the ObjectError's) and keeps it in the chain.
+type typeError struct{ te *json.UnmarshalTypeError }
+
+func (e typeError) Error() string { return fmt.Sprintf("cannot use %s as %s", e.te.Value, e.te.Type) }
+
+func (e typeError) Unwrap() error { return e.te }
 
 // decode decodes JSON into a new T the way encoding/json does. When fast
 // (the JSON is plain ASCII) it tries github.com/goccy/go-json first, three

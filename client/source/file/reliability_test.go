@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -449,5 +450,26 @@ func TestReadHonoursContext(t *testing.T) {
 	data, err := readFile(context.Background(), path, DefaultMaxFileSize)
 	if err != nil || len(data) != 10<<20 {
 		t.Errorf("read: %d bytes, %v", len(data), err)
+	}
+}
+
+// TestErrorChains: the errors a source reports keep their causes.
+func TestErrorChains(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.yaml")
+	write(t, path, "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\nspec:\n  clusterIP: 10.96.0.4\n  ports:\n  - port: eighty\n")
+	src := New(Config{Path: path})
+	if _, err := src.Load(); err != nil {
+		t.Fatal(err)
+	}
+	errs := src.Errors()
+	var te *json.UnmarshalTypeError
+	if len(errs) != 1 || !errors.As(errs[0], &te) || errs[0].Error() != "Service default/x ("+path+"#0): spec.ports.port: cannot use string as int32" {
+		t.Errorf("Errors() = %v, want the JSON type error kept in the chain", errs)
+	}
+	write(t, path, "")
+	_, err := src.Load()
+	var oe *client.ObjectError
+	if !errors.Is(err, ErrEmpty) || !errors.As(err, &oe) || oe.Source != path {
+		t.Errorf("Load of an emptied file: %v, want ErrEmpty in an ObjectError naming the file", err)
 	}
 }

@@ -120,9 +120,6 @@ type conn struct {
 	queue []datagram // datagrams waiting to be received
 	// wake is signalled when a datagram is queued.
 	wake chan struct{}
-	// failRecv and failErr: the next failRecv receives fail with failErr.
-	failRecv int
-	failErr  error
 }
 
 // errWouldBlock is returned by a receive with no reply queued and no read
