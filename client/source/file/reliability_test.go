@@ -228,7 +228,7 @@ func TestDuplicateInOneFile(t *testing.T) {
 			t.Errorf("log does not say %q:\n%s", w, log)
 		}
 	}
-	if !strings.Contains(log[strings.Index(log, "using="):], "m.yaml#2") {
+	if _, used, _ := strings.Cut(log, "using="); !strings.HasPrefix(used, path+"#2") {
 		t.Errorf("log does not say the definition at #2 is used:\n%s", log)
 	}
 	if strings.Contains(log, "later file") {
