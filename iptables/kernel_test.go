@@ -1,6 +1,9 @@
 package iptables
 
 import (
+	"slices"
+
+	"github.com/proxysinks/proxysinks/client"
 	"net/netip"
 	"strings"
 	"testing"
@@ -113,4 +116,64 @@ func pendingWrites(t *testing.T, p *Proxier) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestKernelPartialSyncs drives a sequence of changes through partial
+// syncs; after each one the kernel must hold exactly what a full sync of
+// the same state holds (a resync finds nothing to write, so no stale chain
+// or rule is left and nothing is missing).
+func TestKernelPartialSyncs(t *testing.T) {
+	for _, b := range []rules.Backend{rules.NFT, rules.Legacy} {
+		t.Run(string(b), func(t *testing.T) {
+			p, _ := kernelProxier(t, b, nil)
+			specs := broad()
+			s := snapshot(specs...)
+			if _, err := p.Snapshot(s); err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				name string
+				edit func([]svcSpec) []svcSpec
+			}{
+				{"endpoint removed", func(l []svcSpec) []svcSpec { l[1].eps = l[1].eps[:2]; return l }},
+				{"endpoint added", func(l []svcSpec) []svcSpec {
+					l[0].eps = append(l[0].eps, ep{ip: "10.244.3.6", remote: true})
+					return l
+				}},
+				{"service removed", func(l []svcSpec) []svcSpec { return slices.Delete(l, 2, 3) }},
+				{"service added", func(l []svcSpec) []svcSpec {
+					return append(l, svcSpec{name: "new", typ: client.NodePort, clusterIPs: []string{"10.96.1.1", "fd00:96::1:1"},
+						ports: []client.Port{withNodePort(tcp("a", 80, 80), 31001), withNodePort(udp("b", 81, 81), 31002)},
+						eps:   []ep{{ip: "10.244.1.20"}, {ip: "fd00:244:1::20"}}})
+				}},
+				{"last endpoints gone", func(l []svcSpec) []svcSpec { l[0].eps = nil; return l }},
+				{"endpoints back", func(l []svcSpec) []svcSpec { l[0].eps = []ep{{ip: "10.244.1.5"}}; return l }},
+				{"eTP Local and source ranges dropped", func(l []svcSpec) []svcSpec {
+					for i := range l {
+						if l[i].name == "lb-local" {
+							l[i].eLocal, l[i].ranges, l[i].hcNodePort = false, nil, 0
+						}
+					}
+					return l
+				}},
+				{"affinity on", func(l []svcSpec) []svcSpec { l[1].affinity = 60; return l }},
+				{"everything removed", func(l []svcSpec) []svcSpec { return nil }},
+				{"everything back", func([]svcSpec) []svcSpec { return broad() }},
+			}
+			for _, step := range steps {
+				specs = step.edit(slices.Clone(specs))
+				s = next(s, specs...)
+				st, err := p.Snapshot(s)
+				if err != nil {
+					t.Fatalf("%s: %v", step.name, err)
+				}
+				if st.Full || st.Restores < 1 || st.Restores > 2 {
+					t.Fatalf("%s: %+v, want one partial restore per family", step.name, st)
+				}
+				if w := pendingWrites(t, p); w != "" {
+					t.Fatalf("%s: the kernel differs from a full sync of the same state; a resync would write:\n%s", step.name, w)
+				}
+			}
+		})
+	}
 }
