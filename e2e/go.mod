@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.11.2
+	github.com/proxysinks/proxysinks/iptables v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 	github.com/urfave/cli/v2 v2.27.7
 )
@@ -92,3 +93,5 @@ replace github.com/proxysinks/proxysinks/client => ../client
 replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
+
+replace github.com/proxysinks/proxysinks/iptables => ../iptables

@@ -392,7 +392,7 @@ func (p *Proxier) restore(f *family, t *txn, st *SyncStats, partial bool) error 
 	st.Restores++
 	st.Bytes += len(input)
 	if p.cfg.DryRun != nil {
-		fmt.Fprintf(p.cfg.DryRun, "# %s-restore %s (%s)\n", f.backend.Command(f.fc.fam, "restore"), strings.Join(f.backend.RestoreArgs(), " "), f.fc.fam)
+		fmt.Fprintf(p.cfg.DryRun, "# %s %s (%s)\n", f.backend.Command(f.fc.fam, "restore"), strings.Join(f.backend.RestoreArgs(), " "), f.fc.fam)
 		_, err := p.cfg.DryRun.Write(input)
 		return err
 	}

@@ -1,0 +1,94 @@
+package iptables
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/client"
+)
+
+// cluster returns n ClusterIP services with eps endpoints each.
+func cluster(n, eps int) []svcSpec {
+	out := make([]svcSpec, n)
+	for i := range out {
+		s := svcSpec{ns: fmt.Sprintf("ns%d", i%50), name: fmt.Sprintf("svc%d", i),
+			clusterIPs: []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)}, ports: []client.Port{tcp("http", 80, 8080)}}
+		for j := range eps {
+			s.eps = append(s.eps, ep{ip: fmt.Sprintf("10.%d.%d.%d", 100+j, i/250, i%250+1), remote: j > 0})
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// dryRun returns a dry-run Proxier for IPv4 and the buffer it writes to.
+func dryRun(t testing.TB, mod func(*Config)) (*Proxier, *strings.Builder) {
+	var out strings.Builder
+	cfg := Config{IPv4: true, MasqueradeBit: 14, DryRun: &out}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := NewProxier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, &out
+}
+
+// TestPartialSyncSize: one endpoint change writes the same restore input
+// whatever the size of the cluster: only that service's chains.
+func TestPartialSyncSize(t *testing.T) {
+	var inputs []string
+	for _, n := range []int{200, 2000} {
+		p, out := dryRun(t, func(c *Config) { c.MaxRestoreRules = -1 })
+		specs := cluster(n, 10)
+		s := snapshot(specs...)
+		st, err := p.Snapshot(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Full || st.Restores != 1 {
+			t.Fatalf("%d services: first sync %+v, want one full restore", n, st)
+		}
+		out.Reset()
+		specs[3].eps = specs[3].eps[1:]
+		st, err = p.Snapshot(next(s, specs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Full || st.Restores != 1 {
+			t.Fatalf("%d services: %+v, want one partial restore", n, st)
+		}
+		inputs = append(inputs, out.String())
+	}
+	if diff := cmp.Diff(inputs[0], inputs[1]); diff != "" {
+		t.Errorf("restore input of one endpoint removal differs between 200 and 2,000 services (-200 +2000):\n%s", diff)
+	}
+	svc := ServiceChain("ns3/svc3:http", "tcp")
+	gone := EndpointChain("ns3/svc3:http", "tcp", "10.100.0.4:8080")
+	if !strings.Contains(inputs[0], ":"+svc+" ") || !strings.Contains(inputs[0], "-X "+gone+"\n") {
+		t.Errorf("partial restore input does not rewrite %s and delete %s:\n%s", svc, gone, inputs[0])
+	}
+	if strings.Contains(inputs[0], "KUBE-SERVICES") {
+		t.Errorf("an endpoint change rewrote a top-level chain:\n%s", inputs[0])
+	}
+}
+
+// TestUnchangedSnapshotWritesNothing: a partial snapshot without changes
+// makes no restore.
+func TestUnchangedSnapshotWritesNothing(t *testing.T) {
+	p, _ := dryRun(t, nil)
+	s := snapshot(broad()...)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Snapshot(next(s, broad()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Restores != 0 || st.Bytes != 0 {
+		t.Errorf("unchanged snapshot wrote %+v", st)
+	}
+}
