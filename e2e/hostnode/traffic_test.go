@@ -1,6 +1,10 @@
 package hostnode
 
 import (
+	"net"
+	"time"
+
+	"github.com/proxysinks/proxysinks/e2e/netexec"
 	"net/netip"
 	"strings"
 	"testing"
@@ -184,6 +188,29 @@ func TestTraffic(t *testing.T) {
 			t.Errorf("answers %v after pod1 was removed", got)
 		}
 	})
+	t.Run("udp-stale-conntrack-flushed", func(t *testing.T) {
+		// One client address and port: without the flush, conntrack keeps
+		// sending it to the removed (still running) pod.
+		src := netip.AddrPortFrom(pod1.ip, 40000)
+		first := udpFrom(t, pod1.ns, src, ap("10.96.0.10", 80))
+		var keep []*pod
+		for _, q := range []*pod{pod0, pod1, pod2} {
+			if q.name != first {
+				keep = append(keep, q)
+			}
+		}
+		services[0].pods = keep
+		stats, err := p.Snapshot(st.snapshot(services...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.ConntrackFlushed == 0 {
+			t.Errorf("removing %s flushed no conntrack entry: %+v", first, stats)
+		}
+		if got := udpFrom(t, pod1.ns, src, ap("10.96.0.10", 80)); got == first {
+			t.Errorf("the same UDP client still reaches the removed endpoint %s", first)
+		}
+	})
 	t.Run("restart-writes-nothing", func(t *testing.T) {
 		q := newProxier(t, n)
 		stats, err := q.Snapshot(st.prev)
@@ -234,4 +261,34 @@ func TestTraffic(t *testing.T) {
 			}
 		}
 	})
+}
+
+// udpFrom sends one UDP request from a fixed source address and port and
+// returns the name of the pod that answered.
+func udpFrom(t *testing.T, ns *nstest.NetNS, src, dst netip.AddrPort) string {
+	t.Helper()
+	var name string
+	err := ns.Do(func() error {
+		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(src), net.UDPAddrFromAddrPort(dst))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("hello\n")); err != nil {
+			return err
+		}
+		buf := make([]byte, 256)
+		k, err := c.Read(buf)
+		if err != nil {
+			return err
+		}
+		r, err := netexec.ParseReply(string(buf[:k]))
+		name = r.Name
+		return err
+	})
+	if err != nil {
+		t.Fatalf("udp %s -> %s: %v", src, dst, err)
+	}
+	return name
 }
