@@ -49,12 +49,12 @@ func isServiceChain(name string) bool {
 // hashName returns prefix + the first 16 characters of
 // base32(sha256(parts...)), kube-proxy's chain-name scheme.
 func hashName(prefix string, parts ...string) string {
-	h := sha256.New()
+	var in [256]byte
+	b := in[:0]
 	for _, p := range parts {
-		h.Write([]byte(p))
+		b = append(b, p...)
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	sum := sha256.Sum256(b)
 	var enc [56]byte // base32 of 32 bytes
 	base32.StdEncoding.Encode(enc[:], sum[:])
 	return prefix + string(enc[:16])

@@ -431,11 +431,12 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	var st SyncStats
 	st.Full = true
 	f.full = true
-	keys, svcs, eps, errs := f.renderAll(s, f.large)
-	if large := eps > p.largeAt; large != f.large {
-		f.large = large
-		keys, svcs, eps, errs = f.renderAll(s, large)
+	total := 0
+	for se := range s.All() {
+		total += countEndpoints(se, f.fc.fam == rules.IPv6)
 	}
+	f.large = total > p.largeAt
+	keys, svcs, eps, errs := f.renderAll(s, f.large)
 	kern, err := p.read(f)
 	if err != nil {
 		return st, nil, errors.Join(append(errs, err)...)
@@ -446,7 +447,23 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		limit = DefaultMaxRestoreRules
 	}
 	t := &txn{}
-	want := map[string]bool{}
+	size := 0
+	for _, r := range svcs {
+		size += len(r.buf)
+	}
+	grow := func(t *txn) {
+		if limit < 0 || size < limit*120 {
+			t.body[tableIndex("nat")].Grow(size)
+		} else {
+			t.body[tableIndex("nat")].Grow(limit * 120)
+		}
+	}
+	grow(t)
+	nchains := 0
+	for _, r := range svcs {
+		nchains += len(r.chains)
+	}
+	want := make(map[string]bool, nchains)
 	for _, k := range keys {
 		r := svcs[k]
 		for _, c := range r.chains {
@@ -463,6 +480,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 				return st, nil, errors.Join(append(errs, err)...)
 			}
 			t = &txn{}
+			grow(t)
 		}
 	}
 	// Top-level chains.

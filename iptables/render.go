@@ -128,6 +128,19 @@ func (w *writer) comment(c string) *writer {
 	return w
 }
 
+// comment2 and comment3 append a comment made of parts, without building
+// the string first.
+func (w *writer) comment2(a, b string) *writer { return w.comment3(a, b, "") }
+
+func (w *writer) comment3(a, b, c string) *writer {
+	w.r.buf = append(w.r.buf, " -m comment --comment \""...)
+	for _, s := range [3]string{a, b, c} {
+		w.r.buf = appendEscaped(w.r.buf, s)
+	}
+	w.r.buf = append(w.r.buf, '"')
+	return w
+}
+
 // end finishes the line and returns its span.
 func (w *writer) end() span {
 	w.r.buf = append(w.r.buf, '\n')
@@ -143,13 +156,21 @@ func (w *writer) top(slot int) {
 // backends): in double quotes, with quotes and backslashes escaped.
 func appendQuoted(b []byte, s string) []byte {
 	b = append(b, '"')
+	b = appendEscaped(b, s)
+	return append(b, '"')
+}
+
+func appendEscaped(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\"\\") {
+		return append(b, s...)
+	}
 	for i := 0; i < len(s); i++ {
 		if s[i] == '"' || s[i] == '\\' {
 			b = append(b, '\\')
 		}
 		b = append(b, s[i])
 	}
-	return append(b, '"')
+	return b
 }
 
 // hostPrefix returns "a/32" or "a/128".
@@ -198,6 +219,9 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 	}
 	if slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Bits() == 0 }) {
 		ranges = nil // a zero-length range allows every client
+	}
+	if need := estimate(se, v6); cap(r.buf) < need {
+		r.buf = make([]byte, 0, need)
 	}
 	w := &writer{r: r}
 	var eps []endpoint
@@ -364,30 +388,26 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 	}
 
 	// The service's own chains, in the order kube-proxy declares them.
-	type chainBody struct {
-		name  string
-		lines []span
-	}
-	var bodies []chainBody
-	add := func(name string, s span) {
-		for i := range bodies {
-			if bodies[i].name == name {
-				bodies[i].lines = append(bodies[i].lines, s)
-				return
-			}
+	// Chains are written one after the other, each line of a chain right
+	// after the previous one: add extends the current chain or starts the
+	// next.
+	add := func(name string, sp span) {
+		if n := len(r.chains); n > 0 && r.chains[n-1].name == name && r.chains[n-1].end == sp.start {
+			r.chains[n-1].end = sp.end
+			return
 		}
-		bodies = append(bodies, chainBody{name: name, lines: []span{s}})
+		r.chains = append(r.chains, span{name: name, start: sp.start, end: sp.end})
 	}
-	// The masquerade rule of the internal chain comes first in it.
-	var internalMasq *span
-	if hasInternal {
+	// The internal chain starts with its masquerade rule.
+	internalMasq := func() {
+		if !hasInternal {
+			return
+		}
 		switch {
 		case fc.masqueradeAll:
-			s := w.line(internalChain).a("-d", cip, "-p", proto).comment(pn+" cluster IP").a("-m", proto, "--dport", port, "-j", KubeMarkMasqChain).end()
-			internalMasq = &s
+			add(internalChain, w.line(internalChain).a("-d", cip, "-p", proto).comment2(pn, " cluster IP").a("-m", proto, "--dport", port, "-j", KubeMarkMasqChain).end())
 		case fc.localCIDR.IsValid():
-			s := w.line(internalChain).a("!", "-s", fc.localCIDR.String(), "-d", cip, "-p", proto).comment(pn+" cluster IP").a("-m", proto, "--dport", port, "-j", KubeMarkMasqChain).end()
-			internalMasq = &s
+			add(internalChain, w.line(internalChain).a("!", "-s", fc.localCIDR.String(), "-d", cip, "-p", proto).comment2(pn, " cluster IP").a("-m", proto, "--dport", port, "-j", KubeMarkMasqChain).end())
 		}
 	}
 	if usesEXT {
@@ -421,14 +441,14 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 	}
 	affinity := svc.SessionAffinity != nil
 	toEndpoints := func(chain string, list []endpoint) {
-		if internalMasq != nil && chain == internalChain {
-			add(chain, *internalMasq)
+		if chain == internalChain {
+			internalMasq()
 		}
 		if affinity {
 			for _, e := range list {
 				w.line(chain)
 				if !large {
-					w.comment(pn + " -> " + e.str)
+					w.comment3(pn, " -> ", e.str)
 				}
 				add(chain, w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain).end())
 			}
@@ -436,7 +456,7 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 		for i, e := range list {
 			w.line(chain)
 			if !large {
-				w.comment(pn + " -> " + e.str)
+				w.comment3(pn, " -> ", e.str)
 			}
 			if i < len(list)-1 {
 				w.a("-m", "statistic", "--mode", "random", "--probability", probability(len(list)-i))
@@ -486,13 +506,6 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 		}
 		add(e.chain, w.a("-m", proto, "-j", "DNAT", "--to-destination", e.str).end())
 	}
-	for _, b := range bodies {
-		start := int32(len(r.buf))
-		for _, s := range b.lines {
-			r.buf = append(r.buf, r.buf[s.start:s.end]...)
-		}
-		r.chains = append(r.chains, span{name: b.name, start: start, end: int32(len(r.buf))})
-	}
 	if p.Protocol == client.UDP {
 		u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
 		u.vips = append(append(append(u.vips, clusterIP), extIPs...), lbIPs...)
@@ -518,4 +531,31 @@ func hostMask(f rules.Family) string {
 		return "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
 	}
 	return "255.255.255.255"
+}
+
+// countEndpoints returns how many endpoints of the family serve each port
+// of the service, summed: what kube-proxy's large-cluster threshold counts.
+func countEndpoints(se *client.ServiceEndpoints, v6 bool) int {
+	if len(se.Service.ClusterIPs.Family(v6)) == 0 {
+		return 0
+	}
+	n := 0
+	for _, p := range se.Service.Ports {
+		for _, e := range se.Endpoints {
+			if len(e.IPs.Family(v6)) > 0 {
+				if _, ok := e.PortFor(p); ok {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// estimate is a generous guess of a service's rendered size, so that its
+// buffer is allocated once.
+func estimate(se *client.ServiceEndpoints, v6 bool) int {
+	n := len(se.Endpoints) + 4
+	// About 3 lines of 110 bytes per endpoint.
+	return len(se.Service.Ports) * n * 3 * 110
 }
