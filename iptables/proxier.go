@@ -464,6 +464,36 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		nchains += len(r.chains)
 	}
 	want := make(map[string]bool, nchains)
+	// Top-level chains: those service chains refer to (KUBE-MARK-MASQ) and
+	// the other service-independent ones first, those that refer to
+	// service chains last, after every service chain exists.
+	statics := staticChains(&p.cfg, &f.fc)
+	writeTop := func(sc staticChain) {
+		lines := slices.Clone(sc.rules)
+		if sc.slot >= 0 {
+			var svcLines []string
+			for _, k := range keys {
+				svcLines = append(svcLines, svcs[k].topLines(sc.slot)...)
+			}
+			for i := range svcLines {
+				svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
+			}
+			lines = append(svcLines, lines...)
+		}
+		have := kern[sc.table]
+		if have.chains[sc.chain] && sameMultiset(have.rules[sc.chain], lines) {
+			return
+		}
+		t.declare(sc.table, sc.chain)
+		for _, l := range lines {
+			t.lines(sc.table, []byte(l+"\n"))
+		}
+	}
+	for _, sc := range statics {
+		if sc.slot < 0 {
+			writeTop(sc)
+		}
+	}
 	for _, k := range keys {
 		r := svcs[k]
 		for _, c := range r.chains {
@@ -483,26 +513,9 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			grow(t)
 		}
 	}
-	// Top-level chains.
-	for _, sc := range staticChains(&p.cfg, &f.fc) {
-		lines := slices.Clone(sc.rules)
+	for _, sc := range statics {
 		if sc.slot >= 0 {
-			var svcLines []string
-			for _, k := range keys {
-				svcLines = append(svcLines, svcs[k].topLines(sc.slot)...)
-			}
-			for i := range svcLines {
-				svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
-			}
-			lines = append(svcLines, lines...)
-		}
-		have := kern[sc.table]
-		if have.chains[sc.chain] && sameMultiset(have.rules[sc.chain], lines) {
-			continue
-		}
-		t.declare(sc.table, sc.chain)
-		for _, l := range lines {
-			t.lines(sc.table, []byte(l+"\n"))
+			writeTop(sc)
 		}
 	}
 	// Chains of services that are gone.
