@@ -125,12 +125,20 @@ func BenchmarkKernelFirstSync(b *testing.B) {
 		}
 		timeout = d
 	}
+	bounded := 0
+	if v := os.Getenv("PROXYSINKS_BENCH_MAX_RESTORE_RULES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bounded = n
+	}
 	for _, backend := range []rules.Backend{rules.NFT, rules.Legacy} {
 		for _, n := range sizes {
 			for _, mode := range []struct {
 				name  string
 				limit int
-			}{{"bounded", 0}, {"kube-proxy-single-restore", -1}} {
+			}{{"bounded", bounded}, {"kube-proxy-single-restore", -1}} {
 				b.Run(fmt.Sprintf("%s/services=%d/%s", backend, n, mode.name), func(b *testing.B) {
 					nstest.LookPath(b, backend.Command(rules.IPv4, "restore"))
 					s := benchCluster(n)
