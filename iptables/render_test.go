@@ -150,9 +150,9 @@ func TestRender(t *testing.T) {
 				`-A KUBE-SERVICES -d 10.96.0.30/32 -p tcp -m comment --comment "default/lb cluster IP" -m tcp --dport 443 -j ` + lbSVC,
 				`-A KUBE-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "default/lb loadbalancer IP" -m tcp --dport 443 -j ` + lbFW,
 			},
-			"nat/KUBE-NODEPORTS":           {`-A KUBE-NODEPORTS -p tcp -m comment --comment "default/lb" -m tcp --dport 30443 -j ` + lbEXT},
-			"filter/KUBE-NODEPORTS":        {`-A KUBE-NODEPORTS -p tcp -m comment --comment "default/lb health check node port" -m tcp --dport 32000 -j ACCEPT`},
-			"filter/KUBE-PROXY-FIREWALL":   {`-A KUBE-PROXY-FIREWALL -d 192.0.2.10/32 -p tcp -m comment --comment "default/lb traffic not accepted by ` + lbFW + `" -m tcp --dport 443 -j DROP`},
+			"nat/KUBE-NODEPORTS":         {`-A KUBE-NODEPORTS -p tcp -m comment --comment "default/lb" -m tcp --dport 30443 -j ` + lbEXT},
+			"filter/KUBE-NODEPORTS":      {`-A KUBE-NODEPORTS -p tcp -m comment --comment "default/lb health check node port" -m tcp --dport 32000 -j ACCEPT`},
+			"filter/KUBE-PROXY-FIREWALL": {`-A KUBE-PROXY-FIREWALL -d 192.0.2.10/32 -p tcp -m comment --comment "default/lb traffic not accepted by ` + lbFW + `" -m tcp --dport 443 -j DROP`},
 			lbEXT: {
 				`-A ` + lbEXT + ` -s 10.244.0.0/16 -m comment --comment "pod traffic for default/lb external destinations" -j ` + lbSVC,
 				`-A ` + lbEXT + ` -m comment --comment "masquerade LOCAL traffic for default/lb external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
