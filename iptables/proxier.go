@@ -76,7 +76,7 @@ type Config struct {
 // DefaultMaxRestoreRules is the default size bound of a full sync's
 // iptables-restore transactions (see Config.MaxRestoreRules and the
 // benchmarks in README.md).
-const DefaultMaxRestoreRules = 20000
+const DefaultMaxRestoreRules = 2000
 
 // SyncStats describes one sync.
 type SyncStats struct {
