@@ -92,3 +92,32 @@ func TestUnchangedSnapshotWritesNothing(t *testing.T) {
 		t.Errorf("unchanged snapshot wrote %+v", st)
 	}
 }
+
+// TestBadServiceKeepsItsRules: a service that can no longer be rendered
+// keeps the rules it had, through partial and full syncs, and the error
+// names it.
+func TestBadServiceKeepsItsRules(t *testing.T) {
+	p, out := dryRun(t, nil)
+	good := svcSpec{name: "web", clusterIPs: []string{"10.96.0.10"}, ports: []client.Port{tcp("", 80, 80)}, eps: []ep{{ip: "10.244.1.1"}}}
+	s := snapshot(good)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	bad := good
+	bad.ports = []client.Port{{Protocol: "ICMP", Port: 80}}
+	s = next(s, bad)
+	out.Reset()
+	if _, err := p.Snapshot(s); err == nil || !strings.Contains(err.Error(), "default/web") {
+		t.Fatalf("partial sync of a bad service: error %v, want one naming default/web", err)
+	}
+	if strings.Contains(out.String(), "-X ") || strings.Contains(out.String(), "-D ") {
+		t.Errorf("a bad service lost rules in a partial sync:\n%s", out)
+	}
+	out.Reset()
+	if _, err := p.Resync(); err == nil {
+		t.Fatal("full sync of a bad service: no error")
+	}
+	if !strings.Contains(out.String(), "default/web cluster IP") {
+		t.Errorf("the full sync dropped the bad service's last good rules:\n%s", out)
+	}
+}

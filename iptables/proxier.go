@@ -121,6 +121,7 @@ type family struct {
 	eps     int                             // sum of svcs' eps
 	large   bool
 	full    bool // the next sync must be full
+	synced  bool // a sync succeeded: svcs is what this process wrote
 }
 
 // Proxier programs kube-proxy's iptables-mode ruleset for the services of
@@ -265,11 +266,17 @@ func (f *family) renderAll(s *client.Snapshot, large bool) (keys []client.Servic
 	out = make(map[client.ServiceKey]*rendered, s.Len())
 	for se := range s.All() {
 		r := &rendered{}
+		k := se.Service.Key()
 		if err := render(&f.fc, se, large, r); err != nil {
 			errs = append(errs, err)
-			continue
+			// Keep what the kernel has for a service we cannot render:
+			// its last good rules stay in place.
+			old := f.svcs[k]
+			if old == nil {
+				continue
+			}
+			r = old
 		}
-		k := se.Service.Key()
 		keys = append(keys, k)
 		out[k] = r
 		eps += r.eps
@@ -542,8 +549,13 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	if err := p.restore(f, t, &st, false); err != nil {
 		return st, nil, errors.Join(append(errs, err)...)
 	}
-	targets := f.staleFlows(svcs)
-	f.svcs, f.eps, f.full = svcs, eps, false
+	// The first sync of a process has nothing to compare with: it flushes
+	// nothing (a restart with an unchanged cluster writes nothing).
+	var targets []conntrack.Target
+	if f.synced {
+		targets = f.staleFlows(svcs)
+	}
+	f.svcs, f.eps, f.full, f.synced = svcs, eps, false, true
 	return st, targets, errors.Join(errs...)
 }
 
