@@ -138,7 +138,7 @@ func BenchmarkKernelFirstSync(b *testing.B) {
 			for _, mode := range []struct {
 				name  string
 				limit int
-			}{{"bounded", bounded}, {"kube-proxy-single-restore", -1}} {
+			}{{"proxier", bounded}, {"kube-proxy-single-restore", -1}} {
 				b.Run(fmt.Sprintf("%s/services=%d/%s", backend, n, mode.name), func(b *testing.B) {
 					nstest.LookPath(b, backend.Command(rules.IPv4, "restore"))
 					s := benchCluster(n)
