@@ -121,3 +121,27 @@ func TestBadServiceKeepsItsRules(t *testing.T) {
 		t.Errorf("the full sync dropped the bad service's last good rules:\n%s", out)
 	}
 }
+
+// TestLargeClusterFlip: crossing kube-proxy's large-cluster threshold in a
+// partial sync rewrites everything (without per-endpoint comments).
+func TestLargeClusterFlip(t *testing.T) {
+	p, out := dryRun(t, nil)
+	p.largeAt = 3
+	specs := cluster(2, 1)
+	s := snapshot(specs...)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	specs[0].eps = append(specs[0].eps, ep{ip: "10.200.0.1", remote: true}, ep{ip: "10.200.0.2", remote: true})
+	out.Reset()
+	st, err := p.Snapshot(next(s, specs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Full || !p.fams[0].large {
+		t.Fatalf("crossing the threshold: %+v, large=%v; want a full sync in large-cluster mode", st, p.fams[0].large)
+	}
+	if strings.Contains(out.String(), "-> 10.") {
+		t.Errorf("large-cluster mode kept per-endpoint comments:\n%s", out)
+	}
+}

@@ -247,6 +247,7 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 			fs, t, err = p.syncPartial(f, s)
 		}
 		st.add(fs)
+		st.Full = st.Full || fs.Full
 		targets = append(targets, t...)
 		if err != nil {
 			errs = append(errs, err)
