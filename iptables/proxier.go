@@ -346,7 +346,8 @@ func (p *Proxier) read(f *family) (map[string]kernelTable, error) {
 // txn is one iptables-restore input being built, table by table.
 type txn struct {
 	decl  [3]bytes.Buffer // per table: chain declarations
-	body  [3]bytes.Buffer // per table: rules
+	body  [3][][]byte     // per table: rules, as slices of rendered text
+	size  [3]int          // per table: bytes in body
 	tail  [3]bytes.Buffer // per table: deletions and jumps, after the rules
 	rules int
 	st    SyncStats
@@ -362,8 +363,11 @@ func (t *txn) declare(table, chain string) {
 	t.st.Chains++
 }
 
+// lines adds rule lines; text is kept, not copied, until the restore.
 func (t *txn) lines(table string, text []byte) {
-	t.body[tableIndex(table)].Write(text)
+	i := tableIndex(table)
+	t.body[i] = append(t.body[i], text)
+	t.size[i] += len(text)
 	n := bytes.Count(text, []byte("\n"))
 	t.rules += n
 	t.st.Rules += n
@@ -371,7 +375,7 @@ func (t *txn) lines(table string, text []byte) {
 
 func (t *txn) empty() bool {
 	for i := range t.decl {
-		if t.decl[i].Len()+t.body[i].Len()+t.tail[i].Len() > 0 {
+		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() > 0 {
 			return false
 		}
 	}
@@ -379,18 +383,24 @@ func (t *txn) empty() bool {
 }
 
 func (t *txn) bytes() []byte {
-	var b bytes.Buffer
+	n := 0
+	for i := range tables {
+		n += len("*mangle\nCOMMIT\n") + t.decl[i].Len() + t.size[i] + t.tail[i].Len()
+	}
+	b := make([]byte, 0, n)
 	for i, name := range tables {
-		if t.decl[i].Len()+t.body[i].Len()+t.tail[i].Len() == 0 {
+		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() == 0 {
 			continue
 		}
-		b.WriteString("*" + name + "\n")
-		b.Write(t.decl[i].Bytes())
-		b.Write(t.body[i].Bytes())
-		b.Write(t.tail[i].Bytes())
-		b.WriteString("COMMIT\n")
+		b = append(b, "*"+name+"\n"...)
+		b = append(b, t.decl[i].Bytes()...)
+		for _, p := range t.body[i] {
+			b = append(b, p...)
+		}
+		b = append(b, t.tail[i].Bytes()...)
+		b = append(b, "COMMIT\n"...)
 	}
-	return b.Bytes()
+	return b
 }
 
 // restore runs one transaction (or prints it in dry run).
@@ -463,18 +473,6 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		}
 	}
 	t := &txn{}
-	size := 0
-	for _, r := range svcs {
-		size += len(r.buf)
-	}
-	grow := func(t *txn) {
-		if limit < 0 || size < limit*120 {
-			t.body[tableIndex("nat")].Grow(size)
-		} else {
-			t.body[tableIndex("nat")].Grow(limit * 120)
-		}
-	}
-	grow(t)
 	nchains := 0
 	for _, r := range svcs {
 		nchains += len(r.chains)
@@ -526,7 +524,6 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 				return st, nil, errors.Join(append(errs, err)...)
 			}
 			t = &txn{}
-			grow(t)
 		}
 	}
 	for _, sc := range statics {

@@ -224,7 +224,7 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 		r.buf = make([]byte, 0, need)
 	}
 	w := &writer{r: r}
-	var eps []endpoint
+	eps := make([]endpoint, 0, len(se.Endpoints))
 	for _, p := range svc.Ports {
 		if p.Port < 1 || p.Port > 65535 || p.NodePort < 0 || p.NodePort > 65535 {
 			return fmt.Errorf("iptables: service %s port %q: port %d / node port %d out of range", svc.Key(), p.Name, p.Port, p.NodePort)
@@ -270,7 +270,11 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 	// are Local, cluster endpoints (used only to short-circuit this node's
 	// own traffic to external destinations) are the ready ones, or the
 	// serving terminating ones when none is ready.
-	var cluster, local []endpoint
+	cluster := make([]endpoint, 0, len(eps))
+	var local []endpoint
+	if usesLocal {
+		local = make([]endpoint, 0, len(eps))
+	}
 	hasAny := false
 	anyReady := slices.ContainsFunc(eps, func(e endpoint) bool { return e.ep.Ready })
 	for _, e := range eps {
