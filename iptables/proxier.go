@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -66,20 +67,23 @@ type Config struct {
 	// sync: service chains are written in transactions of at most this
 	// many rules (whole services), then the top-level chains in one last
 	// transaction, as the nf_tables backend is superlinear in the size of
-	// one transaction. 0 means DefaultMaxRestoreRules with nft and one
-	// transaction with legacy (which rewrites the whole table on every
-	// restore); a negative value writes everything in one transaction, as
-	// kube-proxy does.
+	// one transaction. 0 means a bound that grows with the table
+	// (adaptiveLimit) with nft and one transaction with legacy (which
+	// rewrites the whole table on every restore); a negative value writes
+	// everything in one transaction, as kube-proxy does.
 	MaxRestoreRules int
 	// SyncPeriod is the period of SyncLoop's full resyncs.
 	SyncPeriod time.Duration
 }
 
-// DefaultMaxRestoreRules is the default size bound of a full sync's
-// iptables-restore transactions on nf_tables (see Config.MaxRestoreRules
-// and the benchmarks in README.md: 500, 1,000, 2,000 and 10,000 rules per
-// transaction were measured, 2,000 was fastest).
-const DefaultMaxRestoreRules = 2000
+// adaptiveLimit is the default bound of an nf_tables transaction when the
+// nat table holds existing rules: sqrt(65 * existing), at least 1,000. On
+// this project's build host a transaction cost about 0.65 µs per existing
+// rule plus about 10 ns times the square of its own size (README.md); the
+// bound minimizes their sum per rule.
+func adaptiveLimit(existing int) int {
+	return max(1000, int(math.Sqrt(65*float64(existing))))
+}
 
 // SyncStats describes one sync.
 type SyncStats struct {
@@ -463,14 +467,23 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		return st, nil, errors.Join(append(errs, err)...)
 	}
 	nat := kern["nat"]
+	// existing counts the nat rules in the kernel: with nft, every
+	// transaction costs in proportion to them, and within one transaction
+	// the cost grows with the square of its size, so the adaptive bound
+	// grows as the square root of the table.
+	existing := 0
+	for _, l := range nat.rules {
+		existing += len(l)
+	}
 	limit := p.cfg.MaxRestoreRules
-	if limit == 0 {
-		limit = DefaultMaxRestoreRules
-		if f.backend == rules.Legacy {
-			// Legacy rewrites the whole table on every restore: one
-			// transaction is fastest and stays linear.
-			limit = -1
-		}
+	adaptive := limit == 0 && f.backend != rules.Legacy
+	if limit == 0 && f.backend == rules.Legacy {
+		// Legacy rewrites the whole table on every restore: one
+		// transaction is fastest and stays linear.
+		limit = -1
+	}
+	if adaptive {
+		limit = adaptiveLimit(existing)
 	}
 	t := &txn{}
 	nchains := 0
@@ -520,10 +533,14 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			t.lines("nat", text)
 		}
 		if limit > 0 && t.rules >= limit {
+			existing += t.rules
 			if err := p.restore(f, t, &st, false); err != nil {
 				return st, nil, errors.Join(append(errs, err)...)
 			}
 			t = &txn{}
+			if adaptive {
+				limit = adaptiveLimit(existing)
+			}
 		}
 	}
 	for _, sc := range statics {
