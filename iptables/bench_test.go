@@ -34,6 +34,7 @@ func BenchmarkFullSync(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			s := benchCluster(n)
 			var st SyncStats
+			cpu := processCPU()
 			b.ResetTimer()
 			for b.Loop() {
 				p, err := NewProxier(Config{IPv4: true, MasqueradeBit: 14, DryRun: io.Discard})
@@ -44,6 +45,7 @@ func BenchmarkFullSync(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 			b.ReportMetric(float64(st.Rules), "rules/op")
 			b.ReportMetric(float64(st.Bytes), "restore-bytes/op")
 			b.ReportMetric(float64(st.Restores), "restores/op")
@@ -75,6 +77,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 			}
 			var bytes, rules int
 			i := 0
+			cpu := processCPU()
 			b.ResetTimer()
 			for b.Loop() {
 				s := s1
@@ -92,6 +95,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				bytes += st.Bytes
 				rules += st.Rules
 			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(i)/1e6, "cpu-ms/op")
 			b.ReportMetric(float64(bytes)/float64(i), "restore-bytes/op")
 			b.ReportMetric(float64(rules)/float64(i), "rules/op")
 		})
