@@ -55,7 +55,9 @@ func must(t *testing.T, ns *nstest.NetNS, args ...string) {
 // ports 8080 and 8081 (TCP, UDP and SCTP where the kernel has it).
 func newNetwork(t *testing.T) *network {
 	t.Helper()
-	nstest.LookPath(t, "ip")
+	for _, tool := range []string{"ip", "sysctl", "iptables", "iptables-save", "iptables-restore"} {
+		nstest.LookPath(t, tool)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	n := &network{t: t, node: nstest.New(t), nodeB: nstest.New(t), client: nstest.New(t), ctx: ctx}
