@@ -177,3 +177,43 @@ func TestKernelPartialSyncs(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelPartialFailureRecovers: a partial sync that the kernel rejects
+// (someone deleted a rule it must delete) is counted, and the next sync is
+// a full one that repairs the state.
+func TestKernelPartialFailureRecovers(t *testing.T) {
+	p, ns := kernelProxier(t, rules.NFT, nil)
+	specs := broad()
+	s := snapshot(specs...)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	// Drift: the cluster-IP rule of default/aff disappears.
+	ns.MustRun(t, "iptables-nft", "-t", "nat", "-D", "KUBE-SERVICES", "-d", "10.96.0.50/32", "-p", "tcp",
+		"-m", "comment", "--comment", "default/aff cluster IP", "-m", "tcp", "--dport", "80", "-j", ServiceChain("default/aff", "tcp"))
+	// Removing the service makes a partial sync delete that rule: rejected.
+	var kept []svcSpec
+	for _, sp := range specs {
+		if sp.name != "aff" {
+			kept = append(kept, sp)
+		}
+	}
+	s = next(s, kept...)
+	st, err := p.Snapshot(s)
+	if err == nil || st.PartialFailures != 1 || st.Failures != 1 {
+		t.Fatalf("partial sync over drift: %+v, %v; want one failed partial restore", st, err)
+	}
+	st, err = p.Snapshot(next(s, kept...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Full {
+		t.Errorf("the sync after a failed partial one was not full: %+v", st)
+	}
+	if w := pendingWrites(t, p); w != "" {
+		t.Errorf("after the full sync the kernel still differs; a resync would write:\n%s", w)
+	}
+	if tot := p.Totals(); tot.PartialFailures != 1 {
+		t.Errorf("totals %+v, want one partial failure", tot)
+	}
+}
