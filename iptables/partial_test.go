@@ -145,3 +145,53 @@ func TestLargeClusterFlip(t *testing.T) {
 		t.Errorf("large-cluster mode kept per-endpoint comments:\n%s", out)
 	}
 }
+
+// restoreRules counts the "-A" lines of restore input per table.
+func restoreRules(input string) map[string]int {
+	out := map[string]int{"filter": 0, "nat": 0}
+	table := ""
+	for _, l := range strings.Split(input, "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+		case strings.HasPrefix(l, "-A "):
+			out[table]++
+		}
+	}
+	return out
+}
+
+// TestRulesTotal: the rule counts per table (kube-proxy's
+// kubeproxy_sync_proxy_rules_iptables_total) are the rules a first sync
+// writes, and after a partial sync those a fresh Proxier's first sync of
+// the same state writes.
+func TestRulesTotal(t *testing.T) {
+	dual := func(c *Config) { c.IPv6 = true; c.MaxRestoreRules = -1 }
+	p, out := dryRun(t, dual)
+	if got := p.RulesTotal(); got["filter"]+got["nat"] != 0 {
+		t.Errorf("before any sync: %v, want zero", got)
+	}
+	specs := broad()
+	s := snapshot(specs...)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(restoreRules(out.String()), p.RulesTotal()); diff != "" {
+		t.Errorf("after the first sync (-written +RulesTotal):\n%s", diff)
+	}
+	specs = specs[1:]
+	if _, err := p.Snapshot(next(s, specs...)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, freshOut := dryRun(t, dual)
+	if _, err := fresh.Snapshot(snapshot(specs...)); err != nil {
+		t.Fatal(err)
+	}
+	want := restoreRules(freshOut.String())
+	if diff := cmp.Diff(want, p.RulesTotal()); diff != "" {
+		t.Errorf("after a partial sync removing a service (-fresh first sync +RulesTotal):\n%s", diff)
+	}
+	if want["nat"] == 0 || want["filter"] == 0 {
+		t.Errorf("counts %v: the fixture should have rules in both tables", want)
+	}
+}

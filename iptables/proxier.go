@@ -226,6 +226,32 @@ func (p *Proxier) Resync() (SyncStats, error) {
 	return p.sync(p.last, true)
 }
 
+// RulesTotal returns the rules of the Proxier's ruleset as last
+// written, per table ("filter", "nat"), summed over the families: its
+// chains' rules, as kube-proxy's kubeproxy_sync_proxy_rules_iptables_total
+// counts them (the jumps from the built-in chains are not counted).
+func (p *Proxier) RulesTotal() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{"filter": 0, "nat": 0}
+	for _, f := range p.fams {
+		if !f.synced {
+			continue
+		}
+		for _, sc := range staticChains(&p.cfg, &f.fc) {
+			if _, ok := out[sc.table]; ok {
+				out[sc.table] += len(sc.rules)
+			}
+		}
+		for _, r := range f.svcs {
+			fr := r.filterRules()
+			out["filter"] += fr
+			out["nat"] += r.lines - fr
+		}
+	}
+	return out
+}
+
 // Totals returns the sums of every sync's statistics.
 func (p *Proxier) Totals() SyncStats {
 	p.mu.Lock()

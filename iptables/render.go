@@ -75,6 +75,19 @@ type rendered struct {
 	top    [numTop][]span // one span per line; name unused
 	eps    int            // endpoints counted toward large-cluster mode
 	udp    []udpPort
+	lines  int            // rule lines, both tables
+}
+
+// filterRules counts r's rules in the filter table (its top-level filter
+// lines); every other line is a nat rule.
+func (r *rendered) filterRules() int {
+	n := 0
+	for slot, c := range topChains {
+		if c.table == "filter" {
+			n += len(r.top[slot])
+		}
+	}
+	return n
 }
 
 func (r *rendered) text(s span) []byte { return r.buf[s.start:s.end] }
@@ -144,6 +157,7 @@ func (w *writer) comment3(a, b, c string) *writer {
 // end finishes the line and returns its span.
 func (w *writer) end() span {
 	w.r.buf = append(w.r.buf, '\n')
+	w.r.lines++
 	return span{start: int32(w.start), end: int32(len(w.r.buf))}
 }
 
@@ -198,7 +212,7 @@ func usable(e *client.Endpoint) bool { return e.Ready || e.Serving && e.Terminat
 // first). large selects kube-proxy's large-cluster mode (no per-endpoint
 // comments). A service without a cluster IP of the family renders nothing.
 func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered) error {
-	r.buf, r.chains, r.eps, r.udp = r.buf[:0], r.chains[:0], 0, r.udp[:0]
+	r.buf, r.chains, r.eps, r.udp, r.lines = r.buf[:0], r.chains[:0], 0, r.udp[:0], 0
 	for i := range r.top {
 		r.top[i] = r.top[i][:0]
 	}
