@@ -75,7 +75,7 @@ type rendered struct {
 	top    [numTop][]span // one span per line; name unused
 	eps    int            // endpoints counted toward large-cluster mode
 	udp    []udpPort
-	lines  int            // rule lines, both tables
+	lines  int // rule lines, both tables
 }
 
 // filterRules counts r's rules in the filter table (its top-level filter

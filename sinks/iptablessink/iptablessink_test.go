@@ -72,7 +72,7 @@ func TestMetrics(t *testing.T) {
 	b2 := service("b", "10.96.0.2", "10.244.0.2")
 	ft.fail = true
 	c.Snapshot(client.NewSnapshot([]*client.ServiceEndpoints{a, b2}, []client.Change{{Key: b2.Service.Key(), Service: b2}})) // partial, fails
-	c.Resync()                                                                                                                // full, fails
+	c.Resync()                                                                                                               // full, fails
 	ft.fail = false
 	c.Resync()
 
