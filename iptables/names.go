@@ -49,6 +49,12 @@ func isServiceChain(name string) bool {
 // hashName returns prefix + the first 16 characters of
 // base32(sha256(parts...)), kube-proxy's chain-name scheme.
 func hashName(prefix string, parts ...string) string {
+	h := hashOf(parts...)
+	return prefix + string(h[:])
+}
+
+// hashOf returns the first 16 characters of base32(sha256(parts...)).
+func hashOf(parts ...string) [16]byte {
 	var in [256]byte
 	b := in[:0]
 	for _, p := range parts {
@@ -57,7 +63,14 @@ func hashName(prefix string, parts ...string) string {
 	sum := sha256.Sum256(b)
 	var enc [56]byte // base32 of 32 bytes
 	base32.StdEncoding.Encode(enc[:], sum[:])
-	return prefix + string(enc[:16])
+	return [16]byte(enc[:16])
+}
+
+// serviceChains returns ServiceChain, LocalChain, ExternalChain and
+// FirewallChain of a service port: they share one hash.
+func serviceChains(portName, protocol string) (svc, svl, ext, fw string) {
+	h := hashOf(portName, protocol)
+	return prefixSVC + string(h[:]), prefixSVL + string(h[:]), prefixEXT + string(h[:]), prefixFW + string(h[:])
 }
 
 // PortName returns kube-proxy's name of a service port:

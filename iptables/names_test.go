@@ -1,6 +1,9 @@
 package iptables
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // The names below were read from a real kube-proxy v1.37.2 run
 // (see REFERENCE.md).
@@ -22,5 +25,21 @@ func TestChainNames(t *testing.T) {
 	}
 	if isServiceChain("KUBE-SERVICES") || isServiceChain("KUBE-SVCX") {
 		t.Error("top-level chain taken for a service chain")
+	}
+}
+
+// TestServiceChains: the four chains of a service port from one hash are
+// those of the functions that hash each.
+func TestServiceChains(t *testing.T) {
+	for _, pn := range []string{"default/web:http", "kube-system/kube-dns:dns-tcp", "ns/name"} {
+		svc, svl, ext, fw := serviceChains(pn, "udp")
+		got := []string{svc, svl, ext, fw}
+		want := []string{ServiceChain(pn, "udp"), LocalChain(pn, "udp"), ExternalChain(pn, "udp"), FirewallChain(pn, "udp")}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", pn, got, want)
+		}
+	}
+	if probability(2) != "0.50000000000" || probability(3) != "0.33333333349" {
+		t.Errorf("probability(2), (3) = %s, %s", probability(2), probability(3))
 	}
 }

@@ -51,13 +51,15 @@ type Config struct {
 	NoRandomFully bool
 
 	// Run runs iptables-save and iptables-restore; nil means
-	// rules.Exec. Tests run the tools in a network namespace.
+	// rules.Exec. Tests run the tools in a network namespace. The stdin
+	// it is given is reused after it returns: it must not keep it.
 	Run rules.Runner
 	// Backend is "nft" or "legacy"; empty detects what the node uses, as
 	// the IPVS sinks do (rules.Detect).
 	Backend rules.Backend
 	// DryRun, when set, receives every iptables-restore input instead of
-	// the kernel; the kernel is neither read nor written.
+	// the kernel (in one Write each, whose bytes are reused after it
+	// returns); the kernel is neither read nor written.
 	DryRun io.Writer
 	// Conntrack flushes stale UDP flows after a sync; nil flushes nothing.
 	Conntrack conntrack.Flusher
@@ -140,6 +142,9 @@ type Proxier struct {
 	fams   []*family
 	last   *client.Snapshot
 	totals SyncStats
+	// scratch is the buffer of restore inputs, reused from one to the
+	// next.
+	scratch []byte
 	// largeAt is the large-cluster threshold (largeClusterEndpoints;
 	// tests lower it).
 	largeAt int

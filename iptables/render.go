@@ -134,6 +134,17 @@ func (w *writer) a(args ...string) *writer {
 	return w
 }
 
+// host appends a flag and a host prefix ("-s 10.0.0.1/32").
+func (w *writer) host(flag string, a netip.Addr) *writer {
+	w.r.buf = append(w.r.buf, ' ')
+	w.r.buf = append(w.r.buf, flag...)
+	w.r.buf = append(w.r.buf, ' ')
+	w.r.buf = a.AppendTo(w.r.buf)
+	w.r.buf = append(w.r.buf, '/')
+	w.r.buf = strconv.AppendInt(w.r.buf, int64(a.BitLen()), 10)
+	return w
+}
+
 // comment appends "-m comment --comment C", quoted as iptables-save does.
 func (w *writer) comment(c string) *writer {
 	w.r.buf = append(w.r.buf, " -m comment --comment "...)
@@ -193,6 +204,22 @@ func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).St
 // probability returns the statistic match's probability of picking 1 of n,
 // as iptables-save prints it: the kernel keeps it as a 31-bit fraction.
 func probability(n int) string {
+	if n < len(probabilities) {
+		return probabilities[n]
+	}
+	return formatProbability(n)
+}
+
+// probabilities memoizes probability for the common endpoint counts.
+var probabilities = func() []string {
+	out := make([]string, 257)
+	for n := 1; n < len(out); n++ {
+		out[n] = formatProbability(n)
+	}
+	return out
+}()
+
+func formatProbability(n int) string {
 	q := math.Round(float64(0x80000000) / float64(n))
 	return strconv.FormatFloat(q/float64(0x80000000), 'f', 11, 64)
 }
@@ -318,10 +345,7 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 			local = append(local, e)
 		}
 	}
-	svcChain := ServiceChain(pn, proto)
-	svlChain := LocalChain(pn, proto)
-	extChain := ExternalChain(pn, proto)
-	fwChain := FirewallChain(pn, proto)
+	svcChain, svlChain, extChain, fwChain := serviceChains(pn, proto)
 	usesSVC := len(cluster) > 0 && usesCluster
 	usesSVL := len(local) > 0 && usesLocal
 
@@ -510,7 +534,7 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 	}
 	slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 	for _, e := range reach {
-		w.line(e.chain).a("-s", hostPrefix(e.addr.Addr()))
+		w.line(e.chain).host("-s", e.addr.Addr())
 		if !large {
 			w.comment(pn)
 		}

@@ -101,12 +101,13 @@ func (t *txn) empty() bool {
 	return true
 }
 
-func (t *txn) bytes() []byte {
+// appendTo appends the restore input to b (whose capacity is reused).
+func (t *txn) appendTo(b []byte) []byte {
 	n := 0
 	for i := range tables {
 		n += len("*mangle\nCOMMIT\n") + t.decl[i].Len() + t.size[i] + t.tail[i].Len()
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, n)
 	for i, name := range tables {
 		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() == 0 {
 			continue
@@ -127,7 +128,10 @@ func (p *Proxier) restore(f *family, t *txn, st *SyncStats, partial bool) error 
 	if t.empty() {
 		return nil
 	}
-	input := t.bytes()
+	// The input of one transaction is dead once it ran: the next reuses
+	// its buffer.
+	input := t.appendTo(p.scratch[:0])
+	p.scratch = input
 	st.add(t.st)
 	st.Restores++
 	st.Bytes += len(input)

@@ -67,11 +67,14 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		limit = adaptiveLimit(existing)
 	}
 	t := &txn{}
-	nchains := 0
-	for _, r := range svcs {
-		nchains += len(r.chains)
+	// Service chains in the kernel, and how many of them we keep: when
+	// we keep them all, none is stale and no set of names is needed.
+	kernSvc, kept := 0, 0
+	for name := range nat.chains {
+		if isServiceChain(name) {
+			kernSvc++
+		}
 	}
-	want := make(map[string]bool, nchains)
 	// Top-level chains: those service chains refer to (KUBE-MARK-MASQ) and
 	// the other service-independent ones first, those that refer to
 	// service chains last, after every service chain exists.
@@ -105,10 +108,12 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	for _, k := range keys {
 		r := svcs[k]
 		for _, c := range r.chains {
-			want[c.name] = true
 			text := r.text(c)
-			if nat.chains[c.name] && bytes.Equal(nat.text(c.name), text) {
-				continue
+			if nat.chains[c.name] {
+				kept++
+				if bytes.Equal(nat.text(c.name), text) {
+					continue
+				}
 			}
 			t.declare("nat", c.name)
 			t.lines("nat", text)
@@ -131,9 +136,19 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	}
 	// Chains of services that are gone.
 	var stale []string
-	for name := range nat.chains {
-		if isServiceChain(name) && !want[name] {
-			stale = append(stale, name)
+	if kept < kernSvc {
+		want := make(map[string]bool, kept)
+		for _, r := range svcs {
+			for _, c := range r.chains {
+				if nat.chains[c.name] {
+					want[c.name] = true
+				}
+			}
+		}
+		for name := range nat.chains {
+			if isServiceChain(name) && !want[name] {
+				stale = append(stale, name)
+			}
 		}
 	}
 	slices.Sort(stale)
