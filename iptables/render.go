@@ -264,6 +264,9 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 	if need := estimate(se, v6); cap(r.buf) < need {
 		r.buf = make([]byte, 0, need)
 	}
+	if need := len(svc.Ports) * (len(se.Endpoints) + 4); cap(r.chains) < need {
+		r.chains = make([]span, 0, need)
+	}
 	w := &writer{r: r}
 	eps := make([]endpoint, 0, len(se.Endpoints))
 	for _, p := range svc.Ports {
@@ -506,9 +509,17 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 			add(chain, w.a("-j", e.chain).end())
 		}
 	}
+	// The KUBE-SEP- chain names of a list, in one string.
 	name := func(list []endpoint) {
+		const n = len(prefixSEP) + 16
+		names := make([]byte, 0, n*len(list))
+		for _, e := range list {
+			h := hashOf(pn, proto, e.str)
+			names = append(append(names, prefixSEP...), h[:]...)
+		}
+		all := string(names)
 		for i := range list {
-			list[i].chain = EndpointChain(pn, proto, list[i].str)
+			list[i].chain = all[i*n : (i+1)*n]
 		}
 	}
 	name(cluster)

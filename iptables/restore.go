@@ -72,6 +72,18 @@ type txn struct {
 	st    SyncStats
 }
 
+// reset empties t for the next transaction, keeping its buffers.
+func (t *txn) reset() {
+	for i := range tables {
+		t.decl[i].Reset()
+		clear(t.body[i]) // drop the references to rendered text
+		t.body[i] = t.body[i][:0]
+		t.size[i] = 0
+		t.tail[i].Reset()
+	}
+	t.rules, t.st = 0, SyncStats{}
+}
+
 func tableIndex(name string) int { return slices.Index(tables, name) }
 
 func (t *txn) declare(table, chain string) {

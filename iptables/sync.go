@@ -123,7 +123,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			if err := p.restore(f, t, &st, false); err != nil {
 				return st, nil, errors.Join(append(errs, err)...)
 			}
-			t = &txn{}
+			t.reset()
 			if adaptive {
 				limit = adaptiveLimit(existing)
 			}
