@@ -168,7 +168,7 @@ func NewProxier(cfg Config) (*Proxier, error) {
 		if f == rules.IPv4 && !cfg.IPv4 || f == rules.IPv6 && !cfg.IPv6 {
 			continue
 		}
-		fc := famConfig{fam: f, mark: hexMark(cfg.MasqueradeBit), masqueradeAll: cfg.MasqueradeAll}
+		fc := famConfig{fam: f, mark: hexMark(cfg.MasqueradeBit), masqueradeAll: cfg.MasqueradeAll, scratch: &renderScratch{}}
 		for _, c := range cfg.ClusterCIDRs {
 			if c.Addr().Is6() == (f == rules.IPv6) && !fc.localCIDR.IsValid() {
 				fc.localCIDR = c.Masked()

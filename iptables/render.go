@@ -47,6 +47,19 @@ type famConfig struct {
 	masqueradeAll bool         // masquerade every packet to a cluster IP
 	localCIDR     netip.Prefix // pods of this node's cluster; invalid: no local detection
 	nodeIP        netip.Addr   // the node's address of the family, if known
+	// scratch, when not nil, holds the slices render reuses from one
+	// service to the next (renders of one famConfig are sequential).
+	scratch *renderScratch
+}
+
+// renderScratch holds render's working slices of endpoints.
+type renderScratch struct{ eps, cluster, local, reach []endpoint }
+
+// keep stores working slices for the next render, emptied (so they hold
+// no endpoints of a past snapshot).
+func (sc *renderScratch) keep(dst *[]endpoint, list []endpoint) {
+	clear(list)
+	*dst = list[:0]
 }
 
 // span is one nat chain of a rendered service: its name and its rule lines
@@ -131,6 +144,12 @@ func (w *writer) a(args ...string) *writer {
 		w.r.buf = append(w.r.buf, ' ')
 		w.r.buf = append(w.r.buf, s...)
 	}
+	return w
+}
+
+// raw appends text as it is (with its own leading space).
+func (w *writer) raw(text string) *writer {
+	w.r.buf = append(w.r.buf, text...)
 	return w
 }
 
@@ -268,7 +287,11 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 		r.chains = make([]span, 0, need)
 	}
 	w := &writer{r: r}
-	eps := make([]endpoint, 0, len(se.Endpoints))
+	sc := fc.scratch
+	if sc == nil {
+		sc = &renderScratch{}
+	}
+	eps := slices.Grow(sc.eps[:0], len(se.Endpoints))
 	for _, p := range svc.Ports {
 		if p.Port < 1 || p.Port > 65535 || p.NodePort < 0 || p.NodePort > 65535 {
 			return fmt.Errorf("iptables: service %s port %q: port %d / node port %d out of range", svc.Key(), p.Name, p.Port, p.NodePort)
@@ -292,14 +315,15 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 		}
 		slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 		r.eps += len(eps)
-		if err := renderPort(fc, w, svc, p, proto, pn, clusterIP, extIPs, lbIPs, ranges, eps, large); err != nil {
+		if err := renderPort(fc, sc, w, svc, p, proto, pn, clusterIP, extIPs, lbIPs, ranges, eps, large); err != nil {
 			return err
 		}
 	}
+	sc.keep(&sc.eps, eps)
 	return nil
 }
 
-func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, proto, pn string,
+func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service, p client.Port, proto, pn string,
 	clusterIP netip.Addr, extIPs, lbIPs []netip.Addr, ranges []netip.Prefix, eps []endpoint, large bool) error {
 	r := w.r
 	accessible := p.NodePort != 0 || len(extIPs) > 0 || len(lbIPs) > 0
@@ -314,10 +338,10 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 	// are Local, cluster endpoints (used only to short-circuit this node's
 	// own traffic to external destinations) are the ready ones, or the
 	// serving terminating ones when none is ready.
-	cluster := make([]endpoint, 0, len(eps))
+	cluster := slices.Grow(sc.cluster[:0], len(eps))
 	var local []endpoint
 	if usesLocal {
-		local = make([]endpoint, 0, len(eps))
+		local = slices.Grow(sc.local[:0], len(eps))
 	}
 	hasAny := false
 	anyReady := slices.ContainsFunc(eps, func(e endpoint) bool { return e.ep.Ready })
@@ -504,9 +528,9 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 				w.comment3(pn, " -> ", e.str)
 			}
 			if i < len(list)-1 {
-				w.a("-m", "statistic", "--mode", "random", "--probability", probability(len(list)-i))
+				w.raw(" -m statistic --mode random --probability ").raw(probability(len(list) - i))
 			}
-			add(chain, w.a("-j", e.chain).end())
+			add(chain, w.raw(" -j ").raw(e.chain).end())
 		}
 	}
 	// The KUBE-SEP- chain names of a list, in one string.
@@ -532,7 +556,7 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 	}
 	// One KUBE-SEP- chain per endpoint either chain reaches, in endpoint
 	// order.
-	var reach []endpoint
+	reach := sc.reach[:0]
 	if usesCluster {
 		reach = append(reach, cluster...)
 	}
@@ -549,7 +573,7 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 		if !large {
 			w.comment(pn)
 		}
-		add(e.chain, w.a("-j", KubeMarkMasqChain).end())
+		add(e.chain, w.raw(" -j "+KubeMarkMasqChain).end())
 		w.line(e.chain).a("-p", proto)
 		if !large {
 			w.comment(pn)
@@ -557,7 +581,7 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 		if affinity {
 			w.a("-m", "recent", "--set", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource")
 		}
-		add(e.chain, w.a("-m", proto, "-j", "DNAT", "--to-destination", e.str).end())
+		add(e.chain, w.a("-m", proto).raw(" -j DNAT --to-destination ").raw(e.str).end())
 	}
 	if p.Protocol == client.UDP {
 		u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
@@ -567,6 +591,11 @@ func renderPort(fc *famConfig, w *writer, svc *client.Service, p client.Port, pr
 		}
 		r.udp = append(r.udp, u)
 	}
+	sc.keep(&sc.cluster, cluster)
+	if local != nil {
+		sc.keep(&sc.local, local)
+	}
+	sc.keep(&sc.reach, reach)
 	return nil
 }
 
