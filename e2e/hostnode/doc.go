@@ -3,5 +3,6 @@
 // are fresh network namespaces joined by routed veth pairs; the test drives
 // iptables.Proxier in-process with the node's namespace as its kernel and
 // sends real TCP, UDP and SCTP traffic (e2e/netexec) through the rules it
-// programs. Run it as root: go test ./e2e/hostnode/.
+// programs. TestBinary runs the built iptables sink binary (sinks/iptables)
+// in the node's namespace instead. Run it as root: go test ./e2e/hostnode/.
 package hostnode
