@@ -152,6 +152,26 @@ type Controller struct {
 	Log     *slog.Logger
 	// OnSync, when not nil, is called after every sync.
 	OnSync func(dataplane.SyncStats)
+
+	noLocal int // of the last snapshot
+}
+
+// noLocalEndpoints counts the services of s with a Local traffic policy
+// and no ready or serving endpoint on this node (kube-proxy's
+// kubeproxy_sync_proxy_rules_no_local_endpoints_total), as the IPVS
+// controllers count them.
+func noLocalEndpoints(s *client.Snapshot) int {
+	n := 0
+	for se := range s.All() {
+		svc := se.Service
+		if svc == nil || !svc.ExternalTrafficLocal && !svc.InternalTrafficLocal {
+			continue
+		}
+		if !slices.ContainsFunc(se.Endpoints, func(e *client.Endpoint) bool { return e.Local && (e.Ready || e.Serving) }) {
+			n++
+		}
+	}
+	return n
 }
 
 // Snapshot programs a snapshot (a partial sync of its changes when it
@@ -159,6 +179,7 @@ type Controller struct {
 func (c *Controller) Snapshot(s *client.Snapshot) {
 	start := time.Now()
 	st, err := c.P.Snapshot(s)
+	c.noLocal = noLocalEndpoints(s)
 	c.report(start, s.Len(), st, err)
 }
 
@@ -174,7 +195,7 @@ func (c *Controller) Resync() dataplane.SyncStats {
 // chains deleted.
 func (c *Controller) report(start time.Time, services int, st iptables.SyncStats, err error) dataplane.SyncStats {
 	ds := dataplane.SyncStats{Start: start, Duration: st.Duration, Services: services,
-		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, Err: err}
+		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, NoLocalEndpoints: c.noLocal, Err: err}
 	if m := c.Metrics; m != nil {
 		m.RestoreFailures.Add(float64(st.Failures))
 		m.PartialRestoreFailures.Add(float64(st.PartialFailures))

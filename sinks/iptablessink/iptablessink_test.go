@@ -136,3 +136,32 @@ func TestProxierConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLocalEndpoints: services with a Local policy and no ready or
+// serving local endpoint are counted and reported with the sync.
+func TestNoLocalEndpoints(t *testing.T) {
+	local := func(name, ip string, policyLocal, epLocal bool) *client.ServiceEndpoints {
+		se := service(name, ip, "10.244.0.9")
+		se.Service.InternalTrafficLocal = policyLocal
+		se.Endpoints[0].Local = epLocal
+		return se
+	}
+	s := client.NewSnapshot([]*client.ServiceEndpoints{
+		local("a", "10.96.0.1", true, false), // counted
+		local("b", "10.96.0.2", true, true),
+		local("c", "10.96.0.3", false, false),
+		local("d", "10.96.0.4", true, false), // counted
+	}, nil)
+	p, err := iptables.NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, DryRun: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	c := &Controller{P: p, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnSync: func(st dataplane.SyncStats) { got = append(got, st.NoLocalEndpoints) }}
+	c.Snapshot(s)
+	c.Resync()
+	if diff := cmp.Diff([]int{2, 2}, got); diff != "" {
+		t.Errorf("no-local-endpoint services of a snapshot and its resync (-want +got):\n%s", diff)
+	}
+}
