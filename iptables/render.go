@@ -53,7 +53,11 @@ type famConfig struct {
 }
 
 // renderScratch holds render's working slices of endpoints.
-type renderScratch struct{ eps, cluster, local, reach []endpoint }
+type renderScratch struct {
+	eps, cluster, local, reach []endpoint
+	strs                       []byte // endpoint strings being built
+	ends                       []int  // where each ends in strs
+}
 
 // keep stores working slices for the next render, emptied (so they hold
 // no endpoints of a past snapshot).
@@ -311,8 +315,20 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 				continue
 			}
 			ap := netip.AddrPortFrom(addrs[0], uint16(port))
-			eps = append(eps, endpoint{ep: e, addr: ap, str: ap.String()})
+			eps = append(eps, endpoint{ep: e, addr: ap})
 		}
+		// The "ip:port" strings of a port's endpoints, in one string.
+		strs, ends := sc.strs[:0], sc.ends[:0]
+		for i := range eps {
+			strs = eps[i].addr.AppendTo(strs)
+			ends = append(ends, len(strs))
+		}
+		all, off := string(strs), 0
+		for i := range eps {
+			eps[i].str = all[off:ends[i]]
+			off = ends[i]
+		}
+		sc.strs, sc.ends = strs[:0], ends[:0]
 		slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 		r.eps += len(eps)
 		if err := renderPort(fc, sc, w, svc, p, proto, pn, clusterIP, extIPs, lbIPs, ranges, eps, large); err != nil {
