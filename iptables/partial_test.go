@@ -195,3 +195,46 @@ func TestRulesTotal(t *testing.T) {
 		t.Errorf("counts %v: the fixture should have rules in both tables", want)
 	}
 }
+
+// TestResyncReusesRender: a resync of the snapshot the last full sync
+// wrote compares the kernel with that sync's rendering instead of
+// rendering again, and writes what a render would (here, in a dry run
+// with an empty kernel, the first sync's input again); after a partial
+// sync the next resync renders.
+func TestResyncReusesRender(t *testing.T) {
+	p, out := dryRun(t, func(c *Config) { c.MaxRestoreRules = -1 })
+	s := snapshot(broad()...)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	first := out.String()
+	out.Reset()
+	if _, err := p.Resync(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, out.String()); diff != "" {
+		t.Errorf("resync input differs from the first sync's (-first +resync):\n%s", diff)
+	}
+	if r := p.fams[0].renders; r != 1 {
+		t.Errorf("%d full renders after a sync and a resync, want 1", r)
+	}
+	specs := broad()[1:]
+	s2 := next(s, specs...)
+	if st, err := p.Snapshot(s2); err != nil || st.Full {
+		t.Fatalf("partial sync: %+v, %v", st, err)
+	}
+	out.Reset()
+	if _, err := p.Resync(); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.fams[0].renders; r != 2 {
+		t.Errorf("%d full renders after a partial sync and a resync, want 2", r)
+	}
+	fresh, freshOut := dryRun(t, func(c *Config) { c.MaxRestoreRules = -1 })
+	if _, err := fresh.Snapshot(snapshot(specs...)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(freshOut.String(), out.String()); diff != "" {
+		t.Errorf("resync after the partial sync differs from a fresh first sync (-fresh +resync):\n%s", diff)
+	}
+}

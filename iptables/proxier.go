@@ -129,6 +129,12 @@ type family struct {
 	large   bool
 	full    bool // the next sync must be full
 	synced  bool // a sync succeeded: svcs is what this process wrote
+	// from is the snapshot svcs were rendered from by the last full sync,
+	// when it succeeded and no partial sync followed; renderErrs are that
+	// render's errors.
+	from       *client.Snapshot
+	renderErrs []error
+	renders    int // full renders (tests)
 }
 
 // Proxier programs kube-proxy's iptables-mode ruleset for the services of

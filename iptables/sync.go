@@ -37,12 +37,31 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	var st SyncStats
 	st.Full = true
 	f.full = true
-	total := 0
-	for se := range s.All() {
-		total += countEndpoints(se, f.fc.fam == rules.IPv6)
+	var keys []client.ServiceKey
+	var svcs map[client.ServiceKey]*rendered
+	var eps int
+	var errs []error
+	if f.from == s {
+		// A resync of the snapshot the last full sync rendered and wrote,
+		// with no partial sync since: rendering is pure and a snapshot
+		// does not change, so its services render as they did. Only the
+		// kernel is compared again.
+		for se := range s.All() {
+			if k := se.Service.Key(); f.svcs[k] != nil {
+				keys = append(keys, k)
+			}
+		}
+		svcs, eps, errs = f.svcs, f.eps, slices.Clone(f.renderErrs)
+	} else {
+		total := 0
+		for se := range s.All() {
+			total += countEndpoints(se, f.fc.fam == rules.IPv6)
+		}
+		f.large = total > p.largeAt
+		keys, svcs, eps, errs = f.renderAll(s, f.large)
+		f.renders++
 	}
-	f.large = total > p.largeAt
-	keys, svcs, eps, errs := f.renderAll(s, f.large)
+	f.from = nil
 	kern, err := p.read(f)
 	if err != nil {
 		return st, nil, errors.Join(append(errs, err)...)
@@ -175,6 +194,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		targets = f.staleFlows(svcs)
 	}
 	f.svcs, f.eps, f.full, f.synced = svcs, eps, false, true
+	f.from, f.renderErrs = s, errs
 	return st, targets, errors.Join(errs...)
 }
 
@@ -183,6 +203,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 // and added rule by rule) and the deletion of chains they no longer have.
 func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []conntrack.Target, error) {
 	var st SyncStats
+	f.from = nil
 	var errs []error
 	type change struct {
 		key      client.ServiceKey
