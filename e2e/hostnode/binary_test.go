@@ -213,7 +213,8 @@ endpoints:
 // TestBinary runs the built iptables sink binary in node A's namespace
 // with --from-file: real traffic to a cluster IP (TCP and UDP, from a pod)
 // and a node port (from outside, masqueraded), /proxyMode and the
-// iptables metrics; a restart with the same cluster writes nothing; and
+// iptables metrics; a restart with the same cluster writes nothing, nor do
+// its resyncs until a chain is flushed by hand, which one repairs; and
 // --cleanup removes every KUBE- chain and jump and leaves a foreign chain
 // and its jump alone.
 func TestBinary(t *testing.T) {
@@ -267,8 +268,9 @@ func TestBinary(t *testing.T) {
 	p.stop(t)
 
 	// Restart with the same cluster: nothing written, same rules, traffic
-	// still flows.
-	p = startSink(t, n, bin, args...)
+	// still flows. The resyncs (every second here) write nothing either,
+	// until a chain is flushed by hand: the next resync repairs it.
+	p = startSink(t, n, bin, append(args, "--sync-period", "1s")...)
 	m = p.waitSynced(t)
 	if v := metric(m, "proxysinks_kernel_operations_total"); v != 0 {
 		t.Errorf("restart wrote %v kernel objects, want 0; log:\n%s", v, p.log.String())
@@ -278,6 +280,22 @@ func TestBinary(t *testing.T) {
 	}
 	if diff := cmp.Diff(programmed, saveAll(t, n)); diff != "" {
 		t.Errorf("restart changed the rules (-before +after):\n%s", diff)
+	}
+	mustGet(t, pod0.ns, "tcp", vip)
+	time.Sleep(1500 * time.Millisecond)
+	if m, err := p.get("/metrics"); err != nil || metric(m, "proxysinks_kernel_operations_total") != 0 {
+		t.Errorf("resyncs of an unchanged cluster wrote (%v):\n%s", err, m)
+	}
+	must(t, n.node, "iptables", "-t", "nat", "-F", "KUBE-SERVICES")
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, err := p.get("/metrics"); err == nil && metric(m, "proxysinks_kernel_operations_total") > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if diff := cmp.Diff(programmed, saveAll(t, n)); diff != "" {
+		t.Errorf("drift not repaired (-programmed +now):\n%s", diff)
 	}
 	mustGet(t, pod0.ns, "tcp", vip)
 	p.stop(t)
