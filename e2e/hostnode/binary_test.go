@@ -214,7 +214,8 @@ endpoints:
 // with --from-file: real traffic to a cluster IP (TCP and UDP, from a pod)
 // and a node port (from outside, masqueraded), /proxyMode and the
 // iptables metrics; a restart with the same cluster writes nothing, nor do
-// its resyncs until a chain is flushed by hand, which one repairs; and
+// its resyncs until a chain is flushed by hand, which one repairs; an
+// edit of the manifest is a partial sync; and
 // --cleanup removes every KUBE- chain and jump and leaves a foreign chain
 // and its jump alone.
 func TestBinary(t *testing.T) {
@@ -298,6 +299,33 @@ func TestBinary(t *testing.T) {
 		t.Errorf("drift not repaired (-programmed +now):\n%s", diff)
 	}
 	mustGet(t, pod0.ns, "tcp", vip)
+
+	// An edit of the manifest removing node B's endpoint is a partial
+	// sync; traffic then reaches node A's pods only.
+	edited := strings.Replace(binaryCluster, "- {addresses: [10.244.2.2], conditions: {ready: true}, nodeName: node-b}\n", "", 1)
+	if edited == binaryCluster {
+		t.Fatal("the manifest edit changed nothing")
+	}
+	if err := os.WriteFile(manifests, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, err := p.get("/metrics"); err == nil && metric(m, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if m, _ := p.get("/metrics"); metric(m, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") < 1 {
+		t.Errorf("no partial sync after the manifest edit; log:\n%s", p.log.String())
+	}
+	seen = map[string]bool{}
+	for range 20 {
+		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
+	}
+	if seen[n.pods[2].name] || len(seen) != 2 {
+		t.Errorf("after removing node B's endpoint, traffic reached %v, want pod0 and pod1", seen)
+	}
 	p.stop(t)
 
 	// --cleanup: exit 0, no KUBE- chain or jump left, the rest as before.
