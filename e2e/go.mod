@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.11.2
+	github.com/proxysinks/proxysinks/iptables v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 	github.com/urfave/cli/v2 v2.27.7
 )
@@ -74,10 +75,10 @@ require (
 )
 
 require (
-	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/go-cmp v0.7.0
 	github.com/mdlayher/socket v0.6.0 // indirect
-	github.com/proxysinks/proxysinks/client v0.0.0 // indirect
-	github.com/proxysinks/proxysinks/dataplane v0.0.0 // indirect
+	github.com/proxysinks/proxysinks/client v0.0.0
+	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/fullstate v0.0.0 // indirect
 	github.com/proxysinks/proxysinks/incremental v0.0.0 // indirect
 	github.com/proxysinks/proxysinks/sinks v0.0.0
@@ -97,3 +98,5 @@ replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
 
 replace github.com/proxysinks/proxysinks/incremental => ../incremental
+
+replace github.com/proxysinks/proxysinks/iptables => ../iptables

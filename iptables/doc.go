@@ -1,4 +1,12 @@
-// Package iptables will hold the classic iptables proxier
-// (OnServiceUpdate/OnEndpointsUpdate/Sync/SyncLoop, CleanupLeftovers,
-// CanUseIPTablesProxier).
+// Package iptables is the iptables sink's Proxier: seed 002's surface
+// (NewProxier, OnServiceUpdate, OnEndpointsUpdate, Sync, SyncLoop,
+// CleanupLeftovers, CanUseIPTablesProxier) programming kube-proxy v1.37's
+// iptables-mode ruleset for the services of client snapshots.
+//
+// Rendering (render.go) is pure and writes rules in the form iptables-save
+// prints them; a sync compares them with what it last wrote (partial sync)
+// or with the kernel (full sync) and applies the difference with
+// iptables-restore --noflush, touching only the chains it owns. See
+// README.md for the chains, the differences from kube-proxy and the
+// measurements.
 package iptables

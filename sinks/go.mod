@@ -14,6 +14,11 @@ require (
 )
 
 require (
+	github.com/goccy/go-json v0.12.0 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
@@ -49,9 +54,10 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/proxysinks/proxysinks/iptables v0.0.0
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/ti-mo/conntrack v0.6.0 // indirect
@@ -91,3 +97,5 @@ replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
 replace github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
 
 replace github.com/proxysinks/proxysinks/incremental => ../incremental
+
+replace github.com/proxysinks/proxysinks/iptables => ../iptables

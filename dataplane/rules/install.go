@@ -47,6 +47,15 @@ func (b Backend) command(f Family, tool string) string {
 	return base + "-" + string(b) + "-" + tool
 }
 
+// Command returns the binary of a tool ("save" or "restore") of the
+// variant for the family, for other packages that drive iptables-restore
+// themselves (the iptables sink).
+func (b Backend) Command(f Family, tool string) string { return b.command(f, tool) }
+
+// RestoreArgs returns the iptables-restore flags that keep every chain not
+// named in the input (and, with legacy, wait for the xtables lock).
+func (b Backend) RestoreArgs() []string { return b.restoreArgs() }
+
 // restoreArgs returns the flags for iptables-restore: keep other chains, and
 // with legacy, wait for the xtables lock (nft needs none).
 func (b Backend) restoreArgs() []string {

@@ -16,6 +16,8 @@ type Config struct {
 	Kubeconfig string
 	FromFile   string
 	DryRun     bool
+	// Cleanup asks the sink to remove what it programs and exit.
+	Cleanup bool
 
 	NodeName          string
 	NodeAddresses     []netip.Addr
@@ -50,6 +52,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "kubeconfig", EnvVars: env("kubeconfig"), Usage: "kubeconfig `file` of the cluster (in-cluster config when empty and running in a pod)"},
 		&cli.StringFlag{Name: "from-file", EnvVars: env("from-file"), Usage: "read Services and EndpointSlices from a manifest `file or directory` instead of the API, and follow its edits"},
 		&cli.BoolFlag{Name: "dry-run", EnvVars: env("dry-run"), Usage: "print the kernel operations for the current state and exit, without privileges or IPVS"},
+		&cli.BoolFlag{Name: "cleanup", EnvVars: env("cleanup"), Usage: "remove every kernel object the sink owns and exit (sinks that support it)"},
 		&cli.StringFlag{Name: "node-name", Aliases: []string{"hostname-override"}, EnvVars: env("node-name"), Usage: "this node's `name` (endpoints on it are local); default: the host name"},
 		&cli.StringSliceFlag{Name: "node-address", EnvVars: env("node-address"), Usage: "`address` to serve NodePorts on (repeatable or comma-separated); default: the node's addresses"},
 		&cli.StringSliceFlag{Name: "nodeport-addresses", EnvVars: env("nodeport-addresses"), Usage: "serve NodePorts only on node addresses in these `CIDRs`"},
@@ -112,7 +115,7 @@ func splitAll(vals []string) []string {
 // naming the flag.
 func FromContext(c *cli.Context) (Config, error) {
 	cfg := Config{
-		Kubeconfig: c.String("kubeconfig"), FromFile: c.String("from-file"), DryRun: c.Bool("dry-run"),
+		Kubeconfig: c.String("kubeconfig"), FromFile: c.String("from-file"), DryRun: c.Bool("dry-run"), Cleanup: c.Bool("cleanup"),
 		NodeName: c.String("node-name"), Scheduler: c.String("scheduling-method"),
 		MasqueradeAll: c.Bool("masquerade-all"), MasqueradeBit: c.Int("masquerade-bit"),
 		StrictARP: c.Bool("ipvs-strict-arp"), TCPTimeout: c.Duration("ipvs-tcp-timeout"),
@@ -159,6 +162,9 @@ func FromContext(c *cli.Context) (Config, error) {
 	}
 	if cfg.FromFile != "" && cfg.Kubeconfig != "" {
 		return cfg, fmt.Errorf("--from-file and --kubeconfig: give one source, not both")
+	}
+	if cfg.Cleanup && cfg.DryRun {
+		return cfg, fmt.Errorf("--cleanup and --dry-run: give one, not both")
 	}
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return cfg, fmt.Errorf("--log-format: %q is not text or json", cfg.LogFormat)

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
@@ -52,6 +53,9 @@ type Env struct {
 	// Handler is the metrics address's handler (/metrics, /proxyMode,
 	// /healthz); nil in a dry run.
 	Handler http.Handler
+	// Registry is where the controller registers metrics of its own
+	// (served on /metrics with the runtime's); nil in a dry run.
+	Registry prometheus.Registerer
 }
 
 // Built is a controller with what the runtime reads from it.
@@ -74,6 +78,12 @@ type Sink struct {
 	Mode string
 	// New builds the controller.
 	New func(Env) (Built, error)
+	// Cleanup, when not nil, removes every kernel object the sink owns
+	// (--cleanup); without it --cleanup is refused.
+	Cleanup func(Config, *slog.Logger) error
+	// Unsupported names flags that do not apply to this sink: giving one
+	// (on the command line or in the environment) is refused at start.
+	Unsupported []string
 }
 
 // Main runs the command line args of sink, printing to stdout (dry-run
@@ -92,7 +102,22 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 			if err != nil {
 				return cli.Exit(sink.Name+": "+err.Error(), 2)
 			}
+			for _, name := range sink.Unsupported {
+				if c.IsSet(name) {
+					return cli.Exit(fmt.Sprintf("%s: --%s: does not apply to proxy mode %q; remove it", sink.Name, name, sink.Mode), 2)
+				}
+			}
 			log := cfg.Logger(stderr)
+			if cfg.Cleanup {
+				if sink.Cleanup == nil {
+					return cli.Exit(sink.Name+": --cleanup: this sink has no cleanup", 2)
+				}
+				if err := sink.Cleanup(cfg, log); err != nil {
+					return cli.Exit(sink.Name+": cleanup: "+err.Error(), 1)
+				}
+				log.Info("cleanup done")
+				return nil
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := Run(ctx, cfg, sink, stdout, log); err != nil {
@@ -228,7 +253,7 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		}
 		health.Record(st.Err)
 	}
-	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: onSync, Handler: handler})
+	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: onSync, Handler: handler, Registry: metrics.Registry})
 	if err != nil {
 		return err
 	}

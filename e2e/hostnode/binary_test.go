@@ -1,0 +1,356 @@
+package hostnode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// buildSink builds the iptables sink binary as make build does (cgo off).
+func buildSink(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "iptables")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/proxysinks/proxysinks/sinks/iptables")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build sinks/iptables: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// lockedBuffer collects a process's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// sinkProcess is the iptables sink binary running in node A's namespace.
+type sinkProcess struct {
+	cmd  *exec.Cmd
+	log  *lockedBuffer
+	http *http.Client
+}
+
+// startSink starts the binary in the node's namespace with args; its
+// metrics are on 127.0.0.1:10249 there.
+func startSink(t *testing.T, n *network, bin string, args ...string) *sinkProcess {
+	t.Helper()
+	p := &sinkProcess{cmd: exec.Command(bin, args...), log: &lockedBuffer{}}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	// The child inherits the namespace of the thread that starts it.
+	if err := n.node.Do(p.cmd.Start); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	})
+	p.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := n.node.Do(func() error {
+				var err error
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}}}
+	return p
+}
+
+// get fetches a path of the sink's metrics address.
+func (p *sinkProcess) get(path string) (string, error) {
+	resp, err := p.http.Get("http://127.0.0.1:10249" + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// metric returns the value of a metric line ("name" or `name{label="x"}`),
+// or -1 when absent.
+func metric(text, name string) float64 {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// waitSynced waits until the sink reports a successful sync and returns
+// its metrics.
+func (p *sinkProcess) waitSynced(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if p.cmd.ProcessState != nil {
+			t.Fatalf("sink exited: %v\n%s", p.cmd.ProcessState, p.log.String())
+		}
+		if m, err := p.get("/metrics"); err == nil && metric(m, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") > 0 {
+			return m
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no successful sync in 20 s; log:\n%s", p.log.String())
+	return ""
+}
+
+// stop sends SIGTERM and checks the exit status is 0.
+func (p *sinkProcess) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("sink exit: %v; log:\n%s", err, p.log.String())
+	}
+}
+
+// counters are the packet counters iptables-save prints on chain lines.
+var counters = regexp.MustCompile(`\[\d+:\d+\]`)
+
+// saveAll returns iptables-save of the node (both families), without
+// counters and comments, by "tool table".
+func saveAll(t *testing.T, n *network) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		table := ""
+		for _, l := range strings.Split(n.node.MustRun(t, tool), "\n") {
+			switch {
+			case strings.HasPrefix(l, "#") || l == "":
+			case strings.HasPrefix(l, "*"):
+				table = tool + " " + l[1:]
+			default:
+				out[table] += counters.ReplaceAllString(l, "") + "\n"
+			}
+		}
+	}
+	return out
+}
+
+// onlyEmptyBuiltins reports whether a saved table has nothing but its
+// built-in chains' policies (a table iptables-save lists once it has been
+// loaded).
+func onlyEmptyBuiltins(table string) bool {
+	for _, l := range strings.Split(strings.TrimSpace(table), "\n") {
+		if l == "COMMIT" {
+			continue
+		}
+		f := strings.Fields(l)
+		if !strings.HasPrefix(l, ":") || len(f) < 2 || f[1] == "-" {
+			return false
+		}
+	}
+	return true
+}
+
+const binaryCluster = `apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  type: NodePort
+  clusterIP: 10.96.0.10
+  clusterIPs: [10.96.0.10]
+  ports:
+  - {name: http, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30080}
+  - {name: dns, protocol: UDP, port: 53, targetPort: 8081}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: default
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+ports:
+- {name: http, protocol: TCP, port: 8080}
+- {name: dns, protocol: UDP, port: 8081}
+endpoints:
+- {addresses: [10.244.1.2], conditions: {ready: true}, nodeName: node-a}
+- {addresses: [10.244.1.6], conditions: {ready: true}, nodeName: node-a}
+- {addresses: [10.244.2.2], conditions: {ready: true}, nodeName: node-b}
+`
+
+// TestBinary runs the built iptables sink binary in node A's namespace
+// with --from-file: real traffic to a cluster IP (TCP and UDP, from a pod)
+// and a node port (from outside, masqueraded), /proxyMode and the
+// iptables metrics; a restart with the same cluster writes nothing, nor do
+// its resyncs until a chain is flushed by hand, which one repairs; an
+// edit of the manifest is a partial sync; and
+// --cleanup removes every KUBE- chain and jump and leaves a foreign chain
+// and its jump alone.
+func TestBinary(t *testing.T) {
+	bin := buildSink(t)
+	n := newNetwork(t)
+	pod0 := n.pods[0]
+	must(t, n.node, "iptables", "-t", "nat", "-N", "FOREIGN")
+	must(t, n.node, "iptables", "-t", "nat", "-A", "FOREIGN", "-s", "203.0.113.99", "-j", "RETURN")
+	must(t, n.node, "iptables", "-t", "nat", "-I", "PREROUTING", "-j", "FOREIGN")
+	must(t, n.node, "iptables", "-t", "filter", "-N", "FOREIGN-F")
+	must(t, n.node, "iptables", "-t", "filter", "-I", "INPUT", "-j", "FOREIGN-F")
+	before := saveAll(t, n)
+
+	manifests := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(manifests, []byte(binaryCluster), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--from-file", manifests, "--node-name", "node-a", "--cluster-cidr", "10.244.0.0/16",
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", ""}
+	p := startSink(t, n, bin, args...)
+	m := p.waitSynced(t)
+	if mode, err := p.get("/proxyMode"); err != nil || mode != "iptables" {
+		t.Errorf("/proxyMode = %q, %v; want iptables", mode, err)
+	}
+	if v := metric(m, `kubeproxy_sync_proxy_rules_iptables_total{table="nat"}`); v < 10 {
+		t.Errorf("nat rules gauge %v, want the ruleset's rules\n%s", v, m)
+	}
+	if v := metric(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
+		t.Errorf("restore failures %v, want 0", v)
+	}
+	if v := metric(m, "proxysinks_kernel_operations_total"); v <= 0 {
+		t.Errorf("first run wrote %v kernel objects, want > 0", v)
+	}
+
+	vip, nodePort := ap("10.96.0.10", 80), ap(nodeA.String(), 30080)
+	seen := map[string]bool{}
+	for range 30 {
+		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("cluster IP from a pod reached %v, want the three pods", seen)
+	}
+	if r := mustGet(t, pod0.ns, "udp", ap("10.96.0.10", 53)); r.Name == "" {
+		t.Errorf("UDP cluster IP: no name in %+v", r)
+	}
+	r := mustGet(t, n.client, "tcp", nodePort)
+	if r.Client.Addr() == clientAddr {
+		t.Errorf("node port from outside reached %s keeping the client address, want masquerade (cluster policy)", r.Name)
+	}
+	programmed := saveAll(t, n)
+	p.stop(t)
+
+	// Restart with the same cluster: nothing written, same rules, traffic
+	// still flows. The resyncs (every second here) write nothing either,
+	// until a chain is flushed by hand: the next resync repairs it.
+	p = startSink(t, n, bin, append(args, "--sync-period", "1s")...)
+	m = p.waitSynced(t)
+	if v := metric(m, "proxysinks_kernel_operations_total"); v != 0 {
+		t.Errorf("restart wrote %v kernel objects, want 0; log:\n%s", v, p.log.String())
+	}
+	if strings.Contains(p.log.String(), "msg=sync ") {
+		t.Errorf("restart logged a sync that wrote:\n%s", p.log.String())
+	}
+	if diff := cmp.Diff(programmed, saveAll(t, n)); diff != "" {
+		t.Errorf("restart changed the rules (-before +after):\n%s", diff)
+	}
+	mustGet(t, pod0.ns, "tcp", vip)
+	time.Sleep(1500 * time.Millisecond)
+	if m, err := p.get("/metrics"); err != nil || metric(m, "proxysinks_kernel_operations_total") != 0 {
+		t.Errorf("resyncs of an unchanged cluster wrote (%v):\n%s", err, m)
+	}
+	must(t, n.node, "iptables", "-t", "nat", "-F", "KUBE-SERVICES")
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, err := p.get("/metrics"); err == nil && metric(m, "proxysinks_kernel_operations_total") > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if diff := cmp.Diff(programmed, saveAll(t, n)); diff != "" {
+		t.Errorf("drift not repaired (-programmed +now):\n%s", diff)
+	}
+	mustGet(t, pod0.ns, "tcp", vip)
+
+	// An edit of the manifest removing node B's endpoint is a partial
+	// sync; traffic then reaches node A's pods only.
+	edited := strings.Replace(binaryCluster, "- {addresses: [10.244.2.2], conditions: {ready: true}, nodeName: node-b}\n", "", 1)
+	if edited == binaryCluster {
+		t.Fatal("the manifest edit changed nothing")
+	}
+	if err := os.WriteFile(manifests, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, err := p.get("/metrics"); err == nil && metric(m, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if m, _ := p.get("/metrics"); metric(m, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") < 1 {
+		t.Errorf("no partial sync after the manifest edit; log:\n%s", p.log.String())
+	}
+	seen = map[string]bool{}
+	for range 20 {
+		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
+	}
+	if seen[n.pods[2].name] || len(seen) != 2 {
+		t.Errorf("after removing node B's endpoint, traffic reached %v, want pod0 and pod1", seen)
+	}
+	p.stop(t)
+
+	// --cleanup: exit 0, no KUBE- chain or jump left, the rest as before.
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "--cleanup")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := n.node.Do(cmd.Run); err != nil {
+		t.Fatalf("--cleanup: %v\n%s", err, out.String())
+	}
+	after := saveAll(t, n)
+	for table, text := range after {
+		if strings.Contains(text, "KUBE-") {
+			t.Errorf("after --cleanup, %s:\n%s", table, text)
+		}
+		if _, ok := before[table]; !ok && !onlyEmptyBuiltins(text) {
+			t.Errorf("after --cleanup, %s has rules or chains:\n%s", table, text)
+		}
+	}
+	for table, text := range before {
+		if diff := cmp.Diff(text, after[table]); diff != "" {
+			t.Errorf("--cleanup changed %s from before the sink ran (-before +after):\n%s", table, diff)
+		}
+	}
+	if len(before) < 2 {
+		t.Errorf("the foreign rules are not in the saved tables: %v", before)
+	}
+	mustFail(t, pod0.ns, "tcp", vip)
+}

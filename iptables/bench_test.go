@@ -1,0 +1,175 @@
+package iptables
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+)
+
+// benchClusters caches the benchmark clusters (building them through
+// client/nodelocal takes longer than a sync).
+var benchClusters = map[int]*client.Snapshot{}
+
+func benchCluster(n int) *client.Snapshot {
+	if s, ok := benchClusters[n]; ok {
+		return s
+	}
+	s := snapshot(cluster(n, 10)...)
+	benchClusters[n] = s
+	return s
+}
+
+// BenchmarkFullSync is the sink's CPU for a first sync of n services x 10
+// endpoints with the kernel left out (dry run into io.Discard): render,
+// compare, build the restore input. Target at 10,000 services: <= 100 ms.
+func BenchmarkFullSync(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			s := benchCluster(n)
+			var st SyncStats
+			cpu := processCPU()
+			b.ResetTimer()
+			for b.Loop() {
+				p, err := NewProxier(Config{IPv4: true, MasqueradeBit: 14, DryRun: io.Discard})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st, err = p.Snapshot(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(st.Rules), "rules/op")
+			b.ReportMetric(float64(st.Bytes), "restore-bytes/op")
+			b.ReportMetric(float64(st.Restores), "restores/op")
+		})
+	}
+}
+
+// BenchmarkEndpointChange is one endpoint removed or added back in one
+// service of a cluster of n services x 10 endpoints: a partial sync. Its
+// restore bytes must not depend on n; target <= 1 ms of sink CPU.
+func BenchmarkEndpointChange(b *testing.B) {
+	for _, n := range []int{200, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			specs := cluster(n, 10)
+			s0 := benchCluster(n)
+			with := specs[n/2]
+			without := with
+			without.eps = with.eps[1:]
+			specs[n/2] = without
+			s1 := next(s0, specs...)
+			specs[n/2] = with
+			s2 := next(s1, specs...)
+			p, err := NewProxier(Config{IPv4: true, MasqueradeBit: 14, DryRun: io.Discard})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := p.Snapshot(s0); err != nil {
+				b.Fatal(err)
+			}
+			var bytes, rules int
+			i := 0
+			cpu := processCPU()
+			b.ResetTimer()
+			for b.Loop() {
+				s := s1
+				if i%2 == 1 {
+					s = s2
+				}
+				i++
+				st, err := p.Snapshot(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st.Full || st.Restores != 1 {
+					b.Fatalf("not one partial restore: %+v", st)
+				}
+				bytes += st.Bytes
+				rules += st.Rules
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(i)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(bytes)/float64(i), "restore-bytes/op")
+			b.ReportMetric(float64(rules)/float64(i), "rules/op")
+		})
+	}
+}
+
+// BenchmarkKernelFirstSync is the first sync of n services x 10 endpoints
+// into a fresh network namespace of this host, wall time from the start to
+// every rule in place, for each backend: this Proxier's bounded
+// transactions against kube-proxy's approach (the same ruleset in one
+// iptables-restore). Sizes come from PROXYSINKS_BENCH_SERVICES
+// (comma-separated, default 1000); kube-proxy's approach is given
+// PROXYSINKS_BENCH_TIMEOUT (default 120s) and reported as timed out past it.
+func BenchmarkKernelFirstSync(b *testing.B) {
+	sizes := []int{1000}
+	if v := os.Getenv("PROXYSINKS_BENCH_SERVICES"); v != "" {
+		sizes = nil
+		for _, f := range splitComma(v) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("PROXYSINKS_BENCH_SERVICES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	timeout := 120 * time.Second
+	if v := os.Getenv("PROXYSINKS_BENCH_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		timeout = d
+	}
+	bounded := 0
+	if v := os.Getenv("PROXYSINKS_BENCH_MAX_RESTORE_RULES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bounded = n
+	}
+	for _, backend := range []rules.Backend{rules.NFT, rules.Legacy} {
+		for _, n := range sizes {
+			for _, mode := range []struct {
+				name  string
+				limit int
+			}{{"proxier", bounded}, {"kube-proxy-single-restore", -1}} {
+				b.Run(fmt.Sprintf("%s/services=%d/%s", backend, n, mode.name), func(b *testing.B) {
+					nstest.LookPath(b, backend.Command(rules.IPv4, "restore"))
+					s := benchCluster(n)
+					var st SyncStats
+					for b.Loop() {
+						ns, err := nstest.Create()
+						if err != nil {
+							b.Fatal(err)
+						}
+						run := timeoutRunner(ns, timeout)
+						p, err := NewProxier(Config{IPv4: true, MasqueradeBit: 14, Backend: backend, Run: run, MaxRestoreRules: mode.limit})
+						if err != nil {
+							b.Fatal(err)
+						}
+						st, err = p.Snapshot(s)
+						ns.Close()
+						if err != nil {
+							if errorsIsTimeout(err) {
+								b.Skipf("did not finish within %s", timeout)
+							}
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(st.Rules), "rules/op")
+					b.ReportMetric(float64(st.Restores), "restores/op")
+				})
+			}
+		}
+	}
+}

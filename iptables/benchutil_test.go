@@ -1,0 +1,68 @@
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+)
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// timeoutRunner runs the iptables tools in ns, killing any that runs
+// longer than timeout.
+func timeoutRunner(ns *nstest.NetNS, timeout time.Duration) rules.Runner {
+	return func(name string, args []string, stdin []byte) ([]byte, error) {
+		var out []byte
+		err := ns.Do(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, name, args...)
+			if stdin != nil {
+				cmd.Stdin = bytes.NewReader(stdin)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			var err error
+			out, err = cmd.Output()
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", name, context.DeadlineExceeded)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+			}
+			return nil
+		})
+		return out, err
+	}
+}
+
+func errorsIsTimeout(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+
+// processCPU returns the CPU time (user and system, every thread, the
+// garbage collector included) the process used so far, in nanoseconds: on
+// a shared machine it measures the sink's cost where wall time measures
+// the load.
+func processCPU() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}

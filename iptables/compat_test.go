@@ -1,0 +1,92 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+)
+
+type fakeVersion struct {
+	v   string
+	err error
+}
+
+func (f fakeVersion) GetVersion() (string, error) { return f.v, f.err }
+
+type fakeKernel struct{ err error }
+
+func (f fakeKernel) IsCompatible() error { return f.err }
+
+func TestCanUseIPTablesProxier(t *testing.T) {
+	noKernel := errors.New("no route_localnet")
+	for _, tc := range []struct {
+		v       fakeVersion
+		k       fakeKernel
+		ok      bool
+		errText string
+	}{
+		{fakeVersion{v: "1.8.9"}, fakeKernel{}, true, ""},
+		{fakeVersion{v: "1.4.11"}, fakeKernel{}, true, ""},
+		{fakeVersion{v: "1.4.10"}, fakeKernel{}, false, "older than 1.4.11"},
+		{fakeVersion{v: "1.8"}, fakeKernel{}, false, "malformed version"},
+		{fakeVersion{err: errors.New("boom")}, fakeKernel{}, false, "boom"},
+		{fakeVersion{v: "1.8.9"}, fakeKernel{noKernel}, false, "no route_localnet"},
+	} {
+		ok, err := CanUseIPTablesProxier(tc.v, tc.k)
+		if ok != tc.ok || (tc.errText == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.errText) {
+			t.Errorf("%+v %+v: got %v, %v; want %v and an error containing %q", tc.v, tc.k, ok, err, tc.ok, tc.errText)
+		}
+	}
+}
+
+func TestExecVersioner(t *testing.T) {
+	run := func(name string, args []string, _ []byte) ([]byte, error) {
+		if name != "iptables-nft" || strings.Join(args, " ") != "--version" {
+			t.Errorf("ran %s %v", name, args)
+		}
+		return []byte("iptables v1.8.9 (nf_tables)\n"), nil
+	}
+	v, err := ExecVersioner{Backend: rules.NFT, Run: run}.GetVersion()
+	if err != nil || v != "1.8.9" {
+		t.Errorf("got %q, %v; want 1.8.9", v, err)
+	}
+}
+
+// TestSeedEntryPoints: the seed's OnServiceUpdate/OnEndpointsUpdate make a
+// full sync of the state they are given; Sync and SyncLoop resync it.
+func TestSeedEntryPoints(t *testing.T) {
+	p, out := dryRun(t, func(c *Config) { c.SyncPeriod = 10 * time.Millisecond })
+	if err := p.Sync(); err != nil || out.Len() != 0 {
+		t.Fatalf("Sync before any state: %v, wrote %q", err, out.String())
+	}
+	var all []*client.ServiceEndpoints
+	for se := range snapshot(broad()...).All() {
+		all = append([]*client.ServiceEndpoints{se}, all...) // any order
+	}
+	if err := p.OnServiceUpdate(all); err != nil {
+		t.Fatal(err)
+	}
+	first := out.String()
+	if !strings.Contains(first, "default/web:http cluster IP") {
+		t.Fatalf("OnServiceUpdate did not program the services:\n%s", first)
+	}
+	out.Reset()
+	if err := p.OnEndpointsUpdate(all); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != first {
+		t.Error("OnEndpointsUpdate of the same state wrote something else than OnServiceUpdate")
+	}
+	before := p.Totals().Restores
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	p.SyncLoop(ctx, func(err error) { t.Error(err) })
+	if p.Totals().Restores <= before {
+		t.Error("SyncLoop made no resync in 100ms with a 10ms period")
+	}
+}

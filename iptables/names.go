@@ -1,0 +1,110 @@
+package iptables
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+)
+
+// The chains the Proxier owns, with kube-proxy's names.
+const (
+	// KubeMarkMasqChain is the mark-for-masquerade chain (nat).
+	KubeMarkMasqChain = "KUBE-MARK-MASQ"
+	// KubeMarkDropChain is the mark-for-drop chain of the 2016 proxier. Like
+	// kube-proxy since 1.28, this Proxier neither creates nor uses it; the
+	// name is kept for callers of the seed's surface.
+	KubeMarkDropChain = "KUBE-MARK-DROP"
+
+	chainServices         = "KUBE-SERVICES"
+	chainExternalServices = "KUBE-EXTERNAL-SERVICES"
+	chainNodePorts        = "KUBE-NODEPORTS"
+	chainPostrouting      = "KUBE-POSTROUTING"
+	chainForward          = "KUBE-FORWARD"
+	chainProxyFirewall    = "KUBE-PROXY-FIREWALL"
+	chainCanary           = "KUBE-PROXY-CANARY"
+	chainKubeletFirewall  = "KUBE-FIREWALL"
+)
+
+// The prefixes of the per-service chains. Every nat chain with one of these
+// prefixes belongs to the Proxier: a full sync deletes those it did not
+// render.
+const (
+	prefixSVC = "KUBE-SVC-"
+	prefixSVL = "KUBE-SVL-"
+	prefixEXT = "KUBE-EXT-"
+	prefixFW  = "KUBE-FW-"
+	prefixSEP = "KUBE-SEP-"
+)
+
+// isServiceChain reports whether a nat chain is a per-service chain.
+func isServiceChain(name string) bool {
+	for _, p := range []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixSEP} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// hashName returns prefix + the first 16 characters of
+// base32(sha256(parts...)), kube-proxy's chain-name scheme.
+func hashName(prefix string, parts ...string) string {
+	h := hashOf(parts...)
+	return prefix + string(h[:])
+}
+
+// hashOf returns the first 16 characters of base32(sha256(parts...)).
+func hashOf(parts ...string) [16]byte {
+	var in [256]byte
+	b := in[:0]
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	sum := sha256.Sum256(b)
+	var enc [56]byte // base32 of 32 bytes
+	base32.StdEncoding.Encode(enc[:], sum[:])
+	return [16]byte(enc[:16])
+}
+
+// serviceChains returns ServiceChain, LocalChain, ExternalChain and
+// FirewallChain of a service port: they share one hash.
+func serviceChains(portName, protocol string) (svc, svl, ext, fw string) {
+	h := hashOf(portName, protocol)
+	return prefixSVC + string(h[:]), prefixSVL + string(h[:]), prefixEXT + string(h[:]), prefixFW + string(h[:])
+}
+
+// PortName returns kube-proxy's name of a service port:
+// "namespace/name:port", or "namespace/name" for an unnamed port.
+func PortName(namespace, name, port string) string {
+	if port == "" {
+		return namespace + "/" + name
+	}
+	return namespace + "/" + name + ":" + port
+}
+
+// ServiceChain returns the KUBE-SVC- chain (cluster-policy endpoints) of a
+// service port; protocol is lower case ("tcp").
+func ServiceChain(portName, protocol string) string {
+	return hashName(prefixSVC, portName, protocol)
+}
+
+// LocalChain returns the KUBE-SVL- chain (local-policy endpoints).
+func LocalChain(portName, protocol string) string {
+	return hashName(prefixSVL, portName, protocol)
+}
+
+// ExternalChain returns the KUBE-EXT- chain (external destinations).
+func ExternalChain(portName, protocol string) string {
+	return hashName(prefixEXT, portName, protocol)
+}
+
+// FirewallChain returns the KUBE-FW- chain (load-balancer source ranges).
+func FirewallChain(portName, protocol string) string {
+	return hashName(prefixFW, portName, protocol)
+}
+
+// EndpointChain returns the KUBE-SEP- chain of one endpoint of a service
+// port; endpoint is "ip:port" ("[ip]:port" for IPv6).
+func EndpointChain(portName, protocol, endpoint string) string {
+	return hashName(prefixSEP, portName, protocol, endpoint)
+}

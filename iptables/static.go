@@ -1,0 +1,123 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+)
+
+// jump is a rule in a built-in chain that sends traffic to one of ours, in
+// the form iptables-save prints it (without "-A From ").
+type jump struct {
+	table, from, rule string
+}
+
+// jumps returns kube-proxy's jumps from the built-in chains, in its order.
+// A missing jump is inserted at the top of its chain, so the last one ends
+// up first, as with kube-proxy.
+func jumps(localhostNodePorts bool, fam rules.Family) []jump {
+	ext := "kubernetes externally-visible service portals"
+	portals := "kubernetes service portals"
+	fw := "kubernetes load balancer firewall"
+	js := []jump{
+		{"filter", "INPUT", "-m conntrack --ctstate NEW -m comment --comment \"" + ext + "\" -j " + chainExternalServices},
+		{"filter", "FORWARD", "-m conntrack --ctstate NEW -m comment --comment \"" + ext + "\" -j " + chainExternalServices},
+		{"filter", "INPUT", "-m comment --comment \"kubernetes health check service ports\" -j " + chainNodePorts},
+		{"filter", "FORWARD", "-m conntrack --ctstate NEW -m comment --comment \"" + portals + "\" -j " + chainServices},
+		{"filter", "OUTPUT", "-m conntrack --ctstate NEW -m comment --comment \"" + portals + "\" -j " + chainServices},
+		{"filter", "FORWARD", "-m comment --comment \"kubernetes forwarding rules\" -j " + chainForward},
+		{"filter", "INPUT", "-m conntrack --ctstate NEW -m comment --comment \"" + fw + "\" -j " + chainProxyFirewall},
+		{"filter", "OUTPUT", "-m conntrack --ctstate NEW -m comment --comment \"" + fw + "\" -j " + chainProxyFirewall},
+		{"filter", "FORWARD", "-m conntrack --ctstate NEW -m comment --comment \"" + fw + "\" -j " + chainProxyFirewall},
+		{"nat", "OUTPUT", "-m comment --comment \"" + portals + "\" -j " + chainServices},
+		{"nat", "PREROUTING", "-m comment --comment \"" + portals + "\" -j " + chainServices},
+		{"nat", "POSTROUTING", "-m comment --comment \"kubernetes postrouting rules\" -j " + chainPostrouting},
+	}
+	if localhostNodePorts && fam == rules.IPv4 {
+		js = append(js,
+			jump{"filter", "INPUT", "-j " + chainKubeletFirewall},
+			jump{"filter", "OUTPUT", "-j " + chainKubeletFirewall})
+	}
+	return js
+}
+
+// staticChain is a top-level chain with its service-independent rules.
+// Service rules come before the static ones (KUBE-SERVICES' node-port rule
+// must be last).
+type staticChain struct {
+	table, chain string
+	rules        []string // full lines, "-A chain ..."
+	slot         int      // the services' slot, or -1
+}
+
+// staticChains returns every top-level chain the Proxier owns for a family,
+// table by table in restore order (filter, then nat), with the rules that
+// do not depend on services.
+func staticChains(c *Config, fc *famConfig) []staticChain {
+	mark := fc.mark
+	var nodePorts []string
+	comment := "-m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\""
+	var ips []netip.Addr
+	for _, a := range c.NodePortIPs {
+		if a.Is6() == (fc.fam == rules.IPv6) {
+			ips = append(ips, a)
+		}
+	}
+	if len(c.NodePortIPs) == 0 {
+		dst := ""
+		switch {
+		case fc.fam == rules.IPv6:
+			dst = "! -d ::1/128 "
+		case !c.LocalhostNodePorts:
+			dst = "! -d 127.0.0.0/8 "
+		}
+		nodePorts = append(nodePorts, "-A "+chainServices+" "+dst+comment+" -m addrtype --dst-type LOCAL -j "+chainNodePorts)
+	}
+	for _, a := range ips {
+		if a.IsLoopback() && (fc.fam == rules.IPv6 || !c.LocalhostNodePorts) {
+			continue
+		}
+		nodePorts = append(nodePorts, "-A "+chainServices+" -d "+hostPrefix(a)+" "+comment+" -j "+chainNodePorts)
+	}
+	var forward []string
+	if !c.TCPBeLiberal {
+		forward = append(forward, "-A "+chainForward+" -m conntrack --ctstate INVALID -j DROP")
+	}
+	forward = append(forward,
+		"-A "+chainForward+" -m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+mark+"/"+mark+" -j ACCEPT",
+		"-A "+chainForward+" -m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+	masq := "-A " + chainPostrouting + " -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"
+	if !c.NoRandomFully {
+		masq += " --random-fully"
+	}
+	out := []staticChain{
+		{"filter", chainServices, nil, topFilterServices},
+		{"filter", chainExternalServices, nil, topFilterExternal},
+		{"filter", chainForward, forward, -1},
+		{"filter", chainNodePorts, nil, topFilterNodePorts},
+		{"filter", chainProxyFirewall, nil, topFilterFirewall},
+		{"filter", chainCanary, nil, -1},
+	}
+	if c.LocalhostNodePorts && fc.fam == rules.IPv4 {
+		out = append(out, staticChain{"filter", chainKubeletFirewall, []string{
+			"-A " + chainKubeletFirewall + " ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment \"block incoming localnet connections\" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"}, -1})
+	}
+	out = append(out,
+		staticChain{"nat", chainServices, nodePorts, topNATServices},
+		staticChain{"nat", chainNodePorts, nil, topNATNodePorts},
+		staticChain{"nat", chainPostrouting, []string{
+			"-A " + chainPostrouting + " -m mark ! --mark " + mark + "/" + mark + " -j RETURN",
+			"-A " + chainPostrouting + " -j MARK --set-xmark " + mark + "/0x0",
+			masq}, -1},
+		staticChain{"nat", KubeMarkMasqChain, []string{"-A " + KubeMarkMasqChain + " -j MARK --set-xmark " + mark + "/" + mark}, -1},
+		staticChain{"nat", chainCanary, nil, -1},
+		staticChain{"mangle", chainCanary, nil, -1},
+	)
+	return out
+}
+
+// tables lists the tables in the order the Proxier writes them.
+var tables = []string{"filter", "nat", "mangle"}
+
+func hexMark(bit int) string { return fmt.Sprintf("0x%x", uint32(1)<<bit) }

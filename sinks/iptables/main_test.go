@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestDryRunGolden runs the dry run on the demo cluster as its node and
+// compares the iptables-restore input it prints.
+func TestDryRunGolden(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml",
+		"--node-name", "demo-node", "--node-address", "192.168.1.10", "--cluster-cidr", "10.244.0.0/16",
+		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
+	if status != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
+	}
+	golden := filepath.Join("testdata", "dryrun.golden")
+	if *update {
+		if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), stdout.String()); diff != "" {
+		t.Errorf("dry-run output (-want +got):\n%s", diff)
+	}
+}
+
+// TestDryRunDualStack: a node with an IPv6 address gets the IPv6 ruleset
+// too, after the IPv4 one.
+func TestDryRunDualStack(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/cluster",
+		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
+		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
+	if status != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
+	}
+	out := stdout.String()
+	v4, v6 := strings.Index(out, "(IPv4)\n"), strings.Index(out, "(IPv6)\n")
+	if v4 < 0 || v6 < v4 || !strings.Contains(out[v4:v6], "-A KUBE-SVC-") || !strings.Contains(out[v6:], "-A KUBE-SVC-") {
+		t.Errorf("want an IPv4 then an IPv6 restore input with services:\n%s", out)
+	}
+}
+
+// TestRefusedFlags: the IPVS-only flags, and --cleanup with --dry-run, are
+// refused at start with exit status 2 and a message naming the flag,
+// from the command line and from the environment.
+func TestRefusedFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scheduling-method", "sh"}, `--scheduling-method: does not apply to proxy mode "iptables"`},
+		{[]string{"--ipvs-scheduler", "rr"}, `--scheduling-method: does not apply`},
+		{[]string{"--weight", "2"}, "--weight: does not apply"},
+		{[]string{"--ipvs-strict-arp"}, "--ipvs-strict-arp: does not apply"},
+		{[]string{"--ipvs-tcp-timeout", "1m"}, "--ipvs-tcp-timeout: does not apply"},
+		{[]string{"--ipvs-tcpfin-timeout", "1m"}, "--ipvs-tcpfin-timeout: does not apply"},
+		{[]string{"--ipvs-udp-timeout", "1m"}, "--ipvs-udp-timeout: does not apply"},
+		{[]string{"--ipvs-exclude-cidrs", "10.0.0.0/8"}, "--ipvs-exclude-cidrs: does not apply"},
+		{[]string{"--cleanup"}, "--cleanup and --dry-run: give one"},
+		{[]string{"--masquerade-bit", "32"}, "--masquerade-bit: 32 is not in [0, 31]"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml"}, tt.args...)
+		status := run(args, &stdout, &stderr)
+		if status != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() != 0 {
+			t.Errorf("%v: status %d, stderr %q, stdout %d bytes; want 2, %q and no output", tt.args, status, stderr.String(), stdout.Len(), tt.want)
+		}
+	}
+	t.Setenv("PROXYSINKS_IPVS_STRICT_ARP", "true")
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml"}, &stdout, &stderr); status != 2 || !strings.Contains(stderr.String(), "--ipvs-strict-arp") {
+		t.Errorf("IPVS flag from the environment: status %d, stderr %q", status, stderr.String())
+	}
+}

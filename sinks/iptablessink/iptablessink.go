@@ -1,0 +1,225 @@
+// Package iptablessink is what the iptables sink binary adds to the sink
+// runtime: iptables.Proxier as the runtime's controller (kube-proxy's
+// iptables mode), kube-proxy's iptables-mode metrics, the refusal of the
+// IPVS-only flags, and --cleanup through iptables.CleanupLeftovers.
+package iptablessink
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/iptables"
+	"github.com/proxysinks/proxysinks/sinks/runtime"
+)
+
+// IPVSOnly are the runtime's flags that configure IPVS only; the iptables
+// sink refuses them (exit status 2) rather than ignore them.
+var IPVSOnly = []string{"scheduling-method", "weight", "ipvs-strict-arp", "ipvs-tcp-timeout",
+	"ipvs-tcpfin-timeout", "ipvs-udp-timeout", "ipvs-exclude-cidrs"}
+
+// Sink returns the runtime.Sink of the iptables sink binary; /proxyMode
+// answers "iptables".
+func Sink(name, usage string) runtime.Sink {
+	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Unsupported: IPVSOnly,
+		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }}
+}
+
+// Metrics are kube-proxy's iptables-mode metrics.
+type Metrics struct {
+	// RulesTotal is kubeproxy_sync_proxy_rules_iptables_total{table}: the
+	// rules of the ruleset after the last sync, filter and nat.
+	RulesTotal *prometheus.GaugeVec
+	// RestoreFailures counts failed iptables-restore runs;
+	// PartialRestoreFailures those of partial syncs.
+	RestoreFailures, PartialRestoreFailures prometheus.Counter
+	// FullDuration and PartialDuration are the durations of full and
+	// partial syncs.
+	FullDuration, PartialDuration prometheus.Histogram
+}
+
+// NewMetrics registers the metrics in reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18)
+	m := &Metrics{
+		RulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_total", Help: "Rules of the proxy's iptables ruleset after the last sync, per table (both families)."}, []string{"table"}),
+		RestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "iptables-restore runs that failed."}),
+		PartialRestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total", Help: "iptables-restore runs of partial syncs that failed (the next sync is a full one)."}),
+		FullDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "Duration of full syncs.", Buckets: buckets}),
+		PartialDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "Duration of partial syncs.", Buckets: buckets}),
+	}
+	for _, c := range []prometheus.Collector{m.RulesTotal, m.RestoreFailures, m.PartialRestoreFailures, m.FullDuration, m.PartialDuration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register iptables metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// ProxierConfig is the Proxier's configuration from the runtime's: IPv6
+// too when the node has an IPv6 address; node ports on the node addresses
+// when --nodeport-addresses is given, else on every local address.
+func ProxierConfig(env runtime.Env) iptables.Config {
+	c := env.Config
+	nodeIPs := c.NodeAddresses
+	if len(nodeIPs) == 0 {
+		nodeIPs = env.NodeAddresses
+	}
+	cfg := iptables.Config{
+		IPv4: true, IPv6: slices.ContainsFunc(env.NodeAddresses, netip.Addr.Is6) || slices.ContainsFunc(nodeIPs, netip.Addr.Is6),
+		MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs,
+		NodeIPs: nodeIPs, SyncPeriod: c.SyncPeriod, DryRun: env.DryRun,
+	}
+	if len(c.NodePortAddresses) > 0 {
+		cfg.NodePortIPs = env.NodeAddresses
+	}
+	return cfg
+}
+
+// tcpBeLiberal reports whether the kernel accepts out-of-window TCP
+// packets (nf_conntrack_tcp_be_liberal), in which case kube-proxy leaves
+// out its INVALID-state drop.
+func tcpBeLiberal(procSys string) bool {
+	b, err := os.ReadFile(procSys + "/net/netfilter/nf_conntrack_tcp_be_liberal")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// build builds the Proxier (over the dry-run writer in a dry run) and its
+// controller.
+func build(env runtime.Env) (runtime.Built, error) {
+	cfg := ProxierConfig(env)
+	if env.DryRun != nil {
+		p, err := iptables.NewProxier(cfg)
+		if err != nil {
+			return runtime.Built{}, err
+		}
+		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync}}, nil
+	}
+	if len(env.Config.NodePortAddresses) > 0 && len(env.NodeAddresses) == 0 {
+		return runtime.Built{}, errors.New("--nodeport-addresses: no node address is in these CIDRs")
+	}
+	if ok, err := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: rules.NFT}, iptables.LinuxKernelCompatTester{}); !ok {
+		if ok, err2 := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: rules.Legacy}, iptables.LinuxKernelCompatTester{}); !ok {
+			return runtime.Built{}, fmt.Errorf("this node cannot run the iptables proxier: %w", errors.Join(err, err2))
+		}
+	}
+	cfg.TCPBeLiberal = tcpBeLiberal("/proc/sys")
+	var closeCT func()
+	if ct, err := conntrack.Dial(nil); err != nil {
+		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+	} else {
+		cfg.Conntrack = ct
+		closeCT = func() { ct.Close() }
+	}
+	p, err := iptables.NewProxier(cfg)
+	if err != nil {
+		if closeCT != nil {
+			closeCT()
+		}
+		return runtime.Built{}, err
+	}
+	m, err := NewMetrics(env.Registry)
+	if err != nil {
+		if closeCT != nil {
+			closeCT()
+		}
+		return runtime.Built{}, err
+	}
+	env.Log.Info("iptables proxier", "ipv6", cfg.IPv6, "backends", p.Backends(), "tcp-be-liberal", cfg.TCPBeLiberal)
+	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync}, Close: closeCT}, nil
+}
+
+// Controller adapts iptables.Proxier to runtime.Controller.
+type Controller struct {
+	P *iptables.Proxier
+	// Metrics, when not nil, are updated after every sync.
+	Metrics *Metrics
+	Log     *slog.Logger
+	// OnSync, when not nil, is called after every sync.
+	OnSync func(dataplane.SyncStats)
+
+	noLocal int // of the last snapshot
+}
+
+// noLocalEndpoints counts the services of s with a Local traffic policy
+// and no ready or serving endpoint on this node (kube-proxy's
+// kubeproxy_sync_proxy_rules_no_local_endpoints_total), as the IPVS
+// controllers count them.
+func noLocalEndpoints(s *client.Snapshot) int {
+	n := 0
+	for se := range s.All() {
+		svc := se.Service
+		if svc == nil || !svc.ExternalTrafficLocal && !svc.InternalTrafficLocal {
+			continue
+		}
+		if !slices.ContainsFunc(se.Endpoints, func(e *client.Endpoint) bool { return e.Local && (e.Ready || e.Serving) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// Snapshot programs a snapshot (a partial sync of its changes when it
+// lists them).
+func (c *Controller) Snapshot(s *client.Snapshot) {
+	start := time.Now()
+	st, err := c.P.Snapshot(s)
+	c.noLocal = noLocalEndpoints(s)
+	c.report(start, s.Len(), st, err)
+}
+
+// Resync is the periodic full sync: it repairs drift.
+func (c *Controller) Resync() dataplane.SyncStats {
+	start := time.Now()
+	st, err := c.P.Resync()
+	return c.report(start, -1, st, err)
+}
+
+// report logs a sync, updates the metrics and hands the runtime its
+// statistics: the kernel objects written are the rules, chains declared and
+// chains deleted.
+func (c *Controller) report(start time.Time, services int, st iptables.SyncStats, err error) dataplane.SyncStats {
+	ds := dataplane.SyncStats{Start: start, Duration: st.Duration, Services: services,
+		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, NoLocalEndpoints: c.noLocal, Err: err}
+	if m := c.Metrics; m != nil {
+		m.RestoreFailures.Add(float64(st.Failures))
+		m.PartialRestoreFailures.Add(float64(st.PartialFailures))
+		for table, n := range c.P.RulesTotal() {
+			m.RulesTotal.WithLabelValues(table).Set(float64(n))
+		}
+		if st.Full {
+			m.FullDuration.Observe(st.Duration.Seconds())
+		} else {
+			m.PartialDuration.Observe(st.Duration.Seconds())
+		}
+	}
+	attrs := []any{"full", st.Full, "restores", st.Restores, "rules", st.Rules, "chains", st.Chains,
+		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "conntrack-flushed", st.ConntrackFlushed, "duration", st.Duration}
+	switch {
+	case err != nil:
+		c.Log.Error("sync failed", append(attrs, "error", err)...)
+	case st.Restores == 0:
+		c.Log.Debug("sync: nothing to write", attrs...)
+	default:
+		c.Log.Info("sync", attrs...)
+	}
+	if c.OnSync != nil {
+		c.OnSync(ds)
+	}
+	return ds
+}
