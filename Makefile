@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build demo test test-unit test-vm bench lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench lint clean
 
 all: build
 
@@ -18,6 +18,10 @@ build:
 	@mkdir -p bin
 	@mains=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./sinks/...); \
 	if [ -n "$$mains" ]; then $(GO) build -o bin/ $$mains && ls bin; else echo "build: no sink binaries yet"; fi
+
+## image: one OCI image archive per sink into bin/images (no registry, no daemon; see scripts/image.sh)
+image:
+	@./scripts/image.sh
 
 ## demo: the ipvs-fullstate sink: dry run here, then for real in the VM with traffic
 demo: deps
