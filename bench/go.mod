@@ -1,6 +1,6 @@
 module github.com/proxysinks/proxysinks/bench
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/moby/ipvs v1.1.0
@@ -11,6 +11,7 @@ require (
 require (
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/ti-mo/conntrack v0.6.0 // indirect
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 )
 
@@ -22,6 +23,7 @@ require (
 	github.com/proxysinks/proxysinks/client v0.0.0
 	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/fullstate v0.0.0
+	github.com/proxysinks/proxysinks/incremental v0.0.0
 	github.com/sirupsen/logrus v1.9.0 // indirect
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
@@ -36,3 +38,5 @@ replace github.com/proxysinks/proxysinks/client => ../client
 replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
+
+replace github.com/proxysinks/proxysinks/incremental => ../incremental

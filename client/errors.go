@@ -7,7 +7,9 @@ import (
 
 // ObjectError is a Kubernetes object that a source could not use: which
 // object (kind, namespace, name), which field, and why. The object is skipped
-// and counted; everything else keeps working.
+// and counted; everything else keeps working. A part of a manifest that
+// names no object (a file that cannot be read, a document that is not a
+// Kubernetes object) has only Source and Err.
 type ObjectError struct {
 	// Kind is the object's kind: Service, EndpointSlice or Node.
 	Kind      string
@@ -22,9 +24,21 @@ type ObjectError struct {
 	Err    error
 }
 
-// Error returns e.g. `Service default/web: spec.clusterIPs[0]: invalid IP "10.0.0.300"`.
+// Error returns e.g. `Service default/web: spec.clusterIPs[0]: invalid IP "10.0.0.300"`,
+// or `m.yaml#3: not a Kubernetes object: ...` for a part of a manifest that
+// names no object.
 func (e *ObjectError) Error() string {
 	var b strings.Builder
+	if e.Kind == "" && e.Name == "" && e.Source != "" {
+		b.WriteString(e.Source)
+		b.WriteString(": ")
+		if e.Err != nil {
+			b.WriteString(e.Err.Error())
+		} else {
+			b.WriteString("invalid")
+		}
+		return b.String()
+	}
 	b.WriteString(e.Kind)
 	b.WriteByte(' ')
 	if e.Namespace != "" {

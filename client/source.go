@@ -26,4 +26,10 @@ type Stats struct {
 	NotProxied int
 	// Services is the number of services served.
 	Services int
+	// Stale is set while the source cannot give a state it trusts: before
+	// its first snapshot, or while some of its input cannot be read (a
+	// manifest that does not parse or reads as empty). The last good state
+	// is what is served meanwhile; StaleReason says why, naming the input.
+	Stale       bool
+	StaleReason string
 }

@@ -7,6 +7,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+	"golang.org/x/sys/unix"
 )
 
 // Server is a virtual server with its options.
@@ -112,7 +114,8 @@ func (a *Applier) IsTerminating(d render.Destination) bool {
 
 // Apply writes the plan: new set entries, then new and updated virtual
 // servers, then destinations, then bindings; then the removals in reverse
-// order. Set entries come first because they decide which connections are
+// order (an address is unbound after the virtual servers on it are
+// removed, and kept while one failed to be). Set entries come first because they decide which connections are
 // masqueraded and accepted (KUBE-NODE-PORT-*, KUBE-LOOP-BACK...): a virtual
 // server that served before its entries existed would let its first
 // connections through unmasqueraded, which the node e2e saw happen for a
@@ -186,13 +189,6 @@ func (a *Applier) Apply(p Plan) Result {
 	res.Writes += len(p.Bind)
 
 	// Removals in reverse order.
-	for i, err := range a.W.Unbind(p.Unbind) {
-		if err != nil {
-			res.Failed[p.Unbind[i]] = err
-		}
-	}
-	res.Writes += len(p.Unbind)
-
 	ops = ops[:0]
 	var dests []int32 // the destination of each operation, in p.DeleteDests
 	for j, d := range p.DeleteDests {
@@ -224,6 +220,16 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 		return p.DeleteServers[i-len(dests)].VS
 	})
+	// Destinations that were to go with a server that failed to go are
+	// still there: they failed too, and are removed with it next time.
+	for _, d := range p.DeleteDests {
+		if deletedServer[d.D.Server] {
+			if err, failed := res.Failed[d.D.Server]; failed {
+				res.Failed[d.D] = fmt.Errorf("dataplane: remove destination %s: its virtual server stayed: %w", d.D, err)
+			}
+		}
+	}
+	a.unbind(&res, p)
 	a.entries(&res, p.DelEntries, a.W.DelEntries)
 	for _, d := range p.DeleteDests {
 		if d.D.Server.Protocol == render.TCP && !deletedServer[d.D.Server] {
@@ -241,6 +247,40 @@ func (a *Applier) Apply(p Plan) Result {
 	}
 	a.flushUDP(&res, p.DeleteDests)
 	return res
+}
+
+// unbind removes addresses from the dummy link, after the virtual servers
+// on them are gone. An address with a virtual server whose removal failed
+// stays bound (and is reported failed, to be retried with it): the server
+// is the sink's only while its address is bound, and an unbound one would
+// be invisible to the next read and leak.
+func (a *Applier) unbind(res *Result, p Plan) {
+	addrs := p.Unbind
+	var keep map[netip.Addr]render.VirtualServer
+	for _, s := range p.DeleteServers {
+		if _, failed := res.Failed[s.VS]; failed {
+			if keep == nil {
+				keep = map[netip.Addr]render.VirtualServer{}
+			}
+			keep[s.VS.Addr] = s.VS
+		}
+	}
+	if keep != nil {
+		addrs = make([]netip.Addr, 0, len(p.Unbind))
+		for _, ad := range p.Unbind {
+			if vs, ok := keep[ad]; ok {
+				res.Failed[ad] = fmt.Errorf("dataplane: unbind %s: kept while virtual server %s on it is not removed", ad, vs)
+				continue
+			}
+			addrs = append(addrs, ad)
+		}
+	}
+	for i, err := range a.W.Unbind(addrs) {
+		if err != nil {
+			res.Failed[addrs[i]] = err
+		}
+	}
+	res.Writes += len(addrs)
 }
 
 // flushUDP deletes the conntrack flows of removed UDP destinations, after
@@ -278,12 +318,40 @@ func (a *Applier) ipvs(res *Result, ops []ipvs.Op, key func(i int) any) {
 	if len(ops) == 0 {
 		return
 	}
-	for i, err := range a.W.IPVS(ops) {
+	errs := a.W.IPVS(ops)
+	res.Writes += len(ops)
+	// An object created that the kernel already holds (one the sink did
+	// not know of: left by a process that died before recording it, or
+	// hidden from its last read) is updated to what is wanted instead.
+	var again []ipvs.Op
+	var at []int
+	for i, err := range errs {
+		if err == nil || !errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		switch ops[i].Kind {
+		case ipvs.OpCreateService:
+			again = append(again, ipvs.Op{Kind: ipvs.OpUpdateService, Service: ops[i].Service})
+		case ipvs.OpCreateDestination:
+			again = append(again, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: ops[i].Service, Destination: ops[i].Destination})
+		default:
+			continue
+		}
+		at = append(at, i)
+	}
+	if len(again) > 0 {
+		// Destinations follow their services in ops, so an existing
+		// service is updated before its existing destinations.
+		for j, err := range a.W.IPVS(again) {
+			errs[at[j]] = err
+		}
+		res.Writes += len(again)
+	}
+	for i, err := range errs {
 		if err != nil {
 			res.Failed[key(i)] = err
 		}
 	}
-	res.Writes += len(ops)
 }
 
 // entries writes set entries grouped by set, in a stable set order, and

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -97,10 +98,10 @@ func TestApplyOrderAndTermination(t *testing.T) {
 		"create service UDP/10.96.0.10:53 scheduler rr",
 		"create destination 10.244.1.3:53 on UDP/10.96.0.10:53 weight 1",
 		"bind 10.96.0.10",
-		"unbind 10.96.0.99",
 		"update destination 10.244.1.1:8080 on TCP/10.96.0.1:80 weight 0",
 		"remove destination 10.244.1.2:53 on UDP/10.96.0.10:53",
 		"remove service TCP/192.168.1.10:30099",
+		"unbind 10.96.0.99",
 		"del KUBE-NODE-PORT-TCP tcp:30099",
 	}
 	if diff := cmp.Diff(want, w.ops); diff != "" {
@@ -142,5 +143,44 @@ func TestTerminatingDestinationComesBack(t *testing.T) {
 	}
 	if a.Terminating() != 0 {
 		t.Error("the destination is still terminating")
+	}
+}
+
+// failRemove fails the removal of every virtual server.
+type failRemove struct{ recorder }
+
+func (f *failRemove) IPVS(ops []ipvs.Op) []error {
+	errs := f.recorder.IPVS(ops)
+	for i, o := range ops {
+		if o.Kind == ipvs.OpRemoveService {
+			errs[i] = errors.New("injected")
+		}
+	}
+	return errs
+}
+
+// TestUnbindKeptWhileServerStays: when a virtual server fails to be
+// removed, its address stays bound and is reported failed (retried with
+// it), so the server stays visible as the sink's, and so are the
+// destinations that were to go with it; other addresses go.
+func TestUnbindKeptWhileServerStays(t *testing.T) {
+	w := &failRemove{}
+	a := NewApplier(w)
+	vs := render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.7"), Port: 80}
+	other := netip.MustParseAddr("10.96.0.8")
+	d := dest(vs, "10.244.1.9", 80)
+	res := a.Apply(Plan{DeleteServers: []Server{{VS: vs}}, DeleteDests: []Dest{d}, Unbind: []netip.Addr{vs.Addr, other}})
+	if _, failed := res.Failed[d.D]; !failed {
+		t.Errorf("the destination that was to go with the server is not reported failed: %v", res.Failed)
+	}
+	if _, failed := res.Failed[vs.Addr]; !failed {
+		t.Errorf("the address of the server that stayed is not reported failed: %v", res.Failed)
+	}
+	if _, failed := res.Failed[other]; failed {
+		t.Errorf("the other address failed: %v", res.Failed[other])
+	}
+	want := []string{"remove service TCP/10.96.0.7:80", "unbind 10.96.0.8"}
+	if diff := cmp.Diff(want, w.ops); diff != "" {
+		t.Errorf("operations (-want +got):\n%s", diff)
 	}
 }

@@ -197,6 +197,11 @@ type State struct {
 	Dests    map[render.Destination]render.DestOptions
 	Bindings []netip.Addr
 	Entries  []render.SetEntry
+	// Visible, when not nil, reports whether the read could see a virtual
+	// server (and its destinations) as the sink's: one on an address not
+	// bound at the time of the read (its binding failed, or was removed
+	// by hand) is not, and its absence from Servers says nothing.
+	Visible func(render.VirtualServer) bool `json:"-"`
 }
 
 func excluded(a netip.Addr, cidrs []netip.Prefix) bool {
@@ -244,6 +249,7 @@ func (n *Node) Read() (*State, error) {
 			st.Bindings = append(st.Bindings, a)
 		}
 	}
+	st.Visible = func(vs render.VirtualServer) bool { return n.Cfg.Owned(vs, bound) }
 	svcs, err := n.Kernel.IPVSConn.Services()
 	if err != nil {
 		return nil, err

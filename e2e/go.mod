@@ -32,6 +32,7 @@ require (
 	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
+	github.com/goccy/go-json v0.12.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0 // indirect
@@ -47,6 +48,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/ti-mo/conntrack v0.6.0 // indirect
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
@@ -77,6 +79,7 @@ require (
 	github.com/proxysinks/proxysinks/client v0.0.0 // indirect
 	github.com/proxysinks/proxysinks/dataplane v0.0.0 // indirect
 	github.com/proxysinks/proxysinks/fullstate v0.0.0 // indirect
+	github.com/proxysinks/proxysinks/incremental v0.0.0 // indirect
 	github.com/proxysinks/proxysinks/sinks v0.0.0
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
@@ -92,3 +95,5 @@ replace github.com/proxysinks/proxysinks/client => ../client
 replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
+
+replace github.com/proxysinks/proxysinks/incremental => ../incremental

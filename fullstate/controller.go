@@ -9,6 +9,7 @@ package fullstate
 import (
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -55,6 +56,10 @@ type Controller struct {
 	OnSync func(SyncStats)
 	// ProxyModeAddress is where ServeProxyMode and SetUpHttpListen listen.
 	ProxyModeAddress string
+	// Handler is what they serve: the sink runtime's handler of the
+	// metrics address (/proxyMode, /metrics, /healthz), set by the
+	// runtime when it builds the controller.
+	Handler http.Handler
 
 	mu      sync.Mutex
 	adopted bool

@@ -3,18 +3,19 @@ module github.com/proxysinks/proxysinks/fullstate
 go 1.26.0
 
 require (
-	github.com/google/go-cmp v0.7.0
 	github.com/proxysinks/proxysinks/client v0.0.0
 	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 )
 
 require (
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0 // indirect
 	github.com/mdlayher/genetlink v1.4.0 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/ti-mo/conntrack v0.6.0 // indirect
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 )
@@ -101,32 +102,40 @@ func BindFlags(fs *flag.FlagSet, f *Flags) {
 // address, which also answers /proxyMode).
 var DefaultProxyModeAddress = "127.0.0.1:10249"
 
-// SetUpHttpListen starts serving /proxyMode ("ipvs") on the controller's
-// ProxyModeAddress (default 127.0.0.1:10249) and returns a listen error at
-// once. The ipvs-fullstate binary serves /metrics and /healthz there too
-// (sinks/httpserve).
+// SetUpHttpListen starts serving the controller's Handler (/proxyMode,
+// /metrics, /healthz: the sink runtime's handler) on ProxyModeAddress
+// (default 127.0.0.1:10249). A listen error, or no Handler, is returned at
+// once; an error of the server later is logged.
 func (c *Controller) SetUpHttpListen() error {
-	errCh := make(chan error, 1)
 	ln, err := c.listenProxyMode()
 	if err != nil {
 		return err
 	}
-	go c.serveProxyMode(ln, errCh)
+	go func() {
+		if err := c.serveProxyMode(ln); err != nil {
+			c.log.Error("/proxyMode server stopped", "address", ln.Addr().String(), "error", err)
+		}
+	}()
 	return nil
 }
 
-// ServeProxyMode serves /proxyMode until the listener fails, and sends the
-// error to errCh.
+// ServeProxyMode serves the controller's Handler on ProxyModeAddress until
+// the server fails, and sends the error (or the listen error) to errCh.
 func (c *Controller) ServeProxyMode(errCh chan error) {
 	ln, err := c.listenProxyMode()
 	if err != nil {
 		errCh <- err
 		return
 	}
-	c.serveProxyMode(ln, errCh)
+	if err := c.serveProxyMode(ln); err != nil {
+		errCh <- err
+	}
 }
 
 func (c *Controller) listenProxyMode() (net.Listener, error) {
+	if c.Handler == nil {
+		return nil, errors.New("fullstate: serve /proxyMode: no Handler (the sink runtime sets it)")
+	}
 	addr := c.ProxyModeAddress
 	if addr == "" {
 		addr = DefaultProxyModeAddress
@@ -138,11 +147,11 @@ func (c *Controller) listenProxyMode() (net.Listener, error) {
 	return ln, nil
 }
 
-func (c *Controller) serveProxyMode(ln net.Listener, errCh chan error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ipvs") })
-	err := http.Serve(ln, mux)
-	if !errors.Is(err, http.ErrServerClosed) {
-		errCh <- err
+func (c *Controller) serveProxyMode(ln net.Listener) error {
+	srv := &http.Server{Handler: c.Handler, ReadHeaderTimeout: 10 * time.Second}
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
 	}
+	return fmt.Errorf("fullstate: serve /proxyMode on %s: %w", ln.Addr(), err)
 }

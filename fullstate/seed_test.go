@@ -3,6 +3,7 @@ package fullstate
 import (
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,9 +53,23 @@ func TestBindFlags(t *testing.T) {
 	}
 }
 
+// TestServeProxyMode checks the seed's entry points serve the Handler they
+// are given (the sink runtime's, tested with it in sinks/), report listen
+// errors at once, and report a missing Handler instead of serving nothing.
 func TestServeProxyMode(t *testing.T) {
 	c := NewController(nodeCfgForSeed(), nil, nil, nil)
 	c.ProxyModeAddress = "127.0.0.1:0"
+	if err := c.SetUpHttpListen(); err == nil || !strings.Contains(err.Error(), "no Handler") {
+		t.Errorf("no handler: %v", err)
+	}
+	errCh := make(chan error, 1)
+	c.ServeProxyMode(errCh)
+	if err := <-errCh; err == nil || !strings.Contains(err.Error(), "no Handler") {
+		t.Errorf("ServeProxyMode without a handler: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "mode from the runtime") })
+	c.Handler = mux
 	if err := c.SetUpHttpListen(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +77,21 @@ func TestServeProxyMode(t *testing.T) {
 	if err := c.SetUpHttpListen(); err == nil || !strings.Contains(err.Error(), "256.0.0.1:1") {
 		t.Errorf("bad address: %v", err)
 	}
-	// Serve on a known free port and fetch.
-	c.ProxyModeAddress = "127.0.0.1:18249"
-	errCh := make(chan error, 1)
+	go c.ServeProxyMode(errCh)
+	if err := <-errCh; err == nil || !strings.Contains(err.Error(), "256.0.0.1:1") {
+		t.Errorf("ServeProxyMode on a bad address: %v", err)
+	}
+	// Serve on a free port and fetch.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ProxyModeAddress = ln.Addr().String()
+	ln.Close()
 	go c.ServeProxyMode(errCh)
 	var body string
 	for i := 0; i < 50; i++ {
-		resp, err := http.Get("http://127.0.0.1:18249/proxyMode")
+		resp, err := http.Get("http://" + c.ProxyModeAddress + "/proxyMode")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -77,8 +100,8 @@ func TestServeProxyMode(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if body != "ipvs" {
-		t.Errorf("/proxyMode = %q, want ipvs", body)
+	if body != "mode from the runtime" {
+		t.Errorf("/proxyMode = %q, want the handler's answer", body)
 	}
 }
 

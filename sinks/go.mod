@@ -8,6 +8,7 @@ require (
 	github.com/proxysinks/proxysinks/client v0.0.0
 	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/fullstate v0.0.0
+	github.com/proxysinks/proxysinks/incremental v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 	github.com/urfave/cli/v2 v2.27.7
 	k8s.io/apimachinery v0.37.2
@@ -95,3 +96,5 @@ replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
 
 replace github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
+
+replace github.com/proxysinks/proxysinks/incremental => ../incremental

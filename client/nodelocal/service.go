@@ -40,7 +40,11 @@ const DefaultAffinityTimeout = 10800
 // ConvertService validates a Service and converts it to the node-local model.
 // A service this proxy does not serve returns a nil service and the reason
 // (SkipHeadless, SkipExternalName, SkipOtherProxy). An invalid service
-// returns a *client.ObjectError naming the first bad field.
+// returns a nil service and a *client.ObjectError naming the first bad
+// field. A bad port (out of range, unknown protocol, a duplicate name) is
+// skipped: the service is returned with its other ports and with an error
+// naming the skipped ports; only a service left without any port is
+// invalid as a whole.
 //
 // proxyName selects services by their service.kubernetes.io/service-proxy-name
 // label: empty serves unlabelled services only (kube-proxy's rule); non-empty
@@ -110,22 +114,37 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	if len(s.Spec.Ports) == 0 {
 		return fail("spec.ports", errors.New("no ports"))
 	}
+	// A bad port is skipped, the service's other ports are served
+	// (per-object isolation): badPorts says which and why.
 	svc.Ports = make([]client.Port, 0, len(s.Spec.Ports))
+	var badPorts []fieldError
 	for i, p := range s.Spec.Ports {
 		port, err := convertPort(p, typ)
 		if err != nil {
 			var fe fieldError
 			if errors.As(err, &fe) {
-				return fail(fmt.Sprintf("spec.ports[%d].%s", i, fe.field), fe.err)
+				badPorts = append(badPorts, fieldError{fmt.Sprintf("spec.ports[%d].%s", i, fe.field), fe.err})
+			} else {
+				badPorts = append(badPorts, fieldError{fmt.Sprintf("spec.ports[%d]", i), err})
 			}
-			return fail(fmt.Sprintf("spec.ports[%d]", i), err)
+			continue
 		}
+		dup := false
 		for _, q := range svc.Ports {
 			if q.Name == port.Name && q.Protocol == port.Protocol {
-				return fail(fmt.Sprintf("spec.ports[%d].name", i), fmt.Errorf("duplicate port name %q for %s", port.Name, port.Protocol))
+				badPorts = append(badPorts, fieldError{fmt.Sprintf("spec.ports[%d].name", i), fmt.Errorf("duplicate port name %q for %s", port.Name, port.Protocol)})
+				dup = true
+				break
 			}
 		}
-		svc.Ports = append(svc.Ports, port)
+		if !dup {
+			svc.Ports = append(svc.Ports, port)
+		}
+	}
+	if len(svc.Ports) == 0 {
+		// Nothing left to serve: the service is invalid.
+		field, err := portsError(badPorts)
+		return fail(field, err)
 	}
 
 	switch s.Spec.SessionAffinity {
@@ -191,7 +210,26 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 			svc.Annotations = nil
 		}
 	}
+	if len(badPorts) > 0 {
+		// Served without its bad ports; the error says which were skipped.
+		field, err := portsError(badPorts)
+		return svc, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: field,
+			Err: fmt.Errorf("%w (skipped; the other ports are served)", err)}
+	}
 	return svc, "", nil
+}
+
+// portsError is the field and error reporting the bad ports: the port's
+// own when there is one, else "spec.ports" and each bad port's error.
+func portsError(bad []fieldError) (string, error) {
+	if len(bad) == 1 {
+		return bad[0].field, bad[0].err
+	}
+	errs := make([]error, len(bad))
+	for i, fe := range bad {
+		errs[i] = fe
+	}
+	return "spec.ports", errors.Join(errs...)
 }
 
 // fieldError is an error in a sub-field, joined to its parent's path.
@@ -201,6 +239,8 @@ type fieldError struct {
 }
 
 func (e fieldError) Error() string { return e.field + ": " + e.err.Error() }
+
+func (e fieldError) Unwrap() error { return e.err }
 
 func convertPort(p corev1.ServicePort, typ client.ServiceType) (client.Port, error) {
 	proto, err := protocol(p.Protocol)

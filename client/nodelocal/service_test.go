@@ -154,51 +154,67 @@ func TestConvertServiceBadInput(t *testing.T) {
 		name  string
 		edit  func(*corev1.Service)
 		field string
+		// kept is the number of valid ports still served (a bad port is
+		// skipped); 0: the service is invalid as a whole.
+		kept int
 	}{
-		{"bad cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.300"} }, "spec.clusterIPs[0]"},
-		{"bad second cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.1", "fd00::zz"} }, "spec.clusterIPs[1]"},
-		{"bad legacy cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs, s.Spec.ClusterIP = nil, "x" }, "spec.clusterIP"},
-		{"no cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs, s.Spec.ClusterIP = nil, "" }, "spec.clusterIPs"},
-		{"bad external IP", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"1.2.3.4", "example.com"} }, "spec.externalIPs[1]"},
+		{"bad cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.300"} }, "spec.clusterIPs[0]", 0},
+		{"bad second cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.1", "fd00::zz"} }, "spec.clusterIPs[1]", 0},
+		{"bad legacy cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs, s.Spec.ClusterIP = nil, "x" }, "spec.clusterIP", 0},
+		{"no cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs, s.Spec.ClusterIP = nil, "" }, "spec.clusterIPs", 0},
+		{"bad external IP", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"1.2.3.4", "example.com"} }, "spec.externalIPs[1]", 0},
 		{"bad ingress IP", func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "1.2.3"}}
-		}, "status.loadBalancer.ingress[0].ip"},
-		{"bad protocol", func(s *corev1.Service) { s.Spec.Ports[0].Protocol = "ICMP" }, "spec.ports[0].protocol"},
-		{"port zero", func(s *corev1.Service) { s.Spec.Ports[0].Port = 0 }, "spec.ports[0].port"},
-		{"port too big", func(s *corev1.Service) { s.Spec.Ports[0].Port = 70000 }, "spec.ports[0].port"},
+		}, "status.loadBalancer.ingress[0].ip", 0},
+		{"bad protocol", func(s *corev1.Service) { s.Spec.Ports[0].Protocol = "ICMP" }, "spec.ports[0].protocol", 0},
+		{"port zero", func(s *corev1.Service) { s.Spec.Ports[0].Port = 0 }, "spec.ports[0].port", 0},
+		{"port too big", func(s *corev1.Service) { s.Spec.Ports[0].Port = 70000 }, "spec.ports[0].port", 0},
 		{"bad node port", func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeNodePort
 			s.Spec.Ports[0].NodePort = -1
-		}, "spec.ports[0].nodePort"},
-		{"bad target port", func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromInt32(65536) }, "spec.ports[0].targetPort"},
-		{"duplicate port", func(s *corev1.Service) { s.Spec.Ports = append(s.Spec.Ports, s.Spec.Ports[0]) }, "spec.ports[1].name"},
-		{"no ports", func(s *corev1.Service) { s.Spec.Ports = nil }, "spec.ports"},
-		{"bad type", func(s *corev1.Service) { s.Spec.Type = "Magic" }, "spec.type"},
-		{"bad eTP", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = "Global" }, "spec.externalTrafficPolicy"},
+		}, "spec.ports[0].nodePort", 0},
+		{"bad target port", func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromInt32(65536) }, "spec.ports[0].targetPort", 0},
+		{"duplicate port", func(s *corev1.Service) { s.Spec.Ports = append(s.Spec.Ports, s.Spec.Ports[0]) }, "spec.ports[1].name", 1},
+		{"one bad port of three", func(s *corev1.Service) {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "bad", Port: 70000}, corev1.ServicePort{Name: "b", Port: 81})
+		}, "spec.ports[1].port", 2},
+		{"two bad ports of three", func(s *corev1.Service) {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "bad", Port: 70000}, corev1.ServicePort{Name: "b", Port: 81, Protocol: "ICMP"})
+		}, "spec.ports", 1},
+		{"every port bad", func(s *corev1.Service) {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "bad", Port: 70000})
+			s.Spec.Ports[0].Port = 0
+		}, "spec.ports", 0},
+		{"no ports", func(s *corev1.Service) { s.Spec.Ports = nil }, "spec.ports", 0},
+		{"bad type", func(s *corev1.Service) { s.Spec.Type = "Magic" }, "spec.type", 0},
+		{"bad eTP", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = "Global" }, "spec.externalTrafficPolicy", 0},
 		{"bad iTP", func(s *corev1.Service) {
 			s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicy("Nearby"))
-		}, "spec.internalTrafficPolicy"},
-		{"bad affinity", func(s *corev1.Service) { s.Spec.SessionAffinity = "Cookie" }, "spec.sessionAffinity"},
+		}, "spec.internalTrafficPolicy", 0},
+		{"bad affinity", func(s *corev1.Service) { s.Spec.SessionAffinity = "Cookie" }, "spec.sessionAffinity", 0},
 		{"bad affinity timeout", func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(0))}}
-		}, "spec.sessionAffinityConfig.clientIP.timeoutSeconds"},
+		}, "spec.sessionAffinityConfig.clientIP.timeoutSeconds", 0},
 		{"bad health check port", func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
 			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 			s.Spec.HealthCheckNodePort = 99999
-		}, "spec.healthCheckNodePort"},
-		{"bad source range", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "10.0.0.0/33"} }, "spec.loadBalancerSourceRanges[1]"},
+		}, "spec.healthCheckNodePort", 0},
+		{"bad source range", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "10.0.0.0/33"} }, "spec.loadBalancerSourceRanges[1]", 0},
 		{"bad source range annotation", func(s *corev1.Service) {
 			s.Annotations = map[string]string{AnnotationSourceRanges: "10.0.0.0"}
-		}, "metadata.annotations[" + AnnotationSourceRanges + "][0]"},
+		}, "metadata.annotations[" + AnnotationSourceRanges + "][0]", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc, _, err := ConvertService(service("prod", "web", tt.edit), "")
-			if svc != nil {
+			if tt.kept == 0 && svc != nil {
 				t.Fatalf("invalid service converted: %+v", svc)
+			}
+			if tt.kept > 0 && (svc == nil || len(svc.Ports) != tt.kept) {
+				t.Fatalf("service with bad ports: %+v, want it served with %d ports", svc, tt.kept)
 			}
 			var oe *client.ObjectError
 			if !errors.As(err, &oe) {

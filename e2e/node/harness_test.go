@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -19,6 +20,7 @@ import (
 	"github.com/proxysinks/proxysinks/e2e/netexec"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"github.com/urfave/cli/v2"
 )
 
@@ -51,12 +53,13 @@ func TestMain(m *testing.M) {
 		wg.Wait()
 		os.Exit(0)
 	case "sink":
-		app := &cli.App{Name: "ipvs-fullstate", Flags: ipvssink.Flags(), Action: func(c *cli.Context) error {
-			cfg, err := ipvssink.FromContext(c)
+		sink := sinkUnderTest(os.Getenv(sinkEnv))
+		app := &cli.App{Name: sink.Name, Flags: runtime.Flags(), Action: func(c *cli.Context) error {
+			cfg, err := runtime.FromContext(c)
 			if err != nil {
 				return err
 			}
-			return ipvssink.Run(c.Context, cfg, "ipvs", ipvssink.FullState, os.Stdout, cfg.Logger(os.Stderr))
+			return runtime.Run(c.Context, cfg, sink, os.Stdout, cfg.Logger(os.Stderr))
 		}}
 		ctx, stop := context.WithCancel(context.Background())
 		go func() {
@@ -72,6 +75,25 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// sinkEnv names the sink the "sink" role runs, from -sink.
+const sinkEnv = "PROXYSINKS_E2E_SINK"
+
+var sinkFlag = flag.String("sink", "fullstate", "the IPVS sink under test: fullstate or incremental")
+
+// sinkUnderTest returns the sink named by -sink; an unknown name fails the
+// child at start.
+func sinkUnderTest(name string) runtime.Sink {
+	switch name {
+	case "", "fullstate":
+		return ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState)
+	case "incremental":
+		return ipvssink.Sink("ipvs-incremental", "", ipvssink.Incremental)
+	}
+	fmt.Fprintf(os.Stderr, "sink: unknown -sink %q (want fullstate or incremental)\n", name)
+	os.Exit(2)
+	panic("unreachable")
 }
 
 // Addresses of the test node.
@@ -258,7 +280,7 @@ func (c *cluster) startSink(extra ...string) {
 		"--min-sync-period", "50ms", "--sync-period", "3s", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="}, extra...)
 	c.sinkArgs = args
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), roleEnv+"=sink", "SINK_ARGS="+strings.Join(args, " "))
+	cmd.Env = append(os.Environ(), roleEnv+"=sink", sinkEnv+"="+*sinkFlag, "SINK_ARGS="+strings.Join(args, " "))
 	if c.sinkLog == nil {
 		c.sinkLog = &syncBuffer{}
 	}

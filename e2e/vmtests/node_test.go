@@ -6,7 +6,12 @@ import (
 	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
-// TestNodeE2EVM runs the node end-to-end traffic tests in the VM.
+// TestNodeE2EVM runs the node end-to-end traffic tests in the VM, once
+// with each IPVS sink.
 func TestNodeE2EVM(t *testing.T) {
-	vm.RunTests(t, "github.com/proxysinks/proxysinks/e2e/node", "-test.v", "-test.timeout", "20m")
+	for _, sink := range []string{"fullstate", "incremental"} {
+		t.Run(sink, func(t *testing.T) {
+			vm.RunTests(t, "github.com/proxysinks/proxysinks/e2e/node", "-test.v", "-test.timeout", "20m", "-sink", sink)
+		})
+	}
 }

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
+
+	"github.com/proxysinks/proxysinks/netlinkraw"
 )
 
 // Client is what the proxysinks data plane needs from ipset. *Conn
@@ -58,8 +61,10 @@ type Stats struct {
 type transport interface {
 	// send writes the messages in one sendmsg.
 	send(msgs []netlink.Message, st *Stats) error
-	// recv reads one datagram, without interpreting error messages.
-	recv(st *Stats) ([]message, error)
+	// recv reads one datagram, without interpreting error messages,
+	// waiting until deadline at most (the zero time: no limit); a passed
+	// deadline is an error matching os.ErrDeadlineExceeded.
+	recv(deadline time.Time, st *Stats) ([]message, error)
 	close() error
 }
 
@@ -74,6 +79,12 @@ type Config struct {
 	// MaxProtocol caps the protocol version offered (default 7); tests use
 	// it to exercise protocol 6.
 	MaxProtocol uint8
+	// ReplyTimeout bounds each wait for a reply datagram: a call whose
+	// reply does not come within it (a lost reply) fails with an error
+	// matching netlinkraw.ErrReplyTimeout instead of blocking forever; the
+	// connection stays usable (late replies are skipped). Zero means
+	// netlinkraw.DefaultReplyTimeout; negative, no limit.
+	ReplyTimeout time.Duration
 
 	// replyBudget is set by Dial from the socket's receive buffer.
 	replyBudget int
@@ -107,6 +118,8 @@ type Conn struct {
 	// types caches the type and family of sets this Conn created or read,
 	// to check entries before sending them.
 	types map[string]setKind
+	// timeout bounds each wait for a reply datagram (0: none).
+	timeout time.Duration
 }
 
 type setKind struct {
@@ -129,6 +142,7 @@ func newConn(t transport, cfg Config) (*Conn, error) {
 		batchBytes: cfg.BatchBytes,
 		revisions:  map[revKey]uint8{},
 		types:      map[string]setKind{},
+		timeout:    netlinkraw.ReplyTimeout(cfg.ReplyTimeout),
 	}
 	if c.batchBytes <= 0 {
 		c.batchBytes = defaultBatchBytes
@@ -202,6 +216,12 @@ func (c *Conn) Close() error {
 	return c.t.close()
 }
 
+// recv reads one datagram within the reply timeout.
+func (c *Conn) recv() ([]message, error) {
+	ms, err := c.t.recv(netlinkraw.ReplyDeadline(c.timeout), &c.stats)
+	return ms, netlinkraw.ReplyError(err, c.timeout)
+}
+
 // msg builds an ipset message.
 func (c *Conn) msg(cmd uint8, flags netlink.HeaderFlags, a *attrs) netlink.Message {
 	return netlink.Message{
@@ -257,7 +277,7 @@ func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
 			return nil, err
 		}
 		for done := false; !done; {
-			ms, err := c.t.recv(&c.stats)
+			ms, err := c.recv()
 			if err != nil {
 				return nil, err
 			}
@@ -288,8 +308,23 @@ func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
 	return results, nil
 }
 
-// dump runs one LIST dump and decodes it.
+// dump runs a LIST dump and decodes it. A dump the kernel marks
+// interrupted (NLM_F_DUMP_INTR: the sets changed while it was read) is run
+// again, up to netlinkraw.MaxDumpAttempts times.
 func (c *Conn) dump(a *attrs) (*listing, error) {
+	for attempt := 1; ; attempt++ {
+		l, intr, err := c.dumpOnce(a)
+		if err != nil || !intr {
+			return l, err
+		}
+		if attempt == netlinkraw.MaxDumpAttempts {
+			return nil, fmt.Errorf("%w (%d times)", netlinkraw.ErrDumpInterrupted, attempt)
+		}
+	}
+}
+
+// dumpOnce runs one LIST dump; intr reports an inconsistent one.
+func (c *Conn) dumpOnce(a *attrs) (_ *listing, intr bool, _ error) {
 	m := c.msg(cmdList, netlink.Dump, a)
 	if c.seq == 0 {
 		c.seq = 1
@@ -298,18 +333,21 @@ func (c *Conn) dump(a *attrs) (*listing, error) {
 	seq := c.seq
 	c.seq++
 	if err := c.t.send([]netlink.Message{m}, &c.stats); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	l := newListing()
 	var decodeErr error
 	for {
-		ms, err := c.t.recv(&c.stats)
+		ms, err := c.recv()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, m := range ms {
 			if m.Seq != seq {
 				continue
+			}
+			if m.Flags&uint16(netlink.DumpInterrupted) != 0 {
+				intr = true
 			}
 			switch m.Type {
 			case uint16(netlink.Error), uint16(netlink.Done):
@@ -317,14 +355,14 @@ func (c *Conn) dump(a *attrs) (*listing, error) {
 				if len(m.Data) >= 4 {
 					info, err := decodeAck(m.Data)
 					if err != nil {
-						return nil, err
+						return nil, false, err
 					}
 					code = info.Code
 				}
 				if code != 0 {
-					return nil, errnoFromKernel(code, false)
+					return nil, false, errnoFromKernel(code, false)
 				}
-				return l, decodeErr
+				return l, intr, decodeErr
 			default:
 				if err := l.add(m.Data); err != nil && decodeErr == nil {
 					decodeErr = err
@@ -708,7 +746,12 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 		}
 		res, err := c.exchange(msgs, false)
 		if err != nil {
-			return &OpError{Op: op, Object: "entries of set " + set, Err: err}
+			err = &OpError{Op: op, Object: "entries of set " + set + " (the unanswered ones may or may not be done)", Err: err}
+			if len(failed) > 0 {
+				slices.SortFunc(failed, func(x, y EntryError) int { return x.Index - y.Index })
+				return errors.Join(err, &BatchError{Op: op, Set: set, Failed: failed})
+			}
+			return err
 		}
 		todo = todo[:0]
 		for j, r := range res {

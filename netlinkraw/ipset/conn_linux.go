@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -108,18 +109,21 @@ func (t *socketTransport) send(msgs []netlink.Message, st *Stats) error {
 	return err
 }
 
-func (t *socketTransport) recv(st *Stats) ([]message, error) {
+func (t *socketTransport) recv(deadline time.Time, st *Stats) ([]message, error) {
 	var (
 		n, flags int
 		rerr     error
 	)
+	if err := t.c.SetReadDeadline(deadline); err != nil {
+		return nil, err
+	}
 	err := t.rc.Read(func(fd uintptr) bool {
 		st.Recvmsg++
 		n, _, flags, _, rerr = unix.Recvmsg(int(fd), t.buf, nil, 0)
 		return !errors.Is(rerr, unix.EAGAIN) && !errors.Is(rerr, unix.EINTR)
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("receive: %w", err)
 	}
 	if rerr != nil {
 		if errors.Is(rerr, unix.ENOBUFS) {

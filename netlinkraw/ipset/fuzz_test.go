@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mdlayher/netlink"
 
@@ -133,8 +134,8 @@ type recorder struct {
 	datagrams [][]message
 }
 
-func (r *recorder) recv(st *Stats) ([]message, error) {
-	ms, err := r.transport.recv(st)
+func (r *recorder) recv(deadline time.Time, st *Stats) ([]message, error) {
+	ms, err := r.transport.recv(deadline, st)
 	if err == nil {
 		r.datagrams = append(r.datagrams, ms)
 	}

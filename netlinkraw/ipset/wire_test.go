@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/netlink"
@@ -165,6 +167,10 @@ type scripted struct {
 	kernel func(msgs []netlink.Message) [][]message
 	queue  [][]message
 	sends  [][]netlink.Message
+	// drop loses the next drop datagrams the kernel answers (faults).
+	drop int
+	// failRecv, when set, fails the next receive and loses the queue.
+	failRecv error
 }
 
 func (s *scripted) send(msgs []netlink.Message, st *Stats) error {
@@ -173,13 +179,29 @@ func (s *scripted) send(msgs []netlink.Message, st *Stats) error {
 	cp := make([]netlink.Message, len(msgs))
 	copy(cp, msgs)
 	s.sends = append(s.sends, cp)
-	s.queue = append(s.queue, s.kernel(cp)...)
+	for _, d := range s.kernel(cp) {
+		if s.drop > 0 {
+			s.drop--
+			continue
+		}
+		s.queue = append(s.queue, d)
+	}
 	return nil
 }
 
-func (s *scripted) recv(st *Stats) ([]message, error) {
+func (s *scripted) recv(deadline time.Time, st *Stats) ([]message, error) {
 	st.Recvmsg++
+	if s.failRecv != nil {
+		err := s.failRecv
+		s.failRecv, s.queue = nil, nil // the replies are lost with it
+		return nil, err
+	}
 	if len(s.queue) == 0 {
+		if !deadline.IsZero() {
+			// A silent kernel: wait like a socket would.
+			time.Sleep(time.Until(deadline))
+			return nil, os.ErrDeadlineExceeded
+		}
 		return nil, errQueueEmpty
 	}
 	d := s.queue[0]

@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -111,10 +112,10 @@ func (c *Conn) Apply(ops []Op) error {
 		if len(ch.idx) > 0 {
 			c.ctr.MessagesSent += uint64(len(ch.idx))
 			if err := c.t.send(ch.e.b); err != nil {
-				return c.transportError(err, done, len(ops))
+				return c.transportError(err, done, len(ops), be)
 			}
 			if err := c.awaitChunk(ch, fail); err != nil {
-				return c.transportError(err, done, len(ops))
+				return c.transportError(err, done, len(ops), be)
 			}
 		}
 		done = ch.end
@@ -230,7 +231,7 @@ func (ch *chunk) fill(c *Conn, ops []Op, i int) int {
 func (c *Conn) awaitChunk(ch *chunk, fail func(int, error)) error {
 	base, last := ch.base, ch.base+uint32(len(ch.idx)-1)
 	for {
-		msgs, err := c.t.receive()
+		msgs, err := c.receive()
 		if err != nil {
 			return err
 		}
@@ -248,6 +249,13 @@ func (c *Conn) awaitChunk(ch *chunk, fail func(int, error)) error {
 	}
 }
 
-func (c *Conn) transportError(err error, done, total int) error {
-	return fmt.Errorf("ipvs: apply: %w (%d of %d operations answered; the rest may or may not be applied)", err, done, total)
+// transportError is Apply's error when the connection failed after done
+// operations were answered: the failures seen so far (be, may be nil) are
+// kept in the chain.
+func (c *Conn) transportError(err error, done, total int, be *BatchError) error {
+	err = fmt.Errorf("ipvs: apply: %w (%d of %d operations answered; the rest may or may not be applied)", err, done, total)
+	if be != nil {
+		return errors.Join(err, be)
+	}
+	return err
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/netlinkraw"
 )
 
 // Options configure Dial. The zero value dials into the calling thread's
@@ -29,8 +31,10 @@ type Options struct {
 	// fails.
 	SendBuffer, ReceiveBuffer int
 	// ReplyTimeout bounds the wait for each reply datagram: a kernel that
-	// does not answer within it (a lost reply) fails the call instead of
-	// blocking it forever. Default 2 minutes; negative disables it.
+	// does not answer within it (a lost reply) fails the call with an
+	// error matching netlinkraw.ErrReplyTimeout instead of blocking it
+	// forever. Zero means netlinkraw.DefaultReplyTimeout; negative
+	// disables it (netlinkraw.ReplyTimeout).
 	ReplyTimeout time.Duration
 }
 
@@ -56,12 +60,11 @@ type Conn struct {
 	enc      encoder
 	chunks   [2]chunk // Apply's encoding buffers
 	ctr      Counters
+	// timeout bounds each wait for a reply datagram (0: none).
+	timeout time.Duration
 }
 
-const (
-	defaultBuffer       = 4 << 20
-	defaultReplyTimeout = 2 * time.Minute
-)
+const defaultBuffer = 4 << 20
 
 // Dial opens a connection to IPVS in the namespace the options name, or
 // the current one. It returns an error matching ErrNotSupported when the
@@ -89,7 +92,7 @@ func Dial(o *Options) (*Conn, error) {
 // NewConn makes a Conn of an open generic netlink connection, which it
 // takes over (Close closes it). Over a real socket it sends and receives
 // with its own system calls; over a connection without one (a fake from
-// nltest, such as ipvstest's) it goes through nc's Send and Receive.
+// nltest, or ipvstest's socket) it goes through nc's Send and Receive.
 func NewConn(nc *netlink.Conn) (*Conn, error) {
 	return newConn(nc, &Options{})
 }
@@ -103,7 +106,7 @@ func newConn(nc *netlink.Conn, o *Options) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("ipvs: look up generic netlink family %q: %w", genlName, err)
 	}
-	c := &Conn{family: fam.ID, seq: 1}
+	c := &Conn{family: fam.ID, seq: 1, timeout: netlinkraw.ReplyTimeout(o.ReplyTimeout)}
 	rc, err := nc.SyscallConn()
 	if err != nil {
 		// No socket underneath (a test fake): fixed, modest batches.
@@ -116,11 +119,7 @@ func newConn(nc *netlink.Conn, o *Options) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("ipvs: dial: %w", err)
 	}
-	timeout := o.ReplyTimeout
-	if timeout == 0 {
-		timeout = defaultReplyTimeout
-	}
-	c.t = &rawTransport{nc: nc, rc: rc, buf: make([]byte, receiveBufferSize), ctr: &c.ctr, timeout: timeout}
+	c.t = &rawTransport{nc: nc, rc: rc, buf: make([]byte, receiveBufferSize), ctr: &c.ctr}
 	c.setLimits(snd, rcv)
 	return c, nil
 }
@@ -187,6 +186,21 @@ func (c *Conn) setLimits(snd, rcv int) {
 	}
 }
 
+// SetReplyTimeout changes the bound on each wait for a reply datagram
+// (Options.ReplyTimeout: zero means netlinkraw.DefaultReplyTimeout,
+// negative no limit).
+func (c *Conn) SetReplyTimeout(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timeout = netlinkraw.ReplyTimeout(d)
+}
+
+// receive waits for the next reply unit, within the reply timeout.
+func (c *Conn) receive() ([]message, error) {
+	msgs, err := c.t.receive(netlinkraw.ReplyDeadline(c.timeout))
+	return msgs, netlinkraw.ReplyError(err, c.timeout)
+}
+
 // Close closes the connection.
 func (c *Conn) Close() error {
 	c.mu.Lock()
@@ -244,7 +258,7 @@ func (c *Conn) request(cmd uint8, reply bool, attrs func(*encoder)) ([]byte, err
 		return nil, err
 	}
 	for {
-		msgs, err := c.t.receive()
+		msgs, err := c.receive()
 		if err != nil {
 			return nil, err
 		}
@@ -265,10 +279,6 @@ func (c *Conn) request(cmd uint8, reply bool, attrs func(*encoder)) ([]byte, err
 	}
 }
 
-// maxDumpAttempts bounds the restarts of a dump the kernel marks
-// inconsistent (NLM_F_DUMP_INTR: the table changed while it was read).
-const maxDumpAttempts = 10
-
 // dump runs a dump request, calling reset before each attempt and each for
 // every entry. A dump interrupted by concurrent changes is restarted.
 func (c *Conn) dump(cmd uint8, attrs func(*encoder), reset func(), each func(data []byte) error) error {
@@ -281,8 +291,8 @@ func (c *Conn) dump(cmd uint8, attrs func(*encoder), reset func(), each func(dat
 		if !intr {
 			return nil
 		}
-		if attempt == maxDumpAttempts {
-			return fmt.Errorf("dump interrupted by concurrent changes %d times", attempt)
+		if attempt == netlinkraw.MaxDumpAttempts {
+			return fmt.Errorf("%w (%d times)", netlinkraw.ErrDumpInterrupted, attempt)
 		}
 	}
 }
@@ -301,7 +311,7 @@ func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) 
 	}
 	var first error // a decoding error; the dump is drained regardless
 	for {
-		msgs, err := c.t.receive()
+		msgs, err := c.receive()
 		if err != nil {
 			return false, err
 		}

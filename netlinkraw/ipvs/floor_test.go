@@ -134,7 +134,7 @@ func benchFloor(b *testing.B, n int) {
 				b.Fatal(err)
 			}
 			for done := false; !done; {
-				msgs, err := c.t.receive()
+				msgs, err := c.receive()
 				if err != nil {
 					b.Fatal(err)
 				}

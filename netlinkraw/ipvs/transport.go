@@ -29,8 +29,9 @@ type transport interface {
 	// sendmsg.
 	send(b []byte) error
 	// receive reads the next reply unit: one datagram from a socket, or
-	// one whole reply from a netlink.Conn that hides datagrams.
-	receive() ([]message, error)
+	// one whole reply from a netlink.Conn that hides datagrams, waiting
+	// until deadline at most (the zero time: no limit).
+	receive(deadline time.Time) ([]message, error)
 	// wholeDumps reports whether receive returns whole multi-part dumps
 	// (with the final DONE message removed).
 	wholeDumps() bool
@@ -45,8 +46,6 @@ type rawTransport struct {
 	buf  []byte
 	msgs []message
 	ctr  *Counters
-	// timeout bounds each wait for a datagram; <= 0 waits forever.
-	timeout time.Duration
 }
 
 // receiveBufferSize holds the largest datagram the kernel sends: dump
@@ -70,15 +69,13 @@ func (t *rawTransport) send(b []byte) error {
 	return nil
 }
 
-func (t *rawTransport) receive() ([]message, error) {
+func (t *rawTransport) receive(deadline time.Time) ([]message, error) {
 	var (
 		n, rflags int
 		rerr      error
 	)
-	if t.timeout > 0 {
-		if err := t.nc.SetReadDeadline(time.Now().Add(t.timeout)); err != nil {
-			return nil, err
-		}
+	if err := t.nc.SetReadDeadline(deadline); err != nil {
+		return nil, err
 	}
 	err := t.rc.Read(func(fd uintptr) bool {
 		t.ctr.Recvmsg++
@@ -196,8 +193,11 @@ func (t *connTransport) send(b []byte) error {
 	return nil
 }
 
-func (t *connTransport) receive() ([]message, error) {
+func (t *connTransport) receive(deadline time.Time) ([]message, error) {
 	t.ctr.Recvmsg++
+	// A connection without deadlines (nltest) fails the call; its
+	// receives do not block anyway.
+	_ = t.nc.SetReadDeadline(deadline)
 	msgs, err := t.nc.Receive()
 	if err != nil {
 		var oe *netlink.OpError

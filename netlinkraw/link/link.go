@@ -18,6 +18,8 @@ import (
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/netlinkraw"
 )
 
 // DefaultDummy is the name kube-proxy gives the link holding the VIPs.
@@ -26,17 +28,30 @@ const DefaultDummy = "kube-ipvs0"
 // Config configures Dial.
 type Config struct {
 	// NetNS is a file descriptor of the network namespace to work in; 0
-	// means the caller's.
+	// means the caller's. Dial keeps its own duplicate.
 	NetNS int
+	// ReplyTimeout bounds each wait for a reply from the kernel: a call
+	// whose reply does not come within it fails with an error matching
+	// netlinkraw.ErrReplyTimeout, and the next call works on fresh
+	// sockets. Zero means netlinkraw.DefaultReplyTimeout; negative, no
+	// limit.
+	ReplyTimeout time.Duration
 }
 
-// Conn is an rtnetlink connection in one network namespace.
+// Conn is an rtnetlink connection in one network namespace. It is not safe
+// for concurrent use.
 type Conn struct {
-	c     *rtnetlink.Conn
+	c *rtnetlink.Conn
+	// netns is Dial's duplicate of Config.NetNS (0: the caller's
+	// namespace), for dialing again.
 	netns int
 	// raw carries batches of address messages (rtnetlink's Conn sends one
 	// request at a time); dialed on first use.
-	raw *netlink.Conn
+	raw     *netlink.Conn
+	timeout time.Duration
+	// stale is set when a wait timed out: a late reply may still come on
+	// the sockets, so they are replaced before the next call.
+	stale bool
 }
 
 // Error is the error of one operation on one object.
@@ -45,6 +60,9 @@ type Error struct {
 	Op string
 	// Object names the link or address.
 	Object string
+	// Addr is the address an address operation failed on (the zero Addr
+	// otherwise).
+	Addr netip.Addr
 	// Err is the cause, often a unix.Errno.
 	Err error
 }
@@ -64,11 +82,22 @@ func Dial(cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	c, err := rtnetlink.Dial(&netlink.Config{NetNS: cfg.NetNS})
+	ns := 0
+	if cfg.NetNS != 0 {
+		fd, err := unix.FcntlInt(uintptr(cfg.NetNS), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, &Error{Op: "dial", Object: "rtnetlink", Err: fmt.Errorf("duplicate the namespace descriptor: %w", err)}
+		}
+		ns = fd
+	}
+	c, err := rtnetlink.Dial(&netlink.Config{NetNS: ns})
 	if err != nil {
+		if ns != 0 {
+			unix.Close(ns)
+		}
 		return nil, &Error{Op: "dial", Object: "rtnetlink", Err: err}
 	}
-	return &Conn{c: c, netns: cfg.NetNS}, nil
+	return &Conn{c: c, netns: ns, timeout: netlinkraw.ReplyTimeout(cfg.ReplyTimeout)}, nil
 }
 
 // Close closes the sockets.
@@ -76,7 +105,58 @@ func (c *Conn) Close() error {
 	if c.raw != nil {
 		c.raw.Close()
 	}
+	if c.netns != 0 {
+		unix.Close(c.netns)
+		c.netns = 0
+	}
+	if c.c == nil {
+		return nil
+	}
 	return c.c.Close()
+}
+
+// call runs f, one request on the rtnetlink socket, within the reply
+// timeout.
+func (c *Conn) call(f func() error) error {
+	if err := c.fresh(); err != nil {
+		return err
+	}
+	if err := c.c.SetReadDeadline(netlinkraw.ReplyDeadline(c.timeout)); err != nil {
+		return err
+	}
+	return c.timedOut(f())
+}
+
+// timedOut returns err as the caller sees it, and marks the sockets stale
+// when it is a timeout.
+func (c *Conn) timedOut(err error) error {
+	err = netlinkraw.ReplyError(err, c.timeout)
+	if errors.Is(err, netlinkraw.ErrReplyTimeout) {
+		c.stale = true
+	}
+	return err
+}
+
+// fresh replaces the sockets after a timeout, so that a late reply to an
+// abandoned request cannot be taken for the answer to a new one.
+func (c *Conn) fresh() error {
+	if !c.stale {
+		return nil
+	}
+	if c.raw != nil {
+		c.raw.Close()
+		c.raw = nil
+	}
+	if c.c != nil {
+		c.c.Close()
+		c.c = nil
+	}
+	nc, err := rtnetlink.Dial(&netlink.Config{NetNS: c.netns})
+	if err != nil {
+		return &Error{Op: "dial", Object: "rtnetlink", Err: err}
+	}
+	c.c, c.stale = nc, false
+	return nil
 }
 
 // Link is a network interface as this package reports it.
@@ -90,7 +170,8 @@ type Link struct {
 
 // Links lists the namespace's links.
 func (c *Conn) Links() ([]Link, error) {
-	ms, err := c.c.Link.List()
+	var ms []rtnetlink.LinkMessage
+	err := c.call(func() (err error) { ms, err = c.c.Link.List(); return err })
 	if err != nil {
 		return nil, &Error{Op: "list", Object: "links", Err: err}
 	}
@@ -142,9 +223,11 @@ func (c *Conn) EnsureDummy(name string) (Link, error) {
 	if !errors.Is(err, unix.ENODEV) {
 		return Link{}, err
 	}
-	err = c.c.Link.New(&rtnetlink.LinkMessage{
-		Family:     unix.AF_UNSPEC,
-		Attributes: &rtnetlink.LinkAttributes{Name: name, Info: &rtnetlink.LinkInfo{Kind: "dummy"}},
+	err = c.call(func() error {
+		return c.c.Link.New(&rtnetlink.LinkMessage{
+			Family:     unix.AF_UNSPEC,
+			Attributes: &rtnetlink.LinkAttributes{Name: name, Info: &rtnetlink.LinkInfo{Kind: "dummy"}},
+		})
 	})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return Link{}, &Error{Op: "ensure dummy", Object: name, Err: err}
@@ -161,7 +244,7 @@ func (c *Conn) DeleteLink(name string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.c.Link.Delete(l.Index); err != nil && !errors.Is(err, unix.ENODEV) {
+	if err := c.call(func() error { return c.c.Link.Delete(l.Index) }); err != nil && !errors.Is(err, unix.ENODEV) {
 		return &Error{Op: "delete", Object: "link " + name, Err: err}
 	}
 	return nil
@@ -224,6 +307,9 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 	if len(addrs) == 0 {
 		return nil
 	}
+	if err := c.fresh(); err != nil {
+		return err
+	}
 	if c.raw == nil {
 		raw, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: c.netns})
 		if err != nil {
@@ -231,8 +317,7 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 		}
 		c.raw = raw
 	}
-	var first error
-	failed := 0
+	var failed []error
 	msgs := make([]netlink.Message, 0, batchSize)
 	for start := 0; start < len(addrs); start += batchSize {
 		chunk := addrs[start:min(start+batchSize, len(addrs))]
@@ -245,9 +330,11 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 			msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags}, Data: data})
 		}
 		if _, err := c.raw.SendMessages(msgs); err != nil {
-			return &Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}
+			return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}, failed)
 		}
-		c.raw.SetReadDeadline(time.Now().Add(time.Minute))
+		if err := c.raw.SetReadDeadline(netlinkraw.ReplyDeadline(c.timeout)); err != nil {
+			return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}, failed)
+		}
 		for got := 0; got < len(chunk); {
 			replies, err := c.raw.Receive()
 			if err != nil {
@@ -255,13 +342,12 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 				if !errors.As(err, &errno) {
 					// A transport failure (a timeout, a closed socket): the
 					// remaining answers are lost.
-					return &Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}
+					err = c.timedOut(err)
+					return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s (%d of them answered; the rest may or may not be done)", len(chunk), name, got), Err: err}, failed)
 				}
 				if errno != tolerate {
-					failed++
-					if first == nil {
-						first = &Error{Op: op, Object: chunk[got].Unmap().String() + " on " + name, Err: errno}
-					}
+					a := chunk[got].Unmap()
+					failed = append(failed, &Error{Op: op, Object: a.String() + " on " + name, Addr: a, Err: errno})
 				}
 				got++
 				continue
@@ -269,10 +355,37 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 			got += len(replies)
 		}
 	}
-	if failed > 1 {
-		return fmt.Errorf("%w (and %d more addresses failed)", first, failed-1)
+	if len(failed) > 0 {
+		return &BatchError{Errors: failed}
 	}
-	return first
+	return nil
+}
+
+// BatchError is the error of AddAddresses or DelAddresses when some
+// addresses failed: one *Error per failed address (with its Addr), the
+// other addresses done. errors.Is and errors.As see every one.
+type BatchError struct {
+	Errors []error
+}
+
+// Error shows the first failure and how many more there are.
+func (e *BatchError) Error() string {
+	if len(e.Errors) == 1 {
+		return e.Errors[0].Error()
+	}
+	return fmt.Sprintf("%v (and %d more addresses failed)", e.Errors[0], len(e.Errors)-1)
+}
+
+// Unwrap returns every failure.
+func (e *BatchError) Unwrap() []error { return e.Errors }
+
+// joinFailed is a transport error, with the address failures read before
+// it.
+func joinFailed(err error, failed []error) error {
+	if len(failed) == 0 {
+		return err
+	}
+	return errors.Join(err, &BatchError{Errors: failed})
 }
 
 // Addr is an address bound on a link.
@@ -282,7 +395,8 @@ type Addr struct {
 }
 
 func (c *Conn) addresses() ([]Addr, error) {
-	ms, err := c.c.Address.List()
+	var ms []rtnetlink.AddressMessage
+	err := c.call(func() (err error) { ms, err = c.c.Address.List(); return err })
 	if err != nil {
 		return nil, &Error{Op: "list", Object: "addresses", Err: err}
 	}

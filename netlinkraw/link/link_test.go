@@ -266,6 +266,11 @@ func TestBatchFailureInTheMiddle(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "add address fd00:96::7 on vips1") {
 		t.Fatalf("AddAddresses = %v, want an error naming fd00:96::7", err)
 	}
+	var be *link.BatchError
+	var le *link.Error
+	if !errors.As(err, &be) || len(be.Errors) != 1 || !errors.As(be.Errors[0], &le) || le.Addr != b {
+		t.Errorf("AddAddresses = %#v, want a BatchError with exactly %v", err, b)
+	}
 	got, err := c.Addresses("vips1")
 	if err != nil {
 		t.Fatal(err)

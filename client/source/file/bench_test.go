@@ -112,11 +112,11 @@ func BenchmarkParse(b *testing.B) {
 		for _, format := range []string{"yaml", "json"} {
 			for _, decoder := range []string{"fast", "old"} {
 				b.Run(fmt.Sprintf("services=%d/%s/decoder=%s", n, format, decoder), func(b *testing.B) {
-					parse := func(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+					parse := func(name string, data []byte, prev chunkCache) (parsed, error) {
 						return parseFile(name, data, prev)
 					}
 					if decoder == "old" {
-						parse = func(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+						parse = func(name string, data []byte, prev chunkCache) (parsed, error) {
 							return legacyParse(name, data, prev, "")
 						}
 					}
@@ -126,9 +126,9 @@ func BenchmarkParse(b *testing.B) {
 					}
 					c0 := cputime.Now()
 					for b.Loop() {
-						docs, _, err := parse("m", data, nil)
-						if err != nil || len(docs) != 2*n {
-							b.Fatalf("%d docs, %v", len(docs), err)
+						p, err := parse("m", data, nil)
+						if err != nil || len(p.docs) != 2*n || len(p.bad) > 0 {
+							b.Fatalf("%d docs, %v %v", len(p.docs), err, p.bad)
 						}
 					}
 					b.ReportMetric(float64((cputime.Now()-c0).Milliseconds())/float64(b.N), "cpu-ms/op")

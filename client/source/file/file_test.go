@@ -410,11 +410,13 @@ func TestDuplicateAcrossFiles(t *testing.T) {
 func TestReparseSkipsUnchangedDocuments(t *testing.T) {
 	a, b := svcYAML("a", "10.96.0.1", "TCP"), svcYAML("b", "10.96.0.2", "TCP")
 	bad := "apiVersion: v1\nkind: Service\nmetadata:\n  name: bad\nspec:\n  ports:\n  - port: x\n"
-	docs1, cache, err := parseFile("m.yaml", []byte(join(a, b, bad)), nil)
+	p1, err := parseFile("m.yaml", []byte(join(a, b, bad)), nil)
+	docs1, cache := p1.docs, p1.cache
 	if err != nil || len(docs1) != 3 {
 		t.Fatalf("%d docs, %v", len(docs1), err)
 	}
-	docs2, _, err := parseFile("m.yaml", []byte(join(a, svcYAML("b", "10.96.0.3", "TCP"), "kind: Other\n", bad)), cache)
+	p2, err := parseFile("m.yaml", []byte(join(a, svcYAML("b", "10.96.0.3", "TCP"), "kind: Other\n", bad)), cache)
+	docs2 := p2.docs
 	if err != nil || len(docs2) != 3 {
 		t.Fatalf("%d docs, %v", len(docs2), err)
 	}

@@ -2,6 +2,7 @@ package file
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +17,16 @@ import (
 // Seeds are in testdata/fuzz/FuzzParseFile.
 func FuzzParseFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		docs, _, err := parseFile("fuzz.yaml", data, nil)
+		p, err := parseFile("fuzz.yaml", data, nil)
 		if err != nil {
 			return
 		}
+		for _, b := range p.bad {
+			if b.Kind != "" || !strings.HasPrefix(b.Source, "fuzz.yaml#") || b.Err == nil {
+				t.Errorf("a skipped document not named by file and index: %+v", b)
+			}
+		}
+		docs := p.docs
 		st := nodelocal.NewState(nodelocal.Config{NodeName: "node-1"})
 		for _, d := range docs {
 			if d.err != nil {
@@ -66,11 +73,20 @@ func FuzzParseFile(f *testing.F) {
 // the same object errors. Seeds are in testdata/fuzz/FuzzParseEquivalence.
 func FuzzParseEquivalence(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		docs, _, err := parseFile("fuzz.yaml", data, nil)
-		want, wantErr := legacyParseFile("fuzz.yaml", data)
+		got, err := parseFile("fuzz.yaml", data, nil)
+		wantP, wantErr := legacyParseFile("fuzz.yaml", data)
 		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
 			t.Fatalf("%q: error %v, the old decoder says %v", data, err, wantErr)
 		}
+		if got.content != wantP.content || len(got.bad) != len(wantP.bad) {
+			t.Fatalf("%q: %d documents read and %v skipped, the old decoder: %d and %v", data, got.content, got.bad, wantP.content, wantP.bad)
+		}
+		for i := range got.bad {
+			if got.bad[i].Source != wantP.bad[i].Source {
+				t.Fatalf("%q: skipped %v, the old decoder skips %v", data, got.bad, wantP.bad)
+			}
+		}
+		docs, want := got.docs, wantP.docs
 		if len(docs) != len(want) {
 			t.Fatalf("%q: %d objects, the old decoder finds %d", data, len(docs), len(want))
 		}

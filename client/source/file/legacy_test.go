@@ -23,18 +23,18 @@ import (
 
 // legacyParse has parseFile's signature over legacyParseFile; it also
 // hashes the whole file with SHA-256, as reload did.
-func legacyParse(name string, data []byte, _ chunkCache, _ string) ([]doc, chunkCache, error) {
+func legacyParse(name string, data []byte, _ chunkCache, _ string) (parsed, error) {
 	_ = sha256.Sum256(data)
-	docs, err := legacyParseFile(name, data)
-	return docs, nil, err
+	return legacyParseFile(name, data)
 }
 
 func legacySum(s [sha256.Size]byte) sum { return sum(binary.LittleEndian.Uint64(s[:])) }
 
 // legacyParseFile is parseFile as it was before the fast path: apimachinery's
 // YAMLReader, sigs.k8s.io/yaml and encoding/json for every document, SHA-256
-// of each object's JSON. BenchmarkLoad runs it as the baseline.
-func legacyParseFile(name string, data []byte) ([]doc, error) {
+// of each object's JSON, with today's per-document isolation.
+// BenchmarkLoad runs it as the baseline.
+func legacyParseFile(name string, data []byte) (parsed, error) {
 	// Split first (cheap), then decode the documents in parallel: YAML
 	// decoding is most of the cost of a large file.
 	var chunks [][]byte
@@ -45,12 +45,13 @@ func legacyParseFile(name string, data []byte) ([]doc, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+			return parsed{}, fmt.Errorf("document %d: %w", i, err)
 		}
 		chunks = append(chunks, chunk)
 	}
 	results := make([][]doc, len(chunks))
-	errs := make([]error, len(chunks))
+	bad := make([][]*client.ObjectError, len(chunks))
+	content := make([]bool, len(chunks))
 	workers := min(runtime.GOMAXPROCS(0), len(chunks))
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -61,54 +62,57 @@ func legacyParseFile(name string, data []byte) ([]doc, error) {
 				if i >= len(chunks) {
 					return
 				}
-				results[i], errs[i] = legacyParseDocument(chunks[i], name, i)
+				results[i], bad[i], content[i] = legacyParseDocument(chunks[i], name, i)
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	var p parsed
+	for i, r := range results {
+		for _, d := range r {
+			d.in, d.at = name, i
+			p.docs = append(p.docs, d)
+		}
+		p.bad = append(p.bad, bad[i]...)
+		if content[i] {
+			p.content++
+		}
 	}
-	var out []doc
-	for _, r := range results {
-		out = append(out, r...)
-	}
-	return out, nil
+	return p, nil
 }
 
 // legacyParseDocument decodes document i of a file.
-func legacyParseDocument(chunk []byte, name string, i int) ([]doc, error) {
+func legacyParseDocument(chunk []byte, name string, i int) ([]doc, []*client.ObjectError, bool) {
 	if len(bytes.TrimSpace(chunk)) == 0 {
-		return nil, nil
+		return nil, nil, false
 	}
+	where := fmt.Sprintf("%s#%d", name, i)
 	js := chunk
 	if !utilyaml.IsJSONBuffer(chunk) {
 		var err error
 		if js, err = yaml.YAMLToJSON(chunk); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+			return nil, []*client.ObjectError{{Source: where, Err: fmt.Errorf("not YAML: %w", err)}}, false
 		}
 	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-		return nil, nil // a document holding only comments
+		return nil, nil, false // a document holding only comments
 	}
-	return legacyAppendObjects(nil, js, fmt.Sprintf("%s#%d", name, i))
+	docs, bad := legacyAppendObjects(nil, nil, js, where)
+	return docs, bad, len(bad) == 0 || bad[0].Source != where
 }
 
-func legacyAppendObjects(out []doc, js []byte, source string) ([]doc, error) {
+func legacyAppendObjects(out []doc, bad []*client.ObjectError, js []byte, source string) ([]doc, []*client.ObjectError) {
 	var h header
 	if err := json.Unmarshal(js, &h); err != nil {
 		// Not even an object header: the document is not a Kubernetes
 		// object at all.
-		return nil, fmt.Errorf("%s: not a Kubernetes object: %w", source, err)
+		return out, append(bad, &client.ObjectError{Source: source, Err: fmt.Errorf("not a Kubernetes object: %w", err)})
 	}
 	if h.Kind == "List" || (len(h.Items) > 0 && len(h.Kind) > 4 && h.Kind[len(h.Kind)-4:] == "List") {
 		for j, item := range h.Items {
-			var err error
-			if out, err = legacyAppendObjects(out, item, fmt.Sprintf("%s.items[%d]", source, j)); err != nil {
-				return nil, err
-			}
+			out, bad = legacyAppendObjects(out, bad, item, fmt.Sprintf("%s.items[%d]", source, j))
 		}
-		return out, nil
+		return out, bad
 	}
 	d := doc{ref: ref{kind: h.Kind, namespace: h.Metadata.Namespace, name: h.Metadata.Name}, sum: legacySum(sha256.Sum256(js))}
 	if d.ref.namespace == "" && h.Kind != "Node" {
@@ -134,7 +138,7 @@ func legacyAppendObjects(out []doc, js []byte, source string) ([]doc, error) {
 			d.obj = n
 		}
 	default:
-		return out, nil
+		return out, bad
 	}
 	if err != nil {
 		d.err = &client.ObjectError{Kind: h.Kind, Namespace: d.ref.namespace, Name: d.ref.name, Source: source, Err: err}
@@ -144,5 +148,5 @@ func legacyAppendObjects(out []doc, js []byte, source string) ([]doc, error) {
 			d.err.Err = fmt.Errorf("cannot use %s as %s", te.Value, te.Type)
 		}
 	}
-	return append(out, d), nil
+	return append(out, d), bad
 }

@@ -49,7 +49,28 @@ type doc struct {
 	// memory low); nil too when decoding failed (err says why).
 	obj any
 	err *client.ObjectError
+	// in and at are the file and the index of the document holding the
+	// object.
+	in string
+	at int
 }
+
+// parsed is what parse read from a file.
+type parsed struct {
+	docs  []doc
+	cache chunkCache
+	// bad are the documents (or List items) that could not be read as
+	// Kubernetes objects, each named by file and index: skipped.
+	bad []*client.ObjectError
+	// content counts the documents holding something (an object of any
+	// kind, a List, even an empty one). A file with no content and nothing
+	// bad reads as empty.
+	content int
+}
+
+// empty reports whether the file reads as empty: no document holds
+// anything (an empty file, only comments, /dev/null).
+func (p *parsed) empty() bool { return p.content == 0 && len(p.bad) == 0 }
 
 // chunkCache holds the objects of each document of a file by the hash of
 // the document's bytes, so that a re-read decodes only the documents that
@@ -61,6 +82,9 @@ type cachedChunk struct {
 	// docs are the document's objects, a part of the file's docs: once
 	// applied, their obj is nil.
 	docs []doc
+	// bad and content are the document's part of parsed's.
+	bad     []*client.ObjectError
+	content bool
 }
 
 // header is what every Kubernetes object starts with.
@@ -79,35 +103,38 @@ var converters = sync.Pool{New: func() any { return new(manifest.Converter) }}
 
 // parseFile splits a multi-document YAML (or JSON) file into the objects a
 // source reads: Services, EndpointSlices and Nodes, also inside List
-// objects. Other kinds are ignored. It fails only when the file is not
-// valid YAML; an object that does not decode is returned with its error.
-// Documents found unchanged in prev (the file's previous cache, may be nil)
-// are not decoded again; the returned cache is the one for this content.
-func parseFile(name string, data []byte, prev chunkCache) ([]doc, chunkCache, error) {
+// objects. Other kinds are ignored. It fails only when the file cannot be
+// split into documents; a document (or List item) that is not a Kubernetes
+// object is skipped and listed in parsed.bad, and an object that does not
+// decode is returned with its error. Documents found unchanged in prev (the
+// file's previous cache, may be nil) are not decoded again; the returned
+// cache is the one for this content.
+func parseFile(name string, data []byte, prev chunkCache) (parsed, error) {
 	return parse(name, data, prev, nil)
 }
 
 // parseConverted is parseFile, but the Services and EndpointSlices come
 // converted for the node-local state (convertDocs), the conversion done in
 // the decoding workers, so that only the state's bookkeeping is left serial.
-func parseConverted(name string, data []byte, prev chunkCache, proxyName string) ([]doc, chunkCache, error) {
+func parseConverted(name string, data []byte, prev chunkCache, proxyName string) (parsed, error) {
 	return parse(name, data, prev, func(docs []doc) { convertDocs(docs, proxyName) })
 }
 
 // parse is parseFile with post called on each newly decoded document's
 // objects, in the worker that decoded them.
-func parse(name string, data []byte, prev chunkCache, post func([]doc)) ([]doc, chunkCache, error) {
+func parse(name string, data []byte, prev chunkCache, post func([]doc)) (parsed, error) {
 	chunks, err := manifest.Split(data)
 	if err != nil {
 		var se *manifest.SeparatorError
 		if errors.As(err, &se) {
-			return nil, nil, fmt.Errorf("%s: document %d: %w", name, se.Index, err)
+			return parsed{}, fmt.Errorf("document %d: %w", se.Index, err)
 		}
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
+		return parsed{}, err
 	}
 	sums := make([]sum, len(chunks))
 	results := make([][]doc, len(chunks))
-	errs := make([]error, len(chunks))
+	bad := make([][]*client.ObjectError, len(chunks))
+	content := make([]bool, len(chunks))
 	// Hash, and decode the documents not found unchanged in prev, in
 	// parallel: converting and decoding is most of the cost of a large
 	// file.
@@ -124,11 +151,11 @@ func parse(name string, data []byte, prev chunkCache, post func([]doc)) ([]doc, 
 					return
 				}
 				sums[i] = hashBytes(chunks[i])
-				if c, ok := prev[sums[i]]; ok && (c.index == i || !hasErr(c.docs)) {
-					results[i] = c.docs
+				if c, ok := prev[sums[i]]; ok && (c.index == i || !hasErr(c.docs) && len(c.bad) == 0) {
+					results[i], bad[i], content[i] = c.docs, c.bad, c.content
 					continue
 				}
-				results[i], errs[i] = parseDocument(conv, chunks[i], name, i)
+				results[i], bad[i], content[i] = parseDocument(conv, chunks[i], name, i)
 				if post != nil {
 					post(results[i])
 				}
@@ -136,22 +163,26 @@ func parse(name string, data []byte, prev chunkCache, post func([]doc)) ([]doc, 
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
-	}
 	n := 0
 	for _, r := range results {
 		n += len(r)
 	}
-	out := make([]doc, 0, n)
-	cache := make(chunkCache, len(chunks))
+	p := parsed{docs: make([]doc, 0, n), cache: make(chunkCache, len(chunks))}
 	for i, r := range results {
 		// The cache views the returned docs, so that it sees the objects
 		// dropped once applied and keeps nothing alive by itself.
-		out = append(out, r...)
-		cache[sums[i]] = cachedChunk{index: i, docs: out[len(out)-len(r) : len(out) : len(out)]}
+		p.docs = append(p.docs, r...)
+		mine := p.docs[len(p.docs)-len(r) : len(p.docs) : len(p.docs)]
+		for j := range mine {
+			mine[j].in, mine[j].at = name, i
+		}
+		p.cache[sums[i]] = cachedChunk{index: i, docs: mine, bad: bad[i], content: content[i]}
+		p.bad = append(p.bad, bad[i]...)
+		if content[i] {
+			p.content++
+		}
 	}
-	return out, cache, nil
+	return p, nil
 }
 
 func hasErr(docs []doc) bool {
@@ -163,10 +194,11 @@ func hasErr(docs []doc) bool {
 	return false
 }
 
-// parseDocument decodes document i of a file.
-func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) ([]doc, error) {
+// parseDocument decodes document i of a file: its objects, the parts that
+// are not Kubernetes objects (skipped), and whether it holds anything.
+func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) ([]doc, []*client.ObjectError, bool) {
 	if len(bytes.TrimSpace(chunk)) == 0 {
-		return nil, nil
+		return nil, nil, false
 	}
 	var js, kind []byte
 	if utilyaml.IsJSONBuffer(chunk) {
@@ -177,19 +209,24 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 	} else {
 		var err error
 		if js, err = conv.YAMLToJSON(chunk); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+			return nil, []*client.ObjectError{{Source: fmt.Sprintf("%s#%d", name, i), Err: fmt.Errorf("not YAML: %w", err)}}, false
 		}
 		kind, _ = conv.TopKind()
 	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-		return nil, nil // a document holding only comments
+		return nil, nil, false // a document holding only comments
 	}
 	if kind != nil && asciiOnly(js) {
 		if d, ok := decodeByKind(js, kind); ok {
-			return []doc{d}, nil
+			return []doc{d}, nil, true
 		}
 	}
-	return appendObjects(nil, js, fmt.Sprintf("%s#%d", name, i))
+	where := fmt.Sprintf("%s#%d", name, i)
+	docs, bad := appendObjects(nil, nil, js, where)
+	// The document itself was read unless it is its own bad entry (bad
+	// List items do not make the List unread).
+	read := len(bad) == 0 || bad[0].Source != where
+	return docs, bad, read
 }
 
 // decodeByKind decodes a document whose kind is known (manifest's
@@ -241,22 +278,22 @@ func newDoc(kind, namespace, name string, js []byte) doc {
 	return d
 }
 
-func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
+// appendObjects appends the objects of a document (or List item) to out,
+// and what is not a Kubernetes object to bad: a bad List item is skipped,
+// the others are read.
+func appendObjects(out []doc, bad []*client.ObjectError, js []byte, source string) ([]doc, []*client.ObjectError) {
 	fast := asciiOnly(js)
 	h, err := decode[header](js, fast)
 	if err != nil {
 		// Not even an object header: the document is not a Kubernetes
 		// object at all.
-		return nil, fmt.Errorf("%s: not a Kubernetes object: %w", source, err)
+		return out, append(bad, &client.ObjectError{Source: source, Err: fmt.Errorf("not a Kubernetes object: %w", err)})
 	}
 	if h.Kind == "List" || (len(h.Items) > 0 && len(h.Kind) > 4 && h.Kind[len(h.Kind)-4:] == "List") {
 		for j, item := range h.Items {
-			var err error
-			if out, err = appendObjects(out, item, fmt.Sprintf("%s.items[%d]", source, j)); err != nil {
-				return nil, err
-			}
+			out, bad = appendObjects(out, bad, item, fmt.Sprintf("%s.items[%d]", source, j))
 		}
-		return out, nil
+		return out, bad
 	}
 	d := newDoc(h.Kind, h.Metadata.Namespace, h.Metadata.Name, js)
 	switch h.Kind {
@@ -278,18 +315,26 @@ func appendObjects(out []doc, js []byte, source string) ([]doc, error) {
 			d.obj = n
 		}
 	default:
-		return out, nil
+		return out, bad
 	}
 	if err != nil {
 		d.err = &client.ObjectError{Kind: h.Kind, Namespace: d.ref.namespace, Name: d.ref.name, Source: source, Err: err}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			d.err.Field = te.Field
-			d.err.Err = fmt.Errorf("cannot use %s as %s", te.Value, te.Type)
+			d.err.Err = typeError{te}
 		}
 	}
-	return append(out, d), nil
+	return append(out, d), bad
 }
+
+// typeError words a JSON type error as `cannot use string as int32` (the
+// field is the ObjectError's) and keeps it in the chain.
+type typeError struct{ te *json.UnmarshalTypeError }
+
+func (e typeError) Error() string { return fmt.Sprintf("cannot use %s as %s", e.te.Value, e.te.Type) }
+
+func (e typeError) Unwrap() error { return e.te }
 
 // decode decodes JSON into a new T the way encoding/json does. When fast
 // (the JSON is plain ASCII) it tries github.com/goccy/go-json first, three

@@ -96,6 +96,8 @@ type Source struct {
 	kick  *coalesce.Coalescer
 	// updates counts informer update notifications (resyncs included).
 	updates atomic.Uint64
+	// delivered is set once the first snapshot is (under mu).
+	delivered bool
 }
 
 // New returns a source reading from cs.
@@ -117,10 +119,18 @@ func New(cs kubernetes.Interface, cfg Config) *Source {
 }
 
 // Stats returns the invalid-object and service counters (for metrics).
+// Stale is set until the first snapshot is delivered (the informers have
+// not all synced yet); after that the informers' caches keep the last
+// state while the API server cannot be reached, and client-go keeps
+// retrying.
 func (s *Source) Stats() client.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state.Stats()
+	st := s.state.Stats()
+	if !s.delivered {
+		st.Stale, st.StaleReason = true, "no first snapshot yet: waiting for the informers' initial lists"
+	}
+	return st
 }
 
 // Errors returns the API objects that are invalid right now.
@@ -227,6 +237,7 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 
 	s.mu.Lock()
 	snap := s.state.Snapshot()
+	s.delivered = true
 	s.mu.Unlock()
 	deliver(snap)
 

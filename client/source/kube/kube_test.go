@@ -181,6 +181,19 @@ func TestFirstSnapshotAfterSync(t *testing.T) {
 // TestFirstSnapshotIsComplete: with many objects, the first snapshot must
 // still hold all of them (the handlers, not only the informer stores, must
 // have seen the initial lists).
+// TestStaleUntilSynced: Stats says stale until the first snapshot.
+func TestStaleUntilSynced(t *testing.T) {
+	cs := fake.NewClientset(service("web", "10.96.0.1"))
+	if st := New(cs, Config{}).Stats(); !st.Stale || !strings.Contains(st.StaleReason, "no first snapshot") {
+		t.Errorf("before Run: %+v", st)
+	}
+	h := start(t, Config{MinInterval: 10 * time.Millisecond}, service("web", "10.96.0.1"))
+	h.next("start")
+	if st := h.src.Stats(); st.Stale || st.StaleReason != "" || st.Services != 1 {
+		t.Errorf("after the first snapshot: %+v", st)
+	}
+}
+
 func TestFirstSnapshotIsComplete(t *testing.T) {
 	var objs []runtime.Object
 	for i := range 2000 {

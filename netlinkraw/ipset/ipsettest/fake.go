@@ -21,6 +21,8 @@ type Fake struct {
 	sets  map[string]*fakeSet
 	// Calls counts the calls made, by operation name ("add", "list"...).
 	Calls map[string]int
+	// faults are the injected failures (faults.go).
+	faults faults
 }
 
 type fakeSet struct {
@@ -70,8 +72,8 @@ func checkName(name string) error {
 	return nil
 }
 
-// Create implements ipset.Client.
-func (f *Fake) Create(s ipset.Set, opts ...ipset.Option) error {
+// doCreate is Create without injected faults.
+func (f *Fake) doCreate(s ipset.Set, opts ...ipset.Option) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["create"]++
@@ -99,8 +101,8 @@ func (f *Fake) Create(s ipset.Set, opts ...ipset.Option) error {
 	return nil
 }
 
-// Destroy implements ipset.Client.
-func (f *Fake) Destroy(name string, opts ...ipset.Option) error {
+// doDestroy is Destroy without injected faults.
+func (f *Fake) doDestroy(name string, opts ...ipset.Option) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["destroy"]++
@@ -118,8 +120,8 @@ func (f *Fake) Destroy(name string, opts ...ipset.Option) error {
 	return nil
 }
 
-// Flush implements ipset.Client.
-func (f *Fake) Flush(name string) error {
+// doFlush is Flush without injected faults.
+func (f *Fake) doFlush(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["flush"]++
@@ -131,8 +133,8 @@ func (f *Fake) Flush(name string) error {
 	return nil
 }
 
-// Rename implements ipset.Client.
-func (f *Fake) Rename(from, to string) error {
+// doRename is Rename without injected faults.
+func (f *Fake) doRename(from, to string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["rename"]++
@@ -154,8 +156,8 @@ func (f *Fake) Rename(from, to string) error {
 	return nil
 }
 
-// Swap implements ipset.Client.
-func (f *Fake) Swap(a, b string) error {
+// doSwap is Swap without injected faults.
+func (f *Fake) doSwap(a, b string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["swap"]++
@@ -182,8 +184,8 @@ func (s *fakeSet) header() ipset.Header {
 	return h
 }
 
-// Header implements ipset.Client.
-func (f *Fake) Header(name string) (ipset.Header, error) {
+// doHeader is Header without injected faults.
+func (f *Fake) doHeader(name string) (ipset.Header, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["header"]++
@@ -194,8 +196,8 @@ func (f *Fake) Header(name string) (ipset.Header, error) {
 	return s.header(), nil
 }
 
-// List implements ipset.Client.
-func (f *Fake) List(name string) (ipset.Header, []ipset.Entry, error) {
+// doList is List without injected faults.
+func (f *Fake) doList(name string) (ipset.Header, []ipset.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["list"]++
@@ -210,8 +212,8 @@ func (f *Fake) List(name string) (ipset.Header, []ipset.Entry, error) {
 	return s.header(), out, nil
 }
 
-// ListNames implements ipset.Client.
-func (f *Fake) ListNames() ([]string, error) {
+// doListNames is ListNames without injected faults.
+func (f *Fake) doListNames() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls["listnames"]++
@@ -291,7 +293,10 @@ func (f *Fake) adt(op, set string, entries []ipset.Entry, opts []ipset.Option) e
 	exist := slices.Contains(opts, ipset.Exist)
 	var failed []ipset.EntryError
 	for i, e := range entries {
-		err := s.check(e)
+		err := f.faults.next()
+		if err == nil {
+			err = s.check(e)
+		}
 		if err == nil {
 			k := key(e)
 			_, present := s.entries[k]
@@ -318,13 +323,13 @@ func (f *Fake) adt(op, set string, entries []ipset.Entry, opts []ipset.Option) e
 	return nil
 }
 
-// Add implements ipset.Client.
-func (f *Fake) Add(set string, entries []ipset.Entry, opts ...ipset.Option) error {
+// doAdd is Add without injected faults.
+func (f *Fake) doAdd(set string, entries []ipset.Entry, opts ...ipset.Option) error {
 	return f.adt("add", set, entries, opts)
 }
 
-// Del implements ipset.Client.
-func (f *Fake) Del(set string, entries []ipset.Entry, opts ...ipset.Option) error {
+// doDel is Del without injected faults.
+func (f *Fake) doDel(set string, entries []ipset.Entry, opts ...ipset.Option) error {
 	return f.adt("del", set, entries, opts)
 }
 

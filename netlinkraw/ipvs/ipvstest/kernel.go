@@ -1,5 +1,5 @@
 // Package ipvstest is a fake kernel IPVS for unit tests: it speaks the
-// generic netlink protocol of linux/ip_vs.h behind an nltest connection and
+// generic netlink protocol of linux/ip_vs.h behind a netlink.Conn and
 // keeps services and destinations with the kernel's semantics (EEXIST,
 // ESRCH, ENOENT, ERANGE, flag and netmask handling, dump contents), so code
 // that programs IPVS can be tested on any machine.
@@ -13,7 +13,13 @@
 // queues one error reply per failed message carrying its sequence number,
 // and an ACK only for messages that ask for one. Each reply is its own
 // datagram, handed out one per receive; dumps come in datagrams of at most
-// 32 KiB. A receive with nothing queued fails instead of blocking forever.
+// 32 KiB. A receive with nothing queued waits until the connection's read
+// deadline, as a socket does, and fails at once when there is none instead
+// of blocking forever.
+//
+// Faults can be injected for tests of error handling (see faults.go): a
+// kernel error on the Nth operation, lost and delayed replies, failed
+// receives (ENOBUFS), interrupted dumps.
 //
 // Not emulated: traffic (counters and connection counts stay zero), the
 // sync daemon, the destination trash list, and address checks that need a
@@ -27,7 +33,6 @@ import (
 	"sync"
 
 	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +52,7 @@ type Kernel struct {
 	timeouts   [3]uint32  // tcp, tcpfin, udp
 	interrupt  int
 	stats      Stats
+	faults     faults
 }
 
 // Stats count what the fake received, so tests can assert how a client
@@ -87,8 +93,8 @@ func New(opts ...Option) *Kernel {
 
 // Dial returns a new netlink connection to the fake, for ipvs.NewConn.
 func (k *Kernel) Dial() *netlink.Conn {
-	c := &conn{k: k}
-	return nltest.Dial(c.handle)
+	c := &conn{k: k, wake: make(chan struct{}, 1)}
+	return netlink.NewConn(&socket{c: c}, socketPID)
 }
 
 // InterruptDumps marks the next n dumps as interrupted by concurrent
@@ -111,25 +117,19 @@ func (k *Kernel) Stats() Stats {
 type conn struct {
 	k     *Kernel
 	mu    sync.Mutex
-	queue [][]netlink.Message // datagrams waiting to be received
+	queue []datagram // datagrams waiting to be received
+	// wake is signalled when a datagram is queued.
+	wake chan struct{}
 }
 
-// errWouldBlock is returned by a receive with no reply queued.
-var errWouldBlock = errors.New("ipvstest: receive with no reply queued (a real socket would block forever)")
+// errWouldBlock is returned by a receive with no reply queued and no read
+// deadline.
+var errWouldBlock = errors.New("ipvstest: receive with no reply queued and no deadline (a real socket would block forever)")
 
-// handle is the nltest function: a batch of sent messages, or nil for a
-// receive.
-func (c *conn) handle(req []netlink.Message) ([]netlink.Message, error) {
+// handle processes a batch of sent messages.
+func (c *conn) handle(req []netlink.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if req == nil {
-		if len(c.queue) == 0 {
-			return nil, errWouldBlock
-		}
-		d := c.queue[0]
-		c.queue = c.queue[1:]
-		return d, nil
-	}
 	c.k.mu.Lock()
 	defer c.k.mu.Unlock()
 	c.k.stats.Sends++
@@ -140,7 +140,10 @@ func (c *conn) handle(req []netlink.Message) ([]netlink.Message, error) {
 		}
 		c.process(m)
 	}
-	return nil, nil
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // process handles one message like netlink_rcv_skb: run it, then queue an
@@ -153,7 +156,9 @@ func (c *conn) process(m netlink.Message) {
 	case m.Header.Type == unix.GENL_ID_CTRL:
 		errno = c.ctrl(m)
 	case m.Header.Type == FamilyID && !c.k.absent:
-		errno = c.ipvs(m)
+		if errno = c.k.faults.command(); errno == 0 {
+			errno = c.ipvs(m)
+		}
 	default:
 		errno = unix.ENOENT
 	}
@@ -161,7 +166,7 @@ func (c *conn) process(m netlink.Message) {
 		c.k.stats.Errors++
 	}
 	if errno != 0 || m.Header.Flags&netlink.Acknowledge != 0 {
-		c.queue = append(c.queue, []netlink.Message{ack(m, errno)})
+		c.push([]netlink.Message{ack(m, errno)})
 	}
 }
 
@@ -187,7 +192,7 @@ func ack(req netlink.Message, errno unix.Errno) netlink.Message {
 
 // reply queues a single-message reply (a doit's answer).
 func (c *conn) reply(req netlink.Message, cmd uint8, attrs []byte) {
-	c.queue = append(c.queue, []netlink.Message{{
+	c.push([]netlink.Message{{
 		Header: netlink.Header{Type: FamilyID, Sequence: req.Header.Sequence, PID: req.Header.PID},
 		Data:   append([]byte{cmd, 1, 0, 0}, attrs...),
 	}})
@@ -215,7 +220,7 @@ func (c *conn) dump(req netlink.Message, cmd uint8, entries [][]byte) {
 		}
 		l := 16 + len(m.Data)
 		if size+l > maxDatagram && len(cur) > 0 {
-			c.queue = append(c.queue, cur)
+			c.push(cur)
 			cur, size = nil, 0
 		}
 		cur = append(cur, m)
@@ -226,10 +231,10 @@ func (c *conn) dump(req netlink.Message, cmd uint8, entries [][]byte) {
 		Data:   make([]byte, 4),
 	}
 	if size+20 > maxDatagram && len(cur) > 0 {
-		c.queue = append(c.queue, cur)
+		c.push(cur)
 		cur = nil
 	}
-	c.queue = append(c.queue, append(cur, done))
+	c.push(append(cur, done))
 }
 
 // ctrl answers CTRL_CMD_GETFAMILY for "IPVS".
@@ -263,7 +268,7 @@ func (c *conn) ctrl(m netlink.Message) unix.Errno {
 	ae.Uint32(unix.CTRL_ATTR_HDRSIZE, 0)
 	ae.Uint32(unix.CTRL_ATTR_MAXATTR, 6)
 	b, _ := ae.Encode()
-	c.queue = append(c.queue, []netlink.Message{{
+	c.push([]netlink.Message{{
 		Header: netlink.Header{Type: unix.GENL_ID_CTRL, Sequence: m.Header.Sequence, PID: m.Header.PID},
 		Data:   append([]byte{unix.CTRL_CMD_NEWFAMILY, 2, 0, 0}, b...),
 	}})

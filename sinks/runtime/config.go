@@ -1,8 +1,4 @@
-// Package ipvssink is what the IPVS sink binaries share: their flags (the
-// seed's and kube-proxy's, each also settable by environment variable), the
-// configuration they fill, and the process around a controller: the source,
-// the kernel connections, node setup, HTTP endpoints and metrics.
-package ipvssink
+package runtime
 
 import (
 	"fmt"
@@ -170,8 +166,9 @@ func FromContext(c *cli.Context) (Config, error) {
 	return cfg, nil
 }
 
-// NodePortAddresses filters the node's addresses by --nodeport-addresses.
-func (c Config) nodePortFilter(addrs []netip.Addr) []netip.Addr {
+// NodePortFilter returns the addresses of addrs in --nodeport-addresses
+// (all when the flag is not given).
+func (c Config) NodePortFilter(addrs []netip.Addr) []netip.Addr {
 	if len(c.NodePortAddresses) == 0 {
 		return addrs
 	}

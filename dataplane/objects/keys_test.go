@@ -1,4 +1,4 @@
-package fullstate
+package objects
 
 import (
 	"net/netip"
@@ -29,39 +29,39 @@ func TestKeysRoundTrip(t *testing.T) {
 		netip.PrefixFrom(netip.MustParseAddr("10.0.0.0"), 99), // invalid length
 		netip.PrefixFrom(netip.MustParseAddr("fe80::1%eth0"), 64),
 	}
-	m := NewManager(nil)
+	m := &Keys{}
 	for _, a := range addrs {
-		if got := m.addr(m.addrKey(a)); got != a {
+		if got := m.AddrOf(m.Addr(a)); got != a {
 			t.Errorf("address %v (zone %q) came back as %v (zone %q)", a, a.Zone(), got, got.Zone())
 		}
 		for _, b := range addrs {
-			if (m.addrKey(a) == m.addrKey(b)) != (a == b) {
-				t.Errorf("addresses %v and %v: keys equal %v, addresses equal %v", a, b, m.addrKey(a) == m.addrKey(b), a == b)
+			if (m.Addr(a) == m.Addr(b)) != (a == b) {
+				t.Errorf("addresses %v and %v: keys equal %v, addresses equal %v", a, b, m.Addr(a) == m.Addr(b), a == b)
 			}
 		}
 	}
 	for _, a := range addrs {
 		for _, proto := range []render.Protocol{render.TCP, render.SCTP} {
 			vs := render.VirtualServer{Protocol: proto, Addr: a, Port: 53}
-			if got := m.vs(m.vsKey(vs)); got != vs {
+			if got := m.ServerOf(m.Server(vs)); got != vs {
 				t.Errorf("virtual server %v came back as %v", vs, got)
 			}
 			d := render.Destination{Server: vs, Addr: addrs[1], Port: 8080}
-			if got := m.dest(m.destKey(d)); got != d {
+			if got := m.DestOf(m.Dest(d)); got != d {
 				t.Errorf("destination %v came back as %v", d, got)
 			}
 		}
 	}
-	var keys []entryKey
+	var keys []EntryKey
 	var entries []render.SetEntry
 	for _, set := range []string{"KUBE-CLUSTER-IP", "KUBE-6-CLUSTER-IP"} {
 		for _, a := range addrs {
 			for _, p := range prefixes {
 				e := render.SetEntry{Set: set, Addr: a, Protocol: render.UDP, Port: 53, Addr2: a, Net: p}
-				if got := m.entry(m.entryKey(e)); got != e {
+				if got := m.EntryOf(m.Entry(e)); got != e {
 					t.Errorf("set entry %v came back as %v", e, got)
 				}
-				keys = append(keys, m.entryKey(e))
+				keys = append(keys, m.Entry(e))
 				entries = append(entries, e)
 			}
 		}

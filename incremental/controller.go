@@ -1,0 +1,384 @@
+// Package incremental is the IPVS incremental sink's controller: a
+// client.Sink that, at every Sync, renders only the services touched since
+// the last Sync (with dataplane/render, as the full-state sink does),
+// updates reference counts of the kernel objects they want, and writes the
+// objects whose count or value changed through the same dataplane.Applier.
+// A change costs what the change costs, whatever the size of the cluster.
+//
+// Objects shared between services (a cluster IP bound by two services, a
+// node-port set entry, a KUBE-LOOP-BACK entry of an endpoint behind two
+// services) are counted: deleting one service never removes what another
+// still needs. At the first Sync the controller adopts what the kernel
+// already holds (dataplane.Node.Read), so a restart with an unchanged
+// cluster writes nothing; Resync re-reads the kernel and repairs drift;
+// writes that fail are retried at the next Sync or Resync. Terminating TCP
+// destinations and the UDP conntrack flush are the Applier's, as in the
+// full-state sink.
+package incremental
+
+import (
+	"cmp"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/objects"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+)
+
+// Reader reads what the kernel holds of the sink's objects; nil in a dry run.
+type Reader interface {
+	Read() (*dataplane.State, error)
+}
+
+// SyncStats describes one sync.
+type SyncStats = dataplane.SyncStats
+
+// Controller is an incremental IPVS sink. It is safe for concurrent use.
+type Controller struct {
+	cfg     render.Config
+	applier *dataplane.Applier
+	reader  Reader
+	log     *slog.Logger
+	// OnSync, when set, is called after every sync (metrics).
+	OnSync func(SyncStats)
+
+	mu       sync.Mutex
+	services map[client.ServiceKey]*service
+	touched  map[client.ServiceKey]struct{}
+	ids      map[client.ServiceKey]uint32
+	names    []client.ServiceKey // by number
+	noLocal  int                 // services with a Local policy and no local endpoint
+	keys     objects.Keys
+	servers  *refStore[objects.ServerKey, render.ServerOptions]
+	dests    *refStore[objects.DestKey, render.DestOptions]
+	bindings *refStore[objects.AddrKey, struct{}]
+	entries  *refStore[objects.EntryKey, struct{}]
+	adopted  bool
+	synced   bool
+	changes  objects.Changes // reused between syncs
+}
+
+// service is one service as the events left it, and what its kernel
+// objects were last rendered from.
+type service struct {
+	id       uint32
+	svc      *client.Service          // nil: deleted
+	eps      []*client.Endpoint       // sorted by key
+	rendered *client.ServiceEndpoints // nil: nothing rendered
+	noLocal  bool
+}
+
+// New returns a controller that renders with cfg, writes through applier
+// and adopts the kernel's state through reader (nil for none).
+func New(cfg render.Config, applier *dataplane.Applier, reader Reader, log *slog.Logger) *Controller {
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Controller{cfg: cfg, applier: applier, reader: reader, log: log,
+		services: map[client.ServiceKey]*service{}, touched: map[client.ServiceKey]struct{}{},
+		ids: map[client.ServiceKey]uint32{}}
+	greater := func(a, b uint32) bool { return c.names[a].Compare(c.names[b]) > 0 }
+	c.servers = newRefStore[objects.ServerKey, render.ServerOptions](greater)
+	c.dests = newRefStore[objects.DestKey, render.DestOptions](greater)
+	c.bindings = newRefStore[objects.AddrKey, struct{}](greater)
+	c.entries = newRefStore[objects.EntryKey, struct{}](greater)
+	return c
+}
+
+var _ client.Sink = (*Controller)(nil)
+
+func (c *Controller) get(k client.ServiceKey) *service {
+	s := c.services[k]
+	if s == nil {
+		id, ok := c.ids[k]
+		if !ok {
+			id = uint32(len(c.names))
+			c.ids[k] = id
+			c.names = append(c.names, k)
+		}
+		s = &service{id: id}
+		c.services[k] = s
+	}
+	c.touched[k] = struct{}{}
+	return s
+}
+
+// SetService adds or replaces a service (client.Sink).
+func (c *Controller) SetService(svc *client.Service) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.get(svc.Key()).svc = svc
+}
+
+// DeleteService removes a service and its endpoints (client.Sink).
+func (c *Controller) DeleteService(k client.ServiceKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.services[k]; s != nil {
+		s.svc = nil
+		s.eps = nil
+		c.touched[k] = struct{}{}
+	}
+}
+
+// SetEndpoint adds or replaces an endpoint of a service (client.Sink).
+func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.get(k)
+	i, found := slices.BinarySearchFunc(s.eps, ep.Key, byKey)
+	if found {
+		s.eps[i] = ep
+	} else {
+		s.eps = slices.Insert(s.eps, i, ep)
+	}
+}
+
+// DeleteEndpoint removes an endpoint of a service (client.Sink).
+func (c *Controller) DeleteEndpoint(k client.ServiceKey, key client.EndpointKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.services[k]; s != nil {
+		if i, found := slices.BinarySearchFunc(s.eps, key, byKey); found {
+			s.eps = slices.Delete(s.eps, i, i+1)
+		}
+		c.touched[k] = struct{}{}
+	}
+}
+
+// Sync renders the services touched since the last Sync and writes what
+// changed (client.Sink).
+func (c *Controller) Sync() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sync(false)
+}
+
+// Resync re-reads the kernel and repairs what drifted from the wanted
+// state, retries failed writes and removes terminated destinations. Before
+// the first successful Sync it is that Sync.
+func (c *Controller) Resync() SyncStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.synced {
+		if len(c.touched) == 0 {
+			return SyncStats{Start: time.Now()}
+		}
+		return c.sync(false)
+	}
+	return c.sync(true)
+}
+
+// sync adopts the kernel (first time, or reread on resync), renders the
+// touched services and applies the difference.
+func (c *Controller) sync(reread bool) SyncStats {
+	st := SyncStats{Start: time.Now()}
+	if (reread || !c.adopted) && c.reader != nil {
+		k, err := c.reader.Read()
+		if err != nil {
+			// Without the kernel's state the writes would be wrong: keep
+			// the touched services for the next try.
+			st.Err = err
+			c.finish(&st)
+			return st
+		}
+		c.keys.Reconcile(objects.Stores{Servers: c.servers, Dests: c.dests, Bindings: c.bindings, Entries: c.entries},
+			k, c.applier.IsTerminating)
+	}
+	c.adopted = true
+	c.render(&st)
+	st.Services = len(c.services)
+	st.NoLocalEndpoints = c.noLocal
+	c.apply(&st)
+	c.synced = true
+	c.finish(&st)
+	return st
+}
+
+// render takes the touched services' old objects back and adds their new
+// ones, in key order.
+func (c *Controller) render(st *SyncStats) {
+	if len(c.touched) == 0 {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(c.touched), client.ServiceKey.Compare)
+	if len(keys) > 256 {
+		// A cleared map keeps its size, and walking it costs that
+		// size: after a large sync, start a small one.
+		c.touched = map[client.ServiceKey]struct{}{}
+	} else {
+		clear(c.touched)
+	}
+	if c.servers.len()+c.dests.len()+c.bindings.len()+c.entries.len() == 0 {
+		// A first sync: size the records for what a service usually
+		// renders (a server, its destinations, a binding and two
+		// entries), instead of growing them step by step.
+		n := 0
+		for _, k := range keys {
+			if s := c.services[k]; s != nil {
+				n += len(s.eps)
+			}
+		}
+		c.servers.reserve(len(keys))
+		c.dests.reserve(n)
+		c.bindings.reserve(len(keys))
+		c.entries.reserve(2 * len(keys))
+	}
+	for _, k := range keys {
+		s := c.services[k]
+		if s == nil {
+			continue
+		}
+		if s.rendered != nil {
+			render.Render(s.rendered, c.cfg, collector{c, s.id, false})
+		}
+		s.rendered = nil
+		if s.noLocal {
+			c.noLocal--
+			s.noLocal = false
+		}
+		if s.svc == nil {
+			delete(c.services, k)
+			continue
+		}
+		// The rendered state keeps its own copy: s.eps changes in place.
+		se := &client.ServiceEndpoints{Service: s.svc, Endpoints: slices.Clone(s.eps)}
+		for _, err := range render.Render(se, c.cfg, collector{c, s.id, true}) {
+			st.RenderErrors++
+			c.log.Warn("service skipped in part", "error", err)
+		}
+		s.rendered = se
+		if noLocal(se) {
+			s.noLocal = true
+			c.noLocal++
+		}
+	}
+}
+
+func byKey(e *client.Endpoint, k client.EndpointKey) int { return cmp.Compare(e.Key, k) }
+
+func noLocal(se *client.ServiceEndpoints) bool {
+	s := se.Service
+	if s == nil || !(s.ExternalTrafficLocal || s.InternalTrafficLocal) {
+		return false
+	}
+	for _, e := range se.Endpoints {
+		if e.Local && (e.Ready || e.Serving) {
+			return false
+		}
+	}
+	return true
+}
+
+// collector adds (or takes back) one service's rendered objects.
+type collector struct {
+	c   *Controller
+	svc uint32
+	add bool
+}
+
+func (r collector) Server(vs render.VirtualServer, o render.ServerOptions) {
+	k := r.c.keys.Server(vs)
+	if r.add {
+		r.c.servers.add(k, r.svc, o)
+	} else {
+		r.c.servers.remove(k, r.svc)
+	}
+}
+
+func (r collector) Destination(d render.Destination, o render.DestOptions) {
+	k := r.c.keys.Dest(d)
+	if r.add {
+		r.c.dests.add(k, r.svc, o)
+	} else {
+		r.c.dests.remove(k, r.svc)
+	}
+}
+
+func (r collector) Bind(a netip.Addr) {
+	k := r.c.keys.Addr(a)
+	if r.add {
+		r.c.bindings.add(k, r.svc, struct{}{})
+	} else {
+		r.c.bindings.remove(k, r.svc)
+	}
+}
+
+func (r collector) Entry(e render.SetEntry) {
+	k := r.c.keys.Entry(e)
+	if r.add {
+		r.c.entries.add(k, r.svc, struct{}{})
+	} else {
+		r.c.entries.remove(k, r.svc)
+	}
+}
+
+// apply writes the dirty objects and records the outcome.
+func (c *Controller) apply(st *SyncStats) {
+	ch := &c.changes
+	ch.Servers, ch.DeletedServers = c.servers.changes(ch.Servers[:0], ch.DeletedServers[:0])
+	ch.Dests, ch.DeletedDests = c.dests.changes(ch.Dests[:0], ch.DeletedDests[:0])
+	ch.Bindings, ch.DeletedBindings = c.bindings.changes(ch.Bindings[:0], ch.DeletedBindings[:0])
+	ch.Entries, ch.DeletedEntries = c.entries.changes(ch.Entries[:0], ch.DeletedEntries[:0])
+	p := c.keys.Plan(ch)
+	if !p.Empty() {
+		res := c.applier.Apply(p)
+		st.Writes, st.Failed = res.Writes, len(res.Failed)
+		if err := res.Err(); err != nil {
+			st.Err = err
+		}
+		var f objects.Failures
+		if len(res.Failed) > 0 {
+			f = c.keys.Failures(res)
+		}
+		c.servers.applied(ch.Servers, ch.DeletedServers, failedFunc(f, f.Server))
+		c.dests.applied(ch.Dests, ch.DeletedDests, failedFunc(f, f.Dest))
+		c.bindings.applied(ch.Bindings, ch.DeletedBindings, failedFunc(f, f.Addr))
+		c.entries.applied(ch.Entries, ch.DeletedEntries, failedFunc(f, f.Entry))
+	}
+	if n, err := c.applier.Reap(); err != nil {
+		st.Err = errors.Join(st.Err, err)
+	} else if n > 0 {
+		st.Writes += n
+		c.log.Info("terminated destinations removed", "count", n)
+	}
+}
+
+// failedFunc returns fn, or nil when nothing failed.
+func failedFunc[K any](f objects.Failures, fn func(K) bool) func(K) bool {
+	if f.None() {
+		return nil
+	}
+	return fn
+}
+
+func (c *Controller) finish(st *SyncStats) {
+	st.Duration = time.Since(st.Start)
+	switch {
+	case st.Err != nil:
+		c.log.Error("sync failed in part; failed objects are retried at the next sync", "services", st.Services,
+			"writes", st.Writes, "failed", st.Failed, "error", st.Err)
+	case st.Writes > 0:
+		c.log.Info("sync", "services", st.Services, "writes", st.Writes, "duration", st.Duration)
+	default:
+		c.log.Debug("sync", "services", st.Services, "writes", 0, "duration", st.Duration)
+	}
+	if c.OnSync != nil {
+		c.OnSync(*st)
+	}
+}
+
+// Len returns the number of objects tracked: servers, destinations,
+// bindings and set entries.
+func (c *Controller) Len() (servers, dests, bindings, entries int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.servers.len(), c.dests.len(), c.bindings.len(), c.entries.len()
+}

@@ -1,0 +1,126 @@
+package incremental
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+)
+
+func clusterIPService(name, ip string) *client.Service {
+	s := &client.Service{Namespace: "ns", Name: name, Type: client.ClusterIP,
+		Ports: []client.Port{{Name: "http", Protocol: client.TCP, Port: 80}}}
+	s.ClusterIPs.Add(netip.MustParseAddr(ip))
+	return s
+}
+
+func endpoint(key, ip string) *client.Endpoint {
+	e := &client.Endpoint{Key: client.EndpointKey(key), Ready: true, Serving: true, Internal: true, External: true, Local: true,
+		PortOverrides: []client.PortOverride{{Name: "http", Protocol: client.TCP, Port: 8080}}}
+	e.IPs.Add(netip.MustParseAddr(ip))
+	return e
+}
+
+// TestSharedObjects: two services share a cluster IP (on other ports) and
+// a local backend (the same KUBE-LOOP-BACK entry); removing one keeps what
+// the other needs, removing both removes everything.
+func TestSharedObjects(t *testing.T) {
+	n := newFakeNode(t)
+	a, nd := n.parts(t)
+	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, quiet)
+	var stats []SyncStats
+	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+	web := clusterIPService("web", "10.96.0.1")
+	api := clusterIPService("api", "10.96.0.1")
+	api.Ports[0].Port = 443
+	c.SetService(web)
+	c.SetService(api)
+	c.SetEndpoint(web.Key(), endpoint("e1", "10.244.0.5"))
+	c.SetEndpoint(api.Key(), endpoint("e1", "10.244.0.5"))
+	c.Sync()
+	st := read(t, nd)
+	if got := st.Bindings; !slices.Equal(got, []netip.Addr{netip.MustParseAddr("10.96.0.1")}) {
+		t.Fatalf("bindings %v", got)
+	}
+	loop := render.SetEntry{Set: "KUBE-LOOP-BACK", Addr: netip.MustParseAddr("10.244.0.5"), Protocol: render.TCP, Port: 8080, Addr2: netip.MustParseAddr("10.244.0.5")}
+	if !slices.Contains(st.Entries, loop) {
+		t.Fatalf("no %v in %v", loop, st.Entries)
+	}
+
+	c.DeleteService(web.Key())
+	c.Sync()
+	st = read(t, nd)
+	if len(st.Bindings) != 1 || !slices.Contains(st.Entries, loop) || len(st.Servers) != 1 {
+		t.Errorf("after deleting one service: bindings %v, servers %v, loop-back kept %v", st.Bindings, st.Servers, slices.Contains(st.Entries, loop))
+	}
+	if w := stats[len(stats)-1].Writes; w != 2 {
+		// Its virtual server (its destination goes with it) and its
+		// KUBE-CLUSTER-IP entry; nothing shared.
+		t.Errorf("deleting one service wrote %d objects, want 2", w)
+	}
+
+	c.DeleteService(api.Key())
+	c.Sync()
+	st = read(t, nd)
+	if len(st.Bindings)+len(st.Entries)+len(st.Servers)+len(st.Dests) != 0 {
+		t.Errorf("after deleting both: %+v", st)
+	}
+	if s, d, b, e := c.Len(); s+d+b+e != 0 {
+		t.Errorf("still tracking %d servers, %d destinations, %d bindings, %d entries", s, d, b, e)
+	}
+}
+
+// TestRestartRetryOneWrite: a restarted controller adopts the kernel and
+// writes nothing for the same services; a failed write is retried at the
+// next sync; one endpoint added is one write.
+func TestRestartRetryOneWrite(t *testing.T) {
+	n := newFakeNode(t)
+	cfg := render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}
+	web := clusterIPService("web", "10.96.0.1")
+	feed := func(c *Controller) {
+		c.SetService(web)
+		c.SetEndpoint(web.Key(), endpoint("e1", "10.244.0.5"))
+		c.Sync()
+	}
+	a, nd := n.parts(t)
+	c := New(cfg, a, nd, quiet)
+	var stats []SyncStats
+	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+	feed(c)
+	want := read(t, nd)
+
+	a, nd = n.parts(t)
+	c = New(cfg, a, nd, quiet)
+	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+	feed(c)
+	if w := stats[len(stats)-1].Writes; w != 0 {
+		t.Errorf("restart with the same services wrote %d objects, want 0", w)
+	}
+
+	// The new endpoint's destination fails once, then goes in.
+	n.fail.pick = func(what string) bool { return strings.HasPrefix(what, "ipvs create destination 10.244.0.6:8080 ") }
+	c.SetEndpoint(web.Key(), endpoint("e2", "10.244.0.6"))
+	c.Sync()
+	n.fail.pick = nil
+	if s := stats[len(stats)-1]; s.Failed != 1 {
+		t.Fatalf("the injected failure did not happen: %+v", s)
+	}
+	c.Sync()
+	if s := stats[len(stats)-1]; s.Failed != 0 || s.Writes != 1 {
+		t.Errorf("retry: %+v, want 1 write", s)
+	}
+	got := read(t, nd)
+	d := render.Destination{Server: render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}, Addr: netip.MustParseAddr("10.244.0.6"), Port: 8080}
+	if _, ok := got.Dests[d]; !ok {
+		t.Errorf("the retried destination is missing: %v", got.Dests)
+	}
+	delete(got.Dests, d)
+	// The loop-back entry of the new local endpoint went in at the first try.
+	got.Entries = slices.DeleteFunc(got.Entries, func(e render.SetEntry) bool { return e.Addr == d.Addr })
+	if diff := stateDiff(want, got); diff != "" {
+		t.Errorf("state (-want +got):\n%s", diff)
+	}
+}

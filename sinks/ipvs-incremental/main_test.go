@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestDryRunSameAsFullState runs the dry run on the example cluster, as a
+// node with an IPv4 and an IPv6 address, and requires exactly the kernel
+// operations the full-state sink prints (its golden file).
+func TestDryRunSameAsFullState(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"ipvs-incremental", "--dry-run", "--from-file", "../../examples/cluster",
+		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
+		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
+	if status != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
+	}
+	want, err := os.ReadFile(filepath.Join("..", "ipvs-fullstate", "testdata", "dryrun.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), stdout.String()); diff != "" {
+		t.Errorf("dry-run output (-full-state +incremental):\n%s", diff)
+	}
+}
+
+// TestBadFlags: the flags are the runtime's, with its errors.
+func TestBadFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"ipvs-incremental", "--dry-run", "--scheduling-method", "fastest"}, &stdout, &stderr)
+	if status != 2 || !strings.Contains(stderr.String(), `ipvs-incremental: --scheduling-method: unknown scheduler "fastest"`) {
+		t.Errorf("status %d, stderr %q", status, stderr.String())
+	}
+}

@@ -1,0 +1,170 @@
+// Package ipvssink is what the IPVS sink binaries add to the sink runtime:
+// the kernel connections (IPVS, ipset, rtnetlink, conntrack), node setup
+// (modules, sysctls, kube-ipvs0, ipsets, iptables rules), the applier and
+// reader the controllers work through, and the two controllers
+// (full-state and incremental) adapted to runtime.Controller.
+package ipvssink
+
+import (
+	"log/slog"
+	"net/http"
+	"net/netip"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/diff"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/incremental"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/sinks/runtime"
+)
+
+// Deps is what an IPVS controller is built from.
+type Deps struct {
+	Render  render.Config
+	Applier *dataplane.Applier
+	// Reader reads the kernel's state (nil in a dry run).
+	Reader interface {
+		Read() (*dataplane.State, error)
+	}
+	Log    *slog.Logger
+	OnSync func(dataplane.SyncStats)
+	// Handler is the runtime's metrics handler (nil in a dry run).
+	Handler http.Handler
+}
+
+// Make builds an IPVS controller.
+type Make func(Deps) runtime.Controller
+
+// Sink returns the runtime.Sink of an IPVS sink binary whose controller mk
+// builds; /proxyMode answers "ipvs".
+func Sink(name, usage string, mk Make) runtime.Sink {
+	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) }}
+}
+
+func families(addrs []netip.Addr) []rules.Family {
+	fams := []rules.Family{rules.IPv4}
+	for _, a := range addrs {
+		if a.Is6() {
+			return append(fams, rules.IPv6)
+		}
+	}
+	return fams
+}
+
+func nodeConfig(c runtime.Config, addrs []netip.Addr) dataplane.NodeConfig {
+	return dataplane.NodeConfig{
+		Families: families(addrs), Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
+		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},
+		StrictARP: c.StrictARP, TCPTimeout: c.TCPTimeout, TCPFinTimeout: c.TCPFinTimeout, UDPTimeout: c.UDPTimeout,
+		NodeAddresses: addrs, ExcludeCIDRs: c.ExcludeCIDRs,
+	}
+}
+
+// build connects to the kernel, prepares the node and builds the
+// controller; in a dry run it builds the controller over the dry-run
+// printer only.
+func build(env runtime.Env, mk Make) (runtime.Built, error) {
+	c := env.Config
+	rc := render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: env.NodeAddresses}
+	if env.DryRun != nil {
+		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun})
+		a.Ordered = true
+		return runtime.Built{Controller: mk(Deps{Render: rc, Applier: a, Log: env.Log, OnSync: env.OnSync})}, nil
+	}
+	var closers []func() error
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	ipvsConn, err := ipvs.Dial(nil)
+	if err != nil {
+		return runtime.Built{}, err
+	}
+	closers = append(closers, ipvsConn.Close)
+	ipsetConn, err := ipset.Dial(nil)
+	if err != nil {
+		closeAll()
+		return runtime.Built{}, err
+	}
+	closers = append(closers, ipsetConn.Close)
+	links, err := link.Dial(nil)
+	if err != nil {
+		closeAll()
+		return runtime.Built{}, err
+	}
+	closers = append(closers, links.Close)
+	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
+	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses), Kernel: k, Log: env.Log}
+	if err := node.Setup(); err != nil {
+		closeAll()
+		return runtime.Built{}, err
+	}
+	if w := bridgeWarning("/proc/sys"); w != "" {
+		env.Log.Warn(w)
+	}
+	applier := dataplane.NewApplier(k)
+	if ct, err := conntrack.Dial(nil); err != nil {
+		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+	} else {
+		closers = append(closers, ct.Close)
+		applier.Conntrack = ct
+	}
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler})
+	syscalls := func() uint64 {
+		a, b := ipvsConn.Counters(), ipsetConn.Stats()
+		return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg
+	}
+	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
+}
+
+// fullStateController adapts the full-state controller to the runtime.
+type fullStateController struct{ c *fullstate.Controller }
+
+func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
+
+func (f fullStateController) Resync() dataplane.SyncStats { return f.c.Resync() }
+
+// FullState builds the IPVS full-state controller (the ipvs-fullstate
+// sink). Its seed entry points ServeProxyMode and SetUpHttpListen serve the
+// runtime's handler.
+func FullState(d Deps) runtime.Controller {
+	var reader fullstate.Reader
+	if d.Reader != nil {
+		reader = d.Reader
+	}
+	c := fullstate.NewController(d.Render, d.Applier, reader, d.Log)
+	c.OnSync = d.OnSync
+	c.Handler = d.Handler
+	return fullStateController{c}
+}
+
+// incrementalController adapts the incremental controller to the
+// runtime: snapshots become events through client/diff.Events, which ends
+// each with Sync.
+type incrementalController struct {
+	c  *incremental.Controller
+	ev *diff.Events
+}
+
+func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
+
+func (i incrementalController) Resync() dataplane.SyncStats { return i.c.Resync() }
+
+// Incremental builds the IPVS incremental controller (the ipvs-incremental
+// sink).
+func Incremental(d Deps) runtime.Controller {
+	var reader incremental.Reader
+	if d.Reader != nil {
+		reader = d.Reader
+	}
+	c := incremental.New(d.Render, d.Applier, reader, d.Log)
+	c.OnSync = d.OnSync
+	return incrementalController{c: c, ev: diff.NewEvents(c)}
+}

@@ -1,0 +1,315 @@
+// Package runtime is the process every sink binary shares: the flags (the
+// seed's and kube-proxy's, each also settable by environment variable) and
+// their validation, the source (--from-file or the Kubernetes API), the
+// HTTP endpoints (/metrics, /proxyMode, /healthz), the hand-off of snapshots
+// to the controller, the periodic resync, metrics, signal handling and the
+// dry run. A sink supplies only its controller, through Sink.New; kernel
+// connections and node setup are the controller's (sinks/ipvssink for the
+// IPVS sinks).
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/source/file"
+	"github.com/proxysinks/proxysinks/client/source/kube"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
+	"github.com/urfave/cli/v2"
+)
+
+// Controller is what a sink plugs in: it consumes snapshots, and repairs
+// drift on resync. Both are called from one goroutine.
+type Controller interface {
+	Snapshot(s *client.Snapshot)
+	Resync() dataplane.SyncStats
+}
+
+// Env is what a controller is built from.
+type Env struct {
+	Config Config
+	// NodeAddresses are the node's addresses that serve NodePorts (the
+	// flags', or the node's, filtered by --nodeport-addresses).
+	NodeAddresses []netip.Addr
+	Log           *slog.Logger
+	// OnSync must be called after every sync (metrics, health).
+	OnSync func(dataplane.SyncStats)
+	// DryRun, when not nil, is where a dry run prints the kernel
+	// operations; the controller then touches no kernel.
+	DryRun io.Writer
+	// Handler is the metrics address's handler (/metrics, /proxyMode,
+	// /healthz); nil in a dry run.
+	Handler http.Handler
+}
+
+// Built is a controller with what the runtime reads from it.
+type Built struct {
+	Controller Controller
+	// Syscalls, when not nil, counts the controller's kernel syscalls so
+	// far (metrics).
+	Syscalls func() uint64
+	// Close, when not nil, releases the controller's connections.
+	Close func()
+}
+
+// Sink describes a sink binary.
+type Sink struct {
+	// Name is the binary's name (messages, --help).
+	Name string
+	// Usage is its one-line description.
+	Usage string
+	// Mode is what /proxyMode answers.
+	Mode string
+	// New builds the controller.
+	New func(Env) (Built, error)
+}
+
+// Main runs the command line args of sink, printing to stdout (dry-run
+// output) and stderr (logs), until SIGINT or SIGTERM, and returns the exit
+// status: 2 for a bad flag, 1 for a failure.
+func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
+	app := &cli.App{
+		Name:           sink.Name,
+		Usage:          sink.Usage,
+		Flags:          Flags(),
+		Writer:         stdout,
+		ErrWriter:      stderr,
+		ExitErrHandler: func(*cli.Context, error) {},
+		Action: func(c *cli.Context) error {
+			cfg, err := FromContext(c)
+			if err != nil {
+				return cli.Exit(sink.Name+": "+err.Error(), 2)
+			}
+			log := cfg.Logger(stderr)
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := Run(ctx, cfg, sink, stdout, log); err != nil {
+				return cli.Exit(sink.Name+": "+err.Error(), 1)
+			}
+			return nil
+		},
+	}
+	if err := app.RunContext(context.Background(), args); err != nil {
+		fmt.Fprintln(stderr, err)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return ec.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}
+
+// Logger returns the logger the flags ask for, writing to w.
+func (c Config) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// source is a file or kube source.
+type source interface {
+	Run(ctx context.Context, deliver func(*client.Snapshot)) error
+}
+
+func (c Config) source(log *slog.Logger) (source, error) {
+	switch {
+	case c.FromFile != "":
+		if _, err := os.Stat(c.FromFile); err != nil {
+			return nil, fmt.Errorf("--from-file: %w", err)
+		}
+		return file.New(file.Config{Path: c.FromFile, NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log}), nil
+	default:
+		s, err := kube.NewForConfig(c.Kubeconfig, kube.Config{NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes source: %w (give --kubeconfig, run in a pod, or use --from-file)", err)
+		}
+		return s, nil
+	}
+}
+
+// nodeAddresses returns the flags' node addresses, or the node's (all but
+// those of the dummy link); in a dry run a failure to list them is not one.
+func (c Config) nodeAddresses() ([]netip.Addr, error) {
+	addrs := c.NodeAddresses
+	if len(addrs) == 0 {
+		l, err := link.Dial(nil)
+		if err != nil {
+			if c.DryRun {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("list node addresses: %w", err)
+		}
+		addrs, err = l.NodeAddresses(link.DefaultDummy)
+		l.Close()
+		if err != nil {
+			if c.DryRun {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("list node addresses: %w", err)
+		}
+	}
+	return c.NodePortFilter(addrs), nil
+}
+
+// Run runs a sink until ctx ends.
+func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.Logger) error {
+	if c.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name not given and no host name: %w", err)
+		}
+		c.NodeName = h
+	}
+	src, err := c.source(log)
+	if err != nil {
+		return err
+	}
+	addrs, err := c.nodeAddresses()
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return dryRun(ctx, c, addrs, src, sink, stdout, log)
+	}
+
+	metrics := httpserve.NewMetrics()
+	health := httpserve.NewHealth(2*c.SyncPeriod + 30*time.Second)
+	handler := httpserve.Handler(metrics, health, sink.Mode)
+	var syscalls func() uint64
+	var lastCalls uint64
+	var delivered time.Time
+	var triggers []time.Time // of the changes handed to the controller, not yet programmed
+	onSync := func(st dataplane.SyncStats) {
+		if syscalls != nil {
+			now := syscalls()
+			metrics.SyncSyscalls.Set(float64(now - lastCalls))
+			metrics.Syscalls.Add(float64(now - lastCalls))
+			lastCalls = now
+		}
+		metrics.SyncDuration.Observe(st.Duration.Seconds())
+		metrics.KernelOps.Add(float64(st.Writes))
+		metrics.SyncKernelOps.Set(float64(st.Writes))
+		metrics.FailedObjects.Set(float64(st.Failed))
+		metrics.NoLocalEndpoints.WithLabelValues("local").Set(float64(st.NoLocalEndpoints))
+		if st.Err == nil {
+			// Programmed: kube-proxy's latency from each change's trigger
+			// time, and ours from the snapshot's delivery. After a failed
+			// sync they wait for the sync that programs them.
+			for _, t := range triggers {
+				metrics.ProgrammingDuration.Observe(time.Since(t).Seconds())
+			}
+			triggers = triggers[:0]
+			if !delivered.IsZero() {
+				metrics.SnapshotProgramming.Observe(time.Since(delivered).Seconds())
+				delivered = time.Time{}
+			}
+		}
+		if st.Err != nil {
+			metrics.SyncErrors.Inc()
+		} else {
+			metrics.LastSync.SetToCurrentTime()
+		}
+		health.Record(st.Err)
+	}
+	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: onSync, Handler: handler})
+	if err != nil {
+		return err
+	}
+	if b.Close != nil {
+		defer b.Close()
+	}
+	if b.Syscalls != nil {
+		syscalls = b.Syscalls
+		lastCalls = syscalls()
+	}
+	log.Info("node ready", "node", c.NodeName, "nodeport-addresses", addrs, "mode", sink.Mode)
+	if err := httpserve.Serve(ctx, c.MetricsAddress, handler, log); err != nil {
+		return err
+	}
+	if err := httpserve.Serve(ctx, c.HealthzAddress, httpserve.HealthHandler(health), log); err != nil {
+		return err
+	}
+
+	h := newHandoff()
+	srcErr := make(chan error, 1)
+	go func() { srcErr <- src.Run(ctx, h.put) }()
+	tick := time.NewTicker(c.SyncPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-srcErr:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("source stopped: %w", err)
+			}
+			return nil
+		case p := <-h.ch:
+			delivered = time.Now()
+			triggers = append(triggers, p.triggers...)
+			if n := len(triggers) - maxPendingTriggers; n > 0 {
+				// Syncs keep failing: keep the newest, bounded.
+				triggers = append(triggers[:0], triggers[n:]...)
+			}
+			b.Controller.Snapshot(p.s)
+		case <-tick.C:
+			b.Controller.Resync()
+		}
+	}
+}
+
+// dryRun renders the first snapshot and prints the kernel operations it
+// would make on an empty node.
+func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src source, sink Sink, stdout io.Writer, log *slog.Logger) error {
+	var last error
+	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, DryRun: stdout,
+		OnSync: func(st dataplane.SyncStats) { last = st.Err }})
+	if err != nil {
+		return err
+	}
+	if b.Close != nil {
+		defer b.Close()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	err = src.Run(ctx, func(s *client.Snapshot) {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		b.Controller.Snapshot(s)
+		close(done)
+		cancel()
+	})
+	select {
+	case <-done:
+		return last
+	default:
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return errors.New("dry run: the source delivered no snapshot")
+}
+
+// maxPendingTriggers bounds the trigger times kept while syncs fail.
+const maxPendingTriggers = 10000
