@@ -20,6 +20,7 @@ CACHE=${CACHE:-$top/.cache}
 OUT=${OUT:-$top/bin/images}
 GO=${GO:-go}
 VERSION=${VERSION:-$(git -C "$top" describe --always --dirty 2>/dev/null || echo dev)}
+COMMIT=${COMMIT:-$(git -C "$top" rev-parse HEAD 2>/dev/null || true)}
 REPO=${REPO:-proxysinks}
 PACKAGES=(iptables kmod)
 
@@ -67,7 +68,7 @@ for sink in $SINKS; do
 	root=$work/$sink
 	cp -a "$base" "$root"
 	mkdir -p "$root/usr/local/bin"
-	CGO_ENABLED=0 $GO build -ldflags="-s -w" -o "$root/usr/local/bin/$sink" "./sinks/$sink"
+	CGO_ENABLED=0 $GO build -ldflags="-s -w -X github.com/proxysinks/proxysinks/sinks/version.Version=$VERSION -X github.com/proxysinks/proxysinks/sinks/version.Commit=$COMMIT" -o "$root/usr/local/bin/$sink" "./sinks/$sink"
 
 	img=$work/img-$sink
 	mkdir -p "$img/blobs/sha256"

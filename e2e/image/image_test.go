@@ -189,8 +189,8 @@ func TestImage(t *testing.T) {
 // checkTools runs, from the image, the tools the sinks exec: both iptables
 // back ends with the extensions the sinks' rules use, and modprobe.
 func checkTools(t *testing.T, root string) {
+	const script = "*nat\n:KUBE-TEST - [0:0]\n-A KUBE-TEST -m comment --comment \"image test\" -m addrtype --dst-type LOCAL -j MARK --or-mark 0x4000\n-A KUBE-TEST -m mark --mark 0x4000/0x4000 -j MASQUERADE --random-fully\nCOMMIT\n"
 	for _, backend := range []string{"nft", "legacy"} {
-		script := fmt.Sprintf("*nat\n:KUBE-TEST - [0:0]\n-A KUBE-TEST -m comment --comment \"image test\" -m addrtype --dst-type LOCAL -j MARK --or-mark 0x4000\n-A KUBE-TEST -m mark --mark 0x4000/0x4000 -j MASQUERADE --random-fully\nCOMMIT\n")
 		cmd := exec.Command("unshare", "--net", "sh", "-c",
 			fmt.Sprintf("chroot %s iptables-%s-restore --noflush && chroot %s iptables-%s-save -t nat", root, backend, root, backend))
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -205,8 +205,12 @@ func checkTools(t *testing.T, root string) {
 	}
 }
 
-// checkDryRun runs the sink's dry run on the demo cluster from the image.
+// checkDryRun runs the sink's --version and its dry run on the demo
+// cluster from the image.
 func checkDryRun(t *testing.T, repo, root, sink string) {
+	if out, err := run(root, "/usr/local/bin/"+sink, "--version"); err != nil || !strings.HasPrefix(out, sink+" version test (commit ") {
+		t.Errorf("%s --version from the image: %v\n%s", sink, err, out)
+	}
 	demo, err := os.ReadFile(filepath.Join(repo, "examples", "demo", "cluster.yaml"))
 	if err != nil {
 		t.Fatal(err)
