@@ -2,10 +2,14 @@
 SHELL := /bin/bash
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The version the sink binaries report (--version, proxysinks_build_info).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) -X github.com/proxysinks/proxysinks/sinks/version.Commit=$(COMMIT)
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build demo test test-unit test-vm bench lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench lint clean
 
 all: build
 
@@ -17,7 +21,11 @@ deps:
 build:
 	@mkdir -p bin
 	@mains=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./sinks/...); \
-	if [ -n "$$mains" ]; then $(GO) build -o bin/ $$mains && ls bin; else echo "build: no sink binaries yet"; fi
+	if [ -n "$$mains" ]; then $(GO) build -ldflags "$(LDFLAGS)" -o bin/ $$mains && ls bin; else echo "build: no sink binaries yet"; fi
+
+## image: one OCI image archive per sink into bin/images (no registry, no daemon; see scripts/image.sh)
+image:
+	@VERSION=$(VERSION) ./scripts/image.sh
 
 ## demo: the ipvs-fullstate sink: dry run here, then for real in the VM with traffic
 demo: deps

@@ -1,22 +1,22 @@
 // Package httpserve serves a sink's HTTP endpoints the way kube-proxy does:
 // /metrics (with kube-proxy's metric names), /proxyMode and /healthz on the
-// metrics address, and /healthz on the health address.
+// metrics address, and /healthz and /livez on the health address.
 package httpserve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/proxysinks/proxysinks/sinks/healthcheck"
+	"github.com/proxysinks/proxysinks/sinks/version"
 )
 
 // Metrics are a sink's Prometheus metrics.
@@ -65,83 +65,36 @@ func NewMetrics() *Metrics {
 		SyncErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "proxysinks_sync_errors_total", Help: "Syncs that failed in whole or in part."}),
 	}
+	v := version.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "proxysinks_build_info", Help: "The running build: always 1, with its version, commit and Go version as labels.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "commit": v.Commit, "go_version": v.GoVersion}})
+	build.Set(1)
 	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.ProgrammingDuration, m.SnapshotProgramming, m.NoLocalEndpoints, m.KernelOps,
-		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors,
+		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// Health tracks whether syncs succeed, with kube-proxy's healthz semantics:
-// healthy once a sync succeeded, and unhealthy when syncs keep failing (or
-// stop) for longer than the timeout.
-type Health struct {
-	Timeout time.Duration
-
-	mu          sync.Mutex
-	lastSuccess time.Time
-	failingFrom time.Time
-	now         func() time.Time
-}
-
-// NewHealth returns a Health with the given timeout.
-func NewHealth(timeout time.Duration) *Health { return &Health{Timeout: timeout, now: time.Now} }
-
-// Record records the outcome of a sync.
-func (h *Health) Record(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t := h.now()
-	if err == nil {
-		h.lastSuccess, h.failingFrom = t, time.Time{}
-	} else if h.failingFrom.IsZero() {
-		h.failingFrom = t
-	}
-}
-
-// Healthy reports the state and the last successful sync.
-func (h *Health) Healthy() (bool, time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t := h.now()
-	switch {
-	case h.lastSuccess.IsZero():
-		return false, h.lastSuccess
-	case !h.failingFrom.IsZero() && t.Sub(h.failingFrom) > h.Timeout:
-		return false, h.lastSuccess
-	}
-	return true, h.lastSuccess
-}
-
-func (h *Health) serve(w http.ResponseWriter, _ *http.Request) {
-	ok, last := h.Healthy()
-	w.Header().Set("Content-Type", "application/json")
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	json.NewEncoder(w).Encode(map[string]string{
-		"lastUpdated": last.UTC().Format(time.RFC3339Nano),
-		"currentTime": time.Now().UTC().Format(time.RFC3339Nano),
-	})
-}
-
 // Handler returns the metrics address's handler: /metrics, /proxyMode
 // (answering mode) and /healthz.
-func Handler(m *Metrics, h *Health, mode string) http.Handler {
+func Handler(m *Metrics, h *healthcheck.ProxyHealth, mode string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, mode)
 	})
-	mux.HandleFunc("/healthz", h.serve)
+	mux.Handle("/healthz", h.HealthzHandler())
 	return mux
 }
 
-// HealthHandler returns the health address's handler.
-func HealthHandler(h *Health) http.Handler {
+// HealthHandler returns the health address's handler: /healthz and /livez
+// with kube-proxy's semantics (package healthcheck).
+func HealthHandler(h *healthcheck.ProxyHealth) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", h.serve)
-	mux.HandleFunc("/livez", h.serve)
+	mux.Handle("/healthz", h.HealthzHandler())
+	mux.Handle("/livez", h.LivezHandler())
 	return mux
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/sinks/healthcheck"
 	"github.com/proxysinks/proxysinks/sinks/httpserve"
 )
 
@@ -17,7 +18,7 @@ import (
 // point ServeProxyMode serves the runtime's own handler (/proxyMode and
 // /metrics), not a second implementation.
 func TestSeedServesRuntimeHandler(t *testing.T) {
-	h := httpserve.Handler(httpserve.NewMetrics(), httpserve.NewHealth(time.Minute), "ipvs")
+	h := httpserve.Handler(httpserve.NewMetrics(), healthcheck.NewProxyHealth(time.Minute, nil), "ipvs")
 	ctl := FullState(Deps{Applier: dataplane.NewApplier(dataplane.DryRun{Out: io.Discard}), Render: render.Config{}, Handler: h}).(fullStateController)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -49,6 +49,7 @@ func env(name string) []string {
 // Flags returns the command-line flags.
 func Flags() []cli.Flag {
 	return []cli.Flag{
+		&cli.StringFlag{Name: "config", EnvVars: env("config"), Usage: "kube-proxy configuration `file` (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1); flags and environment variables win over it"},
 		&cli.StringFlag{Name: "kubeconfig", EnvVars: env("kubeconfig"), Usage: "kubeconfig `file` of the cluster (in-cluster config when empty and running in a pod)"},
 		&cli.StringFlag{Name: "from-file", EnvVars: env("from-file"), Usage: "read Services and EndpointSlices from a manifest `file or directory` instead of the API, and follow its edits"},
 		&cli.BoolFlag{Name: "dry-run", EnvVars: env("dry-run"), Usage: "print the kernel operations for the current state and exit, without privileges or IPVS"},

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -27,7 +28,10 @@ import (
 	"github.com/proxysinks/proxysinks/client/source/kube"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/sinks/healthcheck"
 	"github.com/proxysinks/proxysinks/sinks/httpserve"
+	"github.com/proxysinks/proxysinks/sinks/kpconfig"
+	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
 )
 
@@ -94,10 +98,15 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		Name:           sink.Name,
 		Usage:          sink.Usage,
 		Flags:          Flags(),
+		Version:        version.Get().String(),
 		Writer:         stdout,
 		ErrWriter:      stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
 		Action: func(c *cli.Context) error {
+			warnings, err := kpconfig.Apply(c, sink.Mode, sink.Unsupported)
+			if err != nil {
+				return cli.Exit(sink.Name+": "+err.Error(), 2)
+			}
 			cfg, err := FromContext(c)
 			if err != nil {
 				return cli.Exit(sink.Name+": "+err.Error(), 2)
@@ -108,6 +117,9 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 				}
 			}
 			log := cfg.Logger(stderr)
+			for _, w := range warnings {
+				log.Warn(w)
+			}
 			if cfg.Cleanup {
 				if sink.Cleanup == nil {
 					return cli.Exit(sink.Name+": --cleanup: this sink has no cleanup", 2)
@@ -215,8 +227,21 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	}
 
 	metrics := httpserve.NewMetrics()
-	health := httpserve.NewHealth(2*c.SyncPeriod + 30*time.Second)
+	// kube-proxy's health: unhealthy when a change has waited twice the
+	// sync period without a successful sync; /healthz also fails on a Node
+	// being deleted or tainted for deletion (kube source only).
+	var nodeState func() healthcheck.NodeState
+	if ks, ok := src.(*kube.Source); ok {
+		nodeState = func() healthcheck.NodeState {
+			st := ks.NodeStatus()
+			return healthcheck.NodeState{Known: st.Known, Deleting: st.Deleting, ToBeDeleted: st.ToBeDeleted}
+		}
+	}
+	health := healthcheck.NewProxyHealth(2*c.SyncPeriod, nodeState)
 	handler := httpserve.Handler(metrics, health, sink.Mode)
+	services := healthcheck.NewServiceServer(healthcheck.ServiceConfig{
+		IPv4: true, IPv6: ipv6Supported(), Addresses: c.healthCheckAddresses(addrs), Health: health, Log: log})
+	defer services.Close()
 	var syscalls func() uint64
 	var lastCalls uint64
 	var delivered time.Time
@@ -248,10 +273,12 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		}
 		if st.Err != nil {
 			metrics.SyncErrors.Inc()
+			// Not programmed: the state waits for a sync that succeeds.
+			health.Queued()
 		} else {
 			metrics.LastSync.SetToCurrentTime()
+			health.Updated()
 		}
-		health.Record(st.Err)
 	}
 	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: onSync, Handler: handler, Registry: metrics.Registry})
 	if err != nil {
@@ -274,7 +301,12 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 
 	h := newHandoff()
 	srcErr := make(chan error, 1)
-	go func() { srcErr <- src.Run(ctx, h.put) }()
+	go func() {
+		srcErr <- src.Run(ctx, func(s *client.Snapshot) {
+			health.Queued()
+			h.put(s)
+		})
+	}()
 	tick := time.NewTicker(c.SyncPeriod)
 	defer tick.Stop()
 	for {
@@ -294,6 +326,9 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 				triggers = append(triggers[:0], triggers[n:]...)
 			}
 			b.Controller.Snapshot(p.s)
+			// Errors are logged by the server, and retried at every
+			// snapshot.
+			_ = services.Sync(p.s)
 		case <-tick.C:
 			b.Controller.Resync()
 		}
@@ -334,6 +369,26 @@ func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src source, sink 
 		return err
 	}
 	return errors.New("dry run: the source delivered no snapshot")
+}
+
+// healthCheckAddresses returns where health-check node ports listen: on
+// the node addresses serving NodePorts when --nodeport-addresses narrows
+// them, else on every address (kube-proxy's rule).
+func (c Config) healthCheckAddresses(nodePortAddrs []netip.Addr) []netip.Addr {
+	if len(c.NodePortAddresses) == 0 {
+		return nil
+	}
+	return nodePortAddrs
+}
+
+// ipv6Supported reports whether this host can open IPv6 sockets.
+func ipv6Supported() bool {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
 }
 
 // maxPendingTriggers bounds the trigger times kept while syncs fail.

@@ -98,6 +98,42 @@ type Source struct {
 	updates atomic.Uint64
 	// delivered is set once the first snapshot is (under mu).
 	delivered bool
+	node      NodeStatus // of cfg.NodeName, under mu
+}
+
+// ToBeDeletedTaint is the taint the cluster autoscaler puts on a node it is
+// about to remove.
+const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// NodeStatus is what the source knows of this node's Node object: what a
+// sink's /healthz needs (kube-proxy fails it on a node being deleted or
+// tainted for deletion, so load balancers drain the node first).
+type NodeStatus struct {
+	// Known is true once the Node has been read, and while it exists.
+	Known bool
+	// Deleting is true when the Node has a deletion timestamp.
+	Deleting bool
+	// ToBeDeleted is true when the Node carries ToBeDeletedTaint.
+	ToBeDeleted bool
+}
+
+// NodeStatus returns what the source knows of its node's Node object; the
+// zero value before it has been read, or without Config.NodeName.
+func (s *Source) NodeStatus() NodeStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+
+// nodeStatus reads a (transformed) Node.
+func nodeStatus(o *corev1.Node) NodeStatus {
+	st := NodeStatus{Known: true, Deleting: o.DeletionTimestamp != nil}
+	for _, t := range o.Spec.Taints {
+		if t.Key == ToBeDeletedTaint {
+			st.ToBeDeleted = true
+		}
+	}
+	return st
 }
 
 // New returns a source reading from cs.
@@ -200,18 +236,38 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 		nodes := coreinformers.NewFilteredNodeInformer(s.cs, s.cfg.ResyncPeriod, none, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.cfg.NodeName).String()
 		})
-		// The cache keeps the node's name, version and zone label only.
+		// The cache keeps the node's name, version, zone label, deletion
+		// timestamp and the autoscaler's taint only.
 		if err := nodes.SetTransform(transform(func(o *corev1.Node) *corev1.Node {
 			n := &corev1.Node{ObjectMeta: trimMeta(&o.ObjectMeta)}
+			n.DeletionTimestamp = o.DeletionTimestamp
 			if z, ok := o.Labels[nodelocal.LabelTopologyZone]; ok {
 				n.Labels = map[string]string{nodelocal.LabelTopologyZone: z}
+			}
+			for _, t := range o.Spec.Taints {
+				if t.Key == ToBeDeletedTaint {
+					n.Spec.Taints = []corev1.Taint{t}
+				}
 			}
 			return n
 		})); err != nil {
 			return fmt.Errorf("kube source: node informer: %w", err)
 		}
-		reg, err := nodes.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Node) error { st.SetNode(o); return nil },
-			func(st *nodelocal.State, _, name string) { st.DeleteNode(name) }))
+		// The handlers run under s.mu (handler), which also guards s.node.
+		// The field selector keeps other nodes out, but not every client
+		// (fakes) honours it.
+		reg, err := nodes.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Node) error {
+			if o.Name == s.cfg.NodeName {
+				s.node = nodeStatus(o)
+			}
+			st.SetNode(o)
+			return nil
+		}, func(st *nodelocal.State, _, name string) {
+			if name == s.cfg.NodeName {
+				s.node = NodeStatus{}
+			}
+			st.DeleteNode(name)
+		}))
 		if err != nil {
 			return fmt.Errorf("kube source: node informer: %w", err)
 		}

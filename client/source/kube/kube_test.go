@@ -415,3 +415,49 @@ func TestTriggerTime(t *testing.T) {
 		t.Errorf("deletion changes = %+v, want web without trigger time", s.Changes)
 	}
 }
+
+func TestNodeStatus(t *testing.T) {
+	ctx := context.Background()
+	h := start(t, Config{NodeName: "node-a", MinInterval: 10 * time.Millisecond},
+		service("api", "10.96.0.2"), slice("api-1", "api", "10.244.0.2@node-a"))
+	h.next("start")
+	waitStatus := func(step string, want NodeStatus) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for h.src.NodeStatus() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: NodeStatus = %+v, want %+v", step, h.src.NodeStatus(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitStatus("no Node yet", NodeStatus{})
+	n := node("node-a", "zone-a")
+	if _, err := h.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("created", NodeStatus{Known: true})
+	// Another node's taint is not ours.
+	other := node("node-z", "zone-a")
+	other.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := h.cs.CoreV1().Nodes().Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}, {Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+	n.ResourceVersion = "2"
+	if _, err := h.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("tainted by the autoscaler", NodeStatus{Known: true, ToBeDeleted: true})
+	now := metav1.Now()
+	n.DeletionTimestamp = &now
+	n.ResourceVersion = "3"
+	if _, err := h.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("being deleted", NodeStatus{Known: true, Deleting: true, ToBeDeleted: true})
+	if err := h.cs.CoreV1().Nodes().Delete(ctx, "node-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("deleted", NodeStatus{})
+}

@@ -1,0 +1,239 @@
+package kpconfig
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/urfave/cli/v2"
+)
+
+// full sets every field that maps onto a flag, as a kube-proxy ConfigMap would.
+const full = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+hostnameOverride: node-a
+healthzBindAddress: 0.0.0.0:10256
+metricsBindAddress: 127.0.0.1:10249
+clientConnection:
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+clusterCIDR: 10.244.0.0/16,fd00:244::/56
+nodePortAddresses: [192.168.0.0/16, fd00:1::/64]
+detectLocalMode: ClusterCIDR
+iptables:
+  masqueradeBit: 15
+  masqueradeAll: true
+ipvs:
+  scheduler: wrr
+  syncPeriod: 45s
+  minSyncPeriod: 2s
+  excludeCIDRs: [10.10.0.0/16]
+  strictARP: true
+  tcpTimeout: 15m
+  tcpFinTimeout: 30s
+  udpTimeout: 5s
+logging:
+  format: json
+  verbosity: 4
+`
+
+func allFlags(string) bool { return true }
+
+func TestSettings(t *testing.T) {
+	cfg, warnings, err := Decode([]byte(full), "full.yaml")
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("Decode: %v, warnings %v", err, warnings)
+	}
+	got, warnings, err := Settings(cfg, "ipvs", allFlags)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("Settings: %v, warnings %v", err, warnings)
+	}
+	want := []Setting{
+		{"hostnameOverride", "hostname-override", "node-a"},
+		{"healthzBindAddress", "healthz-bind-address", "0.0.0.0:10256"},
+		{"metricsBindAddress", "metrics-bind-address", "127.0.0.1:10249"},
+		{"clientConnection.kubeconfig", "kubeconfig", "/var/lib/kube-proxy/kubeconfig.conf"},
+		{"nodePortAddresses", "nodeport-addresses", "192.168.0.0/16,fd00:1::/64"},
+		{"clusterCIDR", "cluster-cidr", "10.244.0.0/16,fd00:244::/56"},
+		{"iptables.masqueradeBit", "iptables-masquerade-bit", "15"},
+		{"iptables.masqueradeAll", "masquerade-all", "true"},
+		{"ipvs.syncPeriod", "sync-period", "45s"},
+		{"ipvs.minSyncPeriod", "min-sync-period", "2s"},
+		{"ipvs.scheduler", "ipvs-scheduler", "wrr"},
+		{"ipvs.excludeCIDRs", "ipvs-exclude-cidrs", "10.10.0.0/16"},
+		{"ipvs.strictARP", "ipvs-strict-arp", "true"},
+		{"ipvs.tcpTimeout", "ipvs-tcp-timeout", "15m0s"},
+		{"ipvs.tcpFinTimeout", "ipvs-tcpfin-timeout", "30s"},
+		{"ipvs.udpTimeout", "ipvs-udp-timeout", "5s"},
+		{"logging.format", "log-format", "json"},
+		{"logging.verbosity", "log-level", "debug"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Settings (-want +got):\n%s", diff)
+	}
+}
+
+func TestSettingsErrorsAndWarnings(t *testing.T) {
+	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	ipvsOnly := func(flag string) bool { return !strings.HasPrefix(flag, "iptables-") }
+	for _, tc := range []struct {
+		name         string
+		body         string
+		mode         string
+		has          func(string) bool
+		wantErr      []string // substrings of the error; none means no error
+		wantWarnings []string // substrings, one per warning
+	}{
+		{name: "empty file sets nothing", mode: "ipvs"},
+		{name: "other mode", body: "mode: iptables\n", mode: "ipvs", wantErr: []string{`mode is "iptables", but this is the ipvs sink`}},
+		{name: "nftables fields", body: "nftables:\n  masqueradeAll: true\n", mode: "iptables", wantErr: []string{"nftables no sink programs nftables"}},
+		{name: "detect local by interface", body: "detectLocalMode: InterfaceNamePrefix\n", mode: "ipvs", wantErr: []string{`detectLocalMode "InterfaceNamePrefix" is not supported`}},
+		{name: "a field without a flag in this sink", body: "iptables:\n  localhostNodePorts: false\n", mode: "ipvs", has: ipvsOnly,
+			wantErr: []string{"iptables.localhostNodePorts has no meaning for this sink (no --iptables-localhost-nodeports)"}},
+		{name: "two errors are both named", body: "mode: nftables\nlogging:\n  format: xml\n", mode: "ipvs",
+			wantErr: []string{`mode is "nftables"`, `logging.format "xml" is not supported`}},
+		{name: "iptables sync period in the ipvs sink", body: "iptables:\n  syncPeriod: 10s\n", mode: "ipvs", wantWarnings: []string{"iptables.syncPeriod ignored"}},
+		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\noomScoreAdj: -999\nfeatureGates:\n  Foo: true\nclientConnection:\n  qps: 50\n", mode: "ipvs",
+			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored", "oomScoreAdj ignored", "featureGates ignored"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, warnings, err := Decode([]byte(head+tc.body), "f.yaml")
+			if err != nil || len(warnings) > 0 {
+				t.Fatalf("Decode: %v, warnings %v", err, warnings)
+			}
+			has := tc.has
+			if has == nil {
+				has = allFlags
+			}
+			_, warnings, err = Settings(cfg, tc.mode, has)
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Errorf("error %v, want none", err)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to say %q", err, w)
+				}
+			}
+			if len(warnings) != len(tc.wantWarnings) {
+				t.Errorf("warnings %q, want %d", warnings, len(tc.wantWarnings))
+			}
+			for i, w := range tc.wantWarnings {
+				if i < len(warnings) && !strings.Contains(warnings[i], w) {
+					t.Errorf("warning %d: %q, want it to say %q", i, warnings[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path  string
+		wantErr     string
+		wantWarning string
+	}{
+		{name: "good", path: write("good.yaml", full)},
+		{name: "json", path: write("good.json", `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","mode":"ipvs"}`)},
+		{name: "missing", path: filepath.Join(dir, "nope.yaml"), wantErr: "no such file"},
+		{name: "directory", path: dir, wantErr: "not a regular file"},
+		{name: "fifo does not block", path: fifo, wantErr: "not a regular file"},
+		{name: "too large", path: write("big.yaml", strings.Repeat("#", maxSize+1)), wantErr: "larger than"},
+		{name: "another kind", path: write("pod.yaml", "apiVersion: v1\nkind: Pod\n"), wantErr: "want apiVersion kubeproxy.config.k8s.io/v1alpha1"},
+		{name: "not YAML", path: write("bad.yaml", "apiVersion: [\n"), wantErr: "bad.yaml"},
+		{name: "unknown field", path: write("typo.yaml", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs:\n  sheduler: wrr\n"),
+			wantWarning: `unknown field "ipvs.sheduler"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var warnings []string
+			var err error
+			go func() {
+				defer close(done)
+				_, warnings, err = Load(tc.path)
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Load blocked")
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want %q", err, tc.wantErr)
+			}
+			if tc.wantWarning != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tc.wantWarning)) {
+				t.Errorf("warnings %q, want one saying %q", warnings, tc.wantWarning)
+			}
+		})
+	}
+}
+
+// TestApply checks that flags and environment variables win over the file,
+// and that aliases reach the flag the sink reads.
+func TestApply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TEST_MIN_SYNC", "7s")
+	type values struct {
+		Node, Scheduler, Kubeconfig, MinSync, Sync string
+		Bit                                        int
+		StrictARP                                  bool
+	}
+	var got values
+	var warnings []string
+	app := &cli.App{
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config"},
+			&cli.StringFlag{Name: "node-name", Aliases: []string{"hostname-override"}},
+			&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}, Value: "rr"},
+			&cli.StringFlag{Name: "kubeconfig"},
+			&cli.StringFlag{Name: "healthz-bind-address"},
+			&cli.StringFlag{Name: "metrics-bind-address"},
+			&cli.StringSliceFlag{Name: "nodeport-addresses"},
+			&cli.StringSliceFlag{Name: "cluster-cidr"},
+			&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"},
+			&cli.IntFlag{Name: "masquerade-bit", Aliases: []string{"iptables-masquerade-bit"}, Value: 14},
+			&cli.BoolFlag{Name: "masquerade-all"},
+			&cli.BoolFlag{Name: "ipvs-strict-arp"},
+			&cli.DurationFlag{Name: "sync-period", Value: 30 * time.Second},
+			&cli.DurationFlag{Name: "min-sync-period", Value: time.Second, EnvVars: []string{"TEST_MIN_SYNC"}},
+			&cli.DurationFlag{Name: "ipvs-tcp-timeout"},
+			&cli.DurationFlag{Name: "ipvs-tcpfin-timeout"},
+			&cli.DurationFlag{Name: "ipvs-udp-timeout"},
+			&cli.StringFlag{Name: "log-format"},
+			&cli.StringFlag{Name: "log-level"},
+		},
+		Action: func(c *cli.Context) error {
+			var err error
+			if warnings, err = Apply(c, "ipvs", nil); err != nil {
+				return err
+			}
+			got = values{c.String("node-name"), c.String("scheduling-method"), c.String("kubeconfig"),
+				c.Duration("min-sync-period").String(), c.Duration("sync-period").String(), c.Int("masquerade-bit"), c.Bool("ipvs-strict-arp")}
+			return nil
+		},
+	}
+	if err := app.Run([]string{"sink", "--config", path, "--ipvs-scheduler", "lc", "--kubeconfig=/tmp/kc"}); err != nil {
+		t.Fatal(err)
+	}
+	want := values{Node: "node-a", Scheduler: "lc", Kubeconfig: "/tmp/kc", MinSync: "7s", Sync: "45s", Bit: 15, StrictARP: true}
+	if diff := cmp.Diff(want, got); diff != "" || len(warnings) > 0 {
+		t.Errorf("flags after --config (-want +got):\n%s\nwarnings %q", diff, warnings)
+	}
+}
