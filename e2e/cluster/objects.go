@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -250,8 +251,11 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
 	return nil
 }
 
-// WaitSlices polls the EndpointSlices of a service until cond holds.
+// WaitSlices polls the EndpointSlices of a service until cond holds, for
+// at most a minute.
 func (c *Cluster) WaitSlices(ctx context.Context, namespace, service string, cond func([]discoveryv1.EndpointSlice) bool) ([]discoveryv1.EndpointSlice, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	var last []discoveryv1.EndpointSlice
 	err := poll(ctx, func() (bool, error) {
 		l, err := c.Admin.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})

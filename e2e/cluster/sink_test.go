@@ -39,6 +39,7 @@ func TestSinkDryRunBeforeAPIServer(t *testing.T) {
 	bin := buildSink(t, "ipvs-fullstate")
 	ctx := ctxFor(t, 3*time.Minute)
 	must(t, c.CreateNode(ctx, "node-a", "", "192.168.50.10"))
+	must(t, c.CreateNode(ctx, "node-b", "", "192.168.50.11"))
 	_, err := c.Admin.CoreV1().Services("default").Create(ctx, webService("web", "10.96.1.1"), metav1.CreateOptions{})
 	must(t, err)
 	must(t, c.CreatePod(ctx, webPod("web", "a", "node-a", "10.244.0.1", false)))

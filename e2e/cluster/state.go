@@ -179,7 +179,8 @@ type Intended struct {
 
 // ReadIntended reads a list of intended differences: blocks separated by
 // blank lines, each one or more "# reason" lines followed by entries
-// "<sink> <section> <-|+> <normalized line>".
+// "<sink> <section> <-|+> <normalized line>" (a line ending in "*" is a
+// prefix, see Unexplained).
 func ReadIntended(path string) ([]Intended, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -211,26 +212,37 @@ func ReadIntended(path string) ([]Intended, error) {
 }
 
 // Unexplained returns the differences of sink not in the intended list,
-// and the intended entries of sink that did not occur (stale entries).
+// and the intended entries of sink that did not occur (stale entries). An
+// entry whose line ends in "*" covers every line of its section and side
+// starting with what precedes the "*".
 func Unexplained(sink string, diffs []Difference, intended []Intended) (unexplained []Difference, stale []Intended) {
-	seen := map[Difference]bool{}
+	used := make([]bool, len(intended))
 	for _, d := range diffs {
-		seen[d] = true
-	}
-	known := map[Difference]bool{}
-	for _, in := range intended {
-		if in.Sink != sink {
-			continue
+		explained := false
+		for i, in := range intended {
+			if in.Sink == sink && in.Diff.covers(d) {
+				used[i], explained = true, true
+			}
 		}
-		known[in.Diff] = true
-		if !seen[in.Diff] {
-			stale = append(stale, in)
-		}
-	}
-	for _, d := range diffs {
-		if !known[d] {
+		if !explained {
 			unexplained = append(unexplained, d)
 		}
 	}
+	for i, in := range intended {
+		if in.Sink == sink && !used[i] {
+			stale = append(stale, in)
+		}
+	}
 	return unexplained, stale
+}
+
+// covers reports whether the intended difference e covers d.
+func (e Difference) covers(d Difference) bool {
+	if e.Section != d.Section || e.Side != d.Side {
+		return false
+	}
+	if prefix, ok := strings.CutSuffix(e.Line, "*"); ok {
+		return strings.HasPrefix(d.Line, prefix)
+	}
+	return e.Line == d.Line
 }

@@ -64,19 +64,23 @@ func TestParseCaptureAndDiff(t *testing.T) {
 	}
 
 	list := filepath.Join(t.TempDir(), "intended.txt")
-	if err := os.WriteFile(list, []byte("# the reason\n# on two lines\nsink-a ipvsadm - -A -t 10.96.0.1:443 -s rr\nsink-a ipset - add X 1\n\n# other sink\nsink-b kube-ipvs0 + 10.96.10.9/32\n"), 0o644); err != nil {
+	if err := os.WriteFile(list, []byte("# the reason\n# on two lines\nsink-a ipvsadm - -A -t 10.96.0.1:443 -s rr\nsink-a ipset - add X 1\nsink-a kube-ipvs0 + 10.96.10.*\n\n# other sink\nsink-b kube-ipvs0 + 10.96.10.9/32\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	intended, err := cluster.ReadIntended(list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(intended) != 3 || intended[0].Reason != "the reason on two lines" {
+	if len(intended) != 4 || intended[0].Reason != "the reason on two lines" {
 		t.Fatalf("intended list: %+v", intended)
 	}
 	unexplained, stale := cluster.Unexplained("sink-a", diffs, intended)
-	if d := cmp.Diff(wantDiffs[1:], unexplained); d != "" {
-		t.Errorf("unexplained (-want +got):\n%s", d)
+	if len(unexplained) != 0 {
+		t.Errorf("unexplained %v, want none (the prefix entry covers the address)", unexplained)
+	}
+	unexplained, _ = cluster.Unexplained("sink-b", append(diffs, cluster.Difference{Section: cluster.SectionAddrs, Side: "+", Line: "10.96.11.1/32"}), intended)
+	if d := cmp.Diff([]cluster.Difference{wantDiffs[0], {Section: cluster.SectionAddrs, Side: "+", Line: "10.96.11.1/32"}}, unexplained); d != "" {
+		t.Errorf("unexplained for sink-b (-want +got):\n%s", d)
 	}
 	if len(stale) != 1 || stale[0].Diff.Line != "add X 1" {
 		t.Errorf("stale entries %+v, want the ipset one", stale)
