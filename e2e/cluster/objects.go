@@ -21,13 +21,13 @@ import (
 )
 
 // RBACFile returns the path of the RBAC manifest the sinks ship,
-// deploy/rbac.yaml at the workspace root.
+// deploy/base/rbac.yaml at the workspace root.
 func RBACFile() (string, error) {
 	root, err := vm.WorkspaceRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, "deploy", "rbac.yaml"), nil
+	return filepath.Join(root, "deploy", "base", "rbac.yaml"), nil
 }
 
 // ApplyRBAC creates or replaces the ServiceAccounts, ClusterRoles and
