@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/proxysinks/proxysinks/client"
 )
 
 // Metrics are a sink's Prometheus metrics.
@@ -71,11 +72,40 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// WatchSource exports the source's Stats (read at each scrape):
+// proxysinks_source_stale (1 while the source cannot give a state it
+// trusts), proxysinks_source_invalid_objects and
+// proxysinks_source_invalid_objects_total.
+func (m *Metrics) WatchSource(stats func() client.Stats) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "proxysinks_source_stale", Help: "1 while the source cannot give a state it trusts (before its first snapshot, or while some input cannot be read): the kernel keeps the last good state."},
+			func() float64 {
+				if stats().Stale {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "proxysinks_source_invalid_objects", Help: "Objects of the source that are invalid right now (not served)."},
+			func() float64 { return float64(stats().Invalid) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "proxysinks_source_invalid_objects_total", Help: "Invalid object versions the source has seen."},
+			func() float64 { return float64(stats().InvalidTotal) }),
+	)
+}
+
 // Health tracks whether syncs succeed, with kube-proxy's healthz semantics:
 // healthy once a sync succeeded, and unhealthy when syncs keep failing (or
 // stop) for longer than the timeout.
 type Health struct {
 	Timeout time.Duration
+	// Source, when not nil, gives the source's Stats: /healthz adds
+	// "sourceStale" (the reason) while the source is stale. Staleness
+	// alone does not make the sink unhealthy: before the first snapshot
+	// there was no sync, and afterwards the kernel keeps serving the last
+	// good state.
+	Source func() client.Stats
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -118,10 +148,16 @@ func (h *Health) serve(w http.ResponseWriter, _ *http.Request) {
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	json.NewEncoder(w).Encode(map[string]string{
+	body := map[string]string{
 		"lastUpdated": last.UTC().Format(time.RFC3339Nano),
 		"currentTime": time.Now().UTC().Format(time.RFC3339Nano),
-	})
+	}
+	if h.Source != nil {
+		if st := h.Source(); st.Stale {
+			body["sourceStale"] = st.StaleReason
+		}
+	}
+	json.NewEncoder(w).Encode(body)
 }
 
 // Handler returns the metrics address's handler: /metrics, /proxyMode

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -87,6 +88,9 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		Writer:         stdout,
 		ErrWriter:      stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return cli.Exit(sink.Name+": "+err.Error(), 2)
+		},
 		Action: func(c *cli.Context) error {
 			cfg, err := FromContext(c)
 			if err != nil {
@@ -95,7 +99,7 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 			log := cfg.Logger(stderr)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := Run(ctx, cfg, sink, stdout, log); err != nil {
+			if err := Run(ctx, cfg, sink, stdout, stderr, log); err != nil {
 				return cli.Exit(sink.Name+": "+err.Error(), 1)
 			}
 			return nil
@@ -107,28 +111,23 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ec) {
 			return ec.ExitCode()
 		}
-		return 1
+		// Errors before the action are the flags' (a value that does not
+		// parse, an unknown flag).
+		return 2
 	}
 	return 0
 }
 
 // Logger returns the logger the flags ask for, writing to w.
 func (c Config) Logger(w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(c.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: logLevels[c.LogLevel]}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// source is a file or kube source.
-type source interface {
-	Run(ctx context.Context, deliver func(*client.Snapshot)) error
-}
-
-func (c Config) source(log *slog.Logger) (source, error) {
+func (c Config) source(log *slog.Logger) (client.Source, error) {
 	switch {
 	case c.FromFile != "":
 		if _, err := os.Stat(c.FromFile); err != nil {
@@ -169,7 +168,7 @@ func (c Config) nodeAddresses() ([]netip.Addr, error) {
 }
 
 // Run runs a sink until ctx ends.
-func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.Logger) error {
+func Run(ctx context.Context, c Config, sink Sink, stdout, stderr io.Writer, log *slog.Logger) error {
 	if c.NodeName == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -186,11 +185,13 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		return err
 	}
 	if c.DryRun {
-		return dryRun(ctx, c, addrs, src, sink, stdout, log)
+		return dryRun(ctx, c, addrs, src, sink, stdout, stderr, log)
 	}
 
 	metrics := httpserve.NewMetrics()
+	metrics.WatchSource(src.Stats)
 	health := httpserve.NewHealth(2*c.SyncPeriod + 30*time.Second)
+	health.Source = src.Stats
 	handler := httpserve.Handler(metrics, health, sink.Mode)
 	var syscalls func() uint64
 	var lastCalls uint64
@@ -252,8 +253,13 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	go func() { srcErr <- src.Run(ctx, h.put) }()
 	tick := time.NewTicker(c.SyncPeriod)
 	defer tick.Stop()
+	watch := newStaleWatch(src.Stats, log)
+	watchTick := time.NewTicker(StaleCheckInterval)
+	defer watchTick.Stop()
 	for {
 		select {
+		case <-watchTick.C:
+			watch.check()
 		case <-ctx.Done():
 			return nil
 		case err := <-srcErr:
@@ -277,7 +283,14 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 
 // dryRun renders the first snapshot and prints the kernel operations it
 // would make on an empty node.
-func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src source, sink Sink, stdout io.Writer, log *slog.Logger) error {
+//
+// A file source is read once (no waiting): the operations of everything
+// that could be read are printed, every error of the source is printed to
+// stderr, and the dry run fails (naming the first problem) when there is
+// any: a file or document that cannot be read (the real sink would not
+// take this state as the whole cluster) or an invalid object (skipped).
+// The API source is waited for at most DryRunWait.
+func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source, sink Sink, stdout, stderr io.Writer, log *slog.Logger) error {
 	var last error
 	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, DryRun: stdout,
 		OnSync: func(st dataplane.SyncStats) { last = st.Err }})
@@ -287,29 +300,95 @@ func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src source, sink 
 	if b.Close != nil {
 		defer b.Close()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	err = src.Run(ctx, func(s *client.Snapshot) {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		b.Controller.Snapshot(s)
-		close(done)
-		cancel()
-	})
-	select {
-	case <-done:
-		return last
-	default:
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	snap, err := firstSnapshot(ctx, src)
+	if err != nil {
 		return err
 	}
-	return errors.New("dry run: the source delivered no snapshot")
+	if snap != nil {
+		b.Controller.Snapshot(snap)
+	}
+	st, errs := src.Stats(), src.Errors()
+	for _, e := range errs {
+		fmt.Fprintf(stderr, "%s: dry run: %v\n", sink.Name, e)
+	}
+	switch {
+	case last != nil:
+		return fmt.Errorf("dry run: %w", last)
+	case snap == nil:
+		return fmt.Errorf("dry run: the source gave no state within %s: %s", DryRunWait, st.StaleReason)
+	case st.Stale:
+		return fmt.Errorf("dry run: the source cannot give a trustworthy state (%s); the sink would keep the kernel as it is: %w", st.StaleReason, ErrStale)
+	case len(errs) > 0:
+		return fmt.Errorf("dry run: %d invalid objects skipped (listed above; the sink programs the rest): %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// ErrStale is the dry run's error when its source cannot give a state it
+// trusts.
+var ErrStale = errors.New("source stale")
+
+// DryRunWait bounds the dry run's wait for the API source's first
+// snapshot.
+var DryRunWait = 30 * time.Second
+
+// firstSnapshot returns the source's state: a file source's Load (what it
+// could read, at once), or the first snapshot another source delivers
+// within DryRunWait (nil if none).
+func firstSnapshot(ctx context.Context, src client.Source) (*client.Snapshot, error) {
+	if l, ok := src.(interface {
+		Load() (*client.Snapshot, error)
+	}); ok {
+		// Its errors are the source's Errors(), printed by the caller.
+		snap, _ := l.Load()
+		return snap, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DryRunWait)
+	defer cancel()
+	var first *client.Snapshot
+	var once sync.Once
+	err := src.Run(ctx, func(s *client.Snapshot) {
+		once.Do(func() { first = s; cancel() })
+	})
+	if first == nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	return first, nil
 }
 
 // maxPendingTriggers bounds the trigger times kept while syncs fail.
 const maxPendingTriggers = 10000
+
+// StaleCheckInterval is how often the running sink reads the source's
+// Stats to log when it turns stale or trustworthy again.
+var StaleCheckInterval = time.Second
+
+// staleWatch logs the source's staleness when it changes: while the source
+// cannot give a state it trusts, the sink keeps the kernel as it is (the
+// last good state, or nothing before the first snapshot).
+type staleWatch struct {
+	stats func() client.Stats
+	log   *slog.Logger
+	last  string
+}
+
+func newStaleWatch(stats func() client.Stats, log *slog.Logger) *staleWatch {
+	return &staleWatch{stats: stats, log: log}
+}
+
+func (w *staleWatch) check() {
+	st := w.stats()
+	reason := ""
+	if st.Stale {
+		reason = st.StaleReason
+	}
+	if reason == w.last {
+		return
+	}
+	if reason != "" {
+		w.log.Warn("source stale: keeping the kernel as it is (the last good state) until the source can be trusted", "reason", reason)
+	} else {
+		w.log.Info("source trustworthy again", "was", w.last)
+	}
+	w.last = reason
+}
