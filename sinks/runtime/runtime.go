@@ -99,7 +99,7 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 			log := cfg.Logger(stderr)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := Run(ctx, cfg, sink, stdout, stderr, log); err != nil {
+			if err := Run(ctx, cfg, sink, stdout, log); err != nil {
 				return cli.Exit(sink.Name+": "+err.Error(), 1)
 			}
 			return nil
@@ -168,7 +168,7 @@ func (c Config) nodeAddresses() ([]netip.Addr, error) {
 }
 
 // Run runs a sink until ctx ends.
-func Run(ctx context.Context, c Config, sink Sink, stdout, stderr io.Writer, log *slog.Logger) error {
+func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.Logger) error {
 	if c.NodeName == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -185,7 +185,7 @@ func Run(ctx context.Context, c Config, sink Sink, stdout, stderr io.Writer, log
 		return err
 	}
 	if c.DryRun {
-		return dryRun(ctx, c, addrs, src, sink, stdout, stderr, log)
+		return dryRun(ctx, c, addrs, src, sink, stdout, log)
 	}
 
 	metrics := httpserve.NewMetrics()
@@ -289,8 +289,9 @@ func Run(ctx context.Context, c Config, sink Sink, stdout, stderr io.Writer, log
 // stderr, and the dry run fails (naming the first problem) when there is
 // any: a file or document that cannot be read (the real sink would not
 // take this state as the whole cluster) or an invalid object (skipped).
-// The API source is waited for at most DryRunWait.
-func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source, sink Sink, stdout, stderr io.Writer, log *slog.Logger) error {
+// The API source is waited for at most DryRunWait. The error lists the
+// source's errors, one per line, then the verdict.
+func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source, sink Sink, stdout io.Writer, log *slog.Logger) error {
 	var last error
 	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, DryRun: stdout,
 		OnSync: func(st dataplane.SyncStats) { last = st.Err }})
@@ -307,21 +308,25 @@ func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source
 	if snap != nil {
 		b.Controller.Snapshot(snap)
 	}
-	st, errs := src.Stats(), src.Errors()
-	for _, e := range errs {
-		fmt.Fprintf(stderr, "%s: dry run: %v\n", sink.Name, e)
+	st, objErrs := src.Stats(), src.Errors()
+	errs := make([]error, 0, len(objErrs)+1)
+	for _, e := range objErrs {
+		errs = append(errs, e)
 	}
 	switch {
 	case last != nil:
-		return fmt.Errorf("dry run: %w", last)
+		errs = append(errs, fmt.Errorf("dry run: %w", last))
 	case snap == nil:
-		return fmt.Errorf("dry run: the source gave no state within %s: %s", DryRunWait, st.StaleReason)
+		errs = append(errs, fmt.Errorf("dry run: the source gave no state within %s: %s", DryRunWait, st.StaleReason))
 	case st.Stale:
-		return fmt.Errorf("dry run: the source cannot give a trustworthy state (%s); the sink would keep the kernel as it is: %w", st.StaleReason, ErrStale)
-	case len(errs) > 0:
-		return fmt.Errorf("dry run: %d invalid objects skipped (listed above; the sink programs the rest): %w", len(errs), errs[0])
+		errs = append(errs, fmt.Errorf("dry run: the source cannot give a trustworthy state (%s); the sink would keep the kernel as it is: %w", st.StaleReason, ErrStale))
+	case len(objErrs) > 0:
+		errs = append(errs, fmt.Errorf("dry run: %d invalid objects skipped (listed above; the sink programs the rest)", len(objErrs)))
+	default:
+		return nil
 	}
-	return nil
+	// One per line: the source's errors, then the verdict.
+	return errors.Join(errs...)
 }
 
 // ErrStale is the dry run's error when its source cannot give a state it
