@@ -15,7 +15,7 @@ import (
 // countingController counts the snapshots it is given.
 type countingController struct{ snapshots int }
 
-func (c *countingController) Snapshot(*client.Snapshot)  { c.snapshots++ }
+func (c *countingController) Snapshot(*client.Snapshot)   { c.snapshots++ }
 func (c *countingController) Resync() dataplane.SyncStats { return dataplane.SyncStats{} }
 
 // TestDryRunBoundedWait: a dry run against an API server that never
