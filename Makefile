@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build image demo test test-unit test-vm bench lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench soak lint clean
 
 all: build
 
@@ -50,6 +50,12 @@ test-vm:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem work
 	PROXYSINKS_BENCH_VM=1 $(GO) test -count=1 -timeout 60m -v -run 'BenchVM' ./e2e/vmtests/
+
+## soak: 10 minutes (SOAK_DURATION) of churn at 10,000 services through both IPVS sinks on fake kernels; flat RSS and goroutines, kernels equal to a fresh sync
+SOAK_DURATION ?= 10m
+SOAK_INTERVAL ?= 10s
+soak:
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_INTERVAL=$(SOAK_INTERVAL) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./bench/
 
 ## lint: gofmt, go vet, staticcheck
 lint:

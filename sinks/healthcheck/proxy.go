@@ -44,6 +44,10 @@ type ProxyHealth struct {
 	// node is always eligible (a sink fed from a manifest file has no Node).
 	node func() NodeState
 
+	// source, when set, says whether the sink's source can give a state
+	// it trusts; see SetSource.
+	source func() (stale bool, reason string)
+
 	mu          sync.Mutex
 	lastUpdated time.Time
 	queued      time.Time // oldest change not yet programmed; zero when none
@@ -54,6 +58,12 @@ type ProxyHealth struct {
 func NewProxyHealth(timeout time.Duration, node func() NodeState) *ProxyHealth {
 	return &ProxyHealth{timeout: timeout, now: time.Now, node: node}
 }
+
+// SetSource makes /healthz name the reason while the source is stale
+// ("sourceStale"). Staleness alone does not make the sink unhealthy: the
+// kernel keeps serving the last good state, and before the first snapshot
+// nothing is queued. Call it before serving.
+func (h *ProxyHealth) SetSource(f func() (stale bool, reason string)) { h.source = f }
 
 // Queued records that a change is waiting to be programmed. Only the
 // oldest waiting change counts.
@@ -80,6 +90,9 @@ type Status struct {
 	// NodeEligible is set on /healthz only.
 	NodeEligible *bool `json:"nodeEligible,omitempty"`
 	Healthy      bool  `json:"healthy"`
+	// SourceStale is, on /healthz, why the source cannot give a state it
+	// trusts; empty when it can.
+	SourceStale string `json:"sourceStale,omitempty"`
 }
 
 // Live reports whether the sink is live: no change has waited longer than
@@ -106,6 +119,11 @@ func (h *ProxyHealth) Healthy() Status {
 	}
 	st.NodeEligible = &eligible
 	st.Healthy = st.Healthy && eligible
+	if h.source != nil {
+		if stale, reason := h.source(); stale {
+			st.SourceStale = reason
+		}
+	}
 	if st.Healthy {
 		// kube-proxy reports the time of the answer as the last update
 		// when healthy.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/sinks/healthcheck"
 	"github.com/proxysinks/proxysinks/sinks/version"
 )
@@ -74,6 +75,29 @@ func NewMetrics() *Metrics {
 		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// WatchSource exports the source's Stats (read at each scrape):
+// proxysinks_source_stale (1 while the source cannot give a state it
+// trusts), proxysinks_source_invalid_objects and
+// proxysinks_source_invalid_objects_total.
+func (m *Metrics) WatchSource(stats func() client.Stats) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "proxysinks_source_stale", Help: "1 while the source cannot give a state it trusts (before its first snapshot, or while some input cannot be read): the kernel keeps the last good state."},
+			func() float64 {
+				if stats().Stale {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "proxysinks_source_invalid_objects", Help: "Objects of the source that are invalid right now (not served)."},
+			func() float64 { return float64(stats().Invalid) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "proxysinks_source_invalid_objects_total", Help: "Invalid object versions the source has seen."},
+			func() float64 { return float64(stats().InvalidTotal) }),
+	)
 }
 
 // Handler returns the metrics address's handler: /metrics, /proxyMode

@@ -49,7 +49,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--node-address", "10.0.0.300"}, `--node-address: "10.0.0.300" is not an IP address`},
 		{[]string{"--cluster-cidr", "10.244.0.0"}, `--cluster-cidr: "10.244.0.0" is not a CIDR`},
 		{[]string{"--masquerade-bit", "32"}, "--masquerade-bit: 32 is not in [0, 31]"},
-		{[]string{"--weight", "-1"}, "--weight: -1 is negative"},
+		{[]string{"--weight", "-1"}, "--weight: -1 is not in [1, 65535]"},
 		{[]string{"--sync-period", "0s"}, "--sync-period: 0s must be positive"},
 		{[]string{"--from-file", "x", "--kubeconfig", "y"}, "give one source, not both"},
 	}

@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -102,6 +103,9 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		Writer:         stdout,
 		ErrWriter:      stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return cli.Exit(sink.Name+": "+err.Error(), 2)
+		},
 		Action: func(c *cli.Context) error {
 			warnings, err := kpconfig.Apply(c, sink.Mode, sink.Unsupported)
 			if err != nil {
@@ -144,28 +148,23 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ec) {
 			return ec.ExitCode()
 		}
-		return 1
+		// Errors before the action are the flags' (a value that does not
+		// parse, an unknown flag).
+		return 2
 	}
 	return 0
 }
 
 // Logger returns the logger the flags ask for, writing to w.
 func (c Config) Logger(w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(c.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: logLevels[c.LogLevel]}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// source is a file or kube source.
-type source interface {
-	Run(ctx context.Context, deliver func(*client.Snapshot)) error
-}
-
-func (c Config) source(log *slog.Logger) (source, error) {
+func (c Config) source(log *slog.Logger) (client.Source, error) {
 	switch {
 	case c.FromFile != "":
 		if _, err := os.Stat(c.FromFile); err != nil {
@@ -227,6 +226,7 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	}
 
 	metrics := httpserve.NewMetrics()
+	metrics.WatchSource(src.Stats)
 	// kube-proxy's health: unhealthy when a change has waited twice the
 	// sync period without a successful sync; /healthz also fails on a Node
 	// being deleted or tainted for deletion (kube source only).
@@ -238,6 +238,7 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		}
 	}
 	health := healthcheck.NewProxyHealth(2*c.SyncPeriod, nodeState)
+	health.SetSource(func() (bool, string) { st := src.Stats(); return st.Stale, st.StaleReason })
 	handler := httpserve.Handler(metrics, health, sink.Mode)
 	services := healthcheck.NewServiceServer(healthcheck.ServiceConfig{
 		IPv4: true, IPv6: ipv6Supported(), Addresses: c.healthCheckAddresses(addrs), Health: health, Log: log})
@@ -309,8 +310,13 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	}()
 	tick := time.NewTicker(c.SyncPeriod)
 	defer tick.Stop()
+	watch := newStaleWatch(src.Stats, log)
+	watchTick := time.NewTicker(StaleCheckInterval)
+	defer watchTick.Stop()
 	for {
 		select {
+		case <-watchTick.C:
+			watch.check()
 		case <-ctx.Done():
 			return nil
 		case err := <-srcErr:
@@ -337,7 +343,15 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 
 // dryRun renders the first snapshot and prints the kernel operations it
 // would make on an empty node.
-func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src source, sink Sink, stdout io.Writer, log *slog.Logger) error {
+//
+// A file source is read once (no waiting): the operations of everything
+// that could be read are printed, every error of the source is printed to
+// stderr, and the dry run fails (naming the first problem) when there is
+// any: a file or document that cannot be read (the real sink would not
+// take this state as the whole cluster) or an invalid object (skipped).
+// The API source is waited for at most DryRunWait. The error lists the
+// source's errors, one per line, then the verdict.
+func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source, sink Sink, stdout io.Writer, log *slog.Logger) error {
 	var last error
 	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, DryRun: stdout,
 		OnSync: func(st dataplane.SyncStats) { last = st.Err }})
@@ -347,28 +361,64 @@ func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src source, sink 
 	if b.Close != nil {
 		defer b.Close()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	err = src.Run(ctx, func(s *client.Snapshot) {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		b.Controller.Snapshot(s)
-		close(done)
-		cancel()
-	})
-	select {
-	case <-done:
-		return last
-	default:
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	snap, err := firstSnapshot(ctx, src)
+	if err != nil {
 		return err
 	}
-	return errors.New("dry run: the source delivered no snapshot")
+	if snap != nil {
+		b.Controller.Snapshot(snap)
+	}
+	st, objErrs := src.Stats(), src.Errors()
+	errs := make([]error, 0, len(objErrs)+1)
+	for _, e := range objErrs {
+		errs = append(errs, e)
+	}
+	switch {
+	case last != nil:
+		errs = append(errs, fmt.Errorf("dry run: %w", last))
+	case snap == nil:
+		errs = append(errs, fmt.Errorf("dry run: the source gave no state within %s: %s", DryRunWait, st.StaleReason))
+	case st.Stale:
+		errs = append(errs, fmt.Errorf("dry run: the source cannot give a trustworthy state (%s); the sink would keep the kernel as it is: %w", st.StaleReason, ErrStale))
+	case len(objErrs) > 0:
+		errs = append(errs, fmt.Errorf("dry run: %d invalid objects skipped (listed above; the sink programs the rest)", len(objErrs)))
+	default:
+		return nil
+	}
+	// One per line: the source's errors, then the verdict.
+	return errors.Join(errs...)
+}
+
+// ErrStale is the dry run's error when its source cannot give a state it
+// trusts.
+var ErrStale = errors.New("source stale")
+
+// DryRunWait bounds the dry run's wait for the API source's first
+// snapshot.
+var DryRunWait = 30 * time.Second
+
+// firstSnapshot returns the source's state: a file source's Load (what it
+// could read, at once), or the first snapshot another source delivers
+// within DryRunWait (nil if none).
+func firstSnapshot(ctx context.Context, src client.Source) (*client.Snapshot, error) {
+	if l, ok := src.(interface {
+		Load() (*client.Snapshot, error)
+	}); ok {
+		// Its errors are the source's Errors(), printed by the caller.
+		snap, _ := l.Load()
+		return snap, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DryRunWait)
+	defer cancel()
+	var first *client.Snapshot
+	var once sync.Once
+	err := src.Run(ctx, func(s *client.Snapshot) {
+		once.Do(func() { first = s; cancel() })
+	})
+	if first == nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	return first, nil
 }
 
 // healthCheckAddresses returns where health-check node ports listen: on
@@ -393,3 +443,37 @@ func ipv6Supported() bool {
 
 // maxPendingTriggers bounds the trigger times kept while syncs fail.
 const maxPendingTriggers = 10000
+
+// StaleCheckInterval is how often the running sink reads the source's
+// Stats to log when it turns stale or trustworthy again.
+var StaleCheckInterval = time.Second
+
+// staleWatch logs the source's staleness when it changes: while the source
+// cannot give a state it trusts, the sink keeps the kernel as it is (the
+// last good state, or nothing before the first snapshot).
+type staleWatch struct {
+	stats func() client.Stats
+	log   *slog.Logger
+	last  string
+}
+
+func newStaleWatch(stats func() client.Stats, log *slog.Logger) *staleWatch {
+	return &staleWatch{stats: stats, log: log}
+}
+
+func (w *staleWatch) check() {
+	st := w.stats()
+	reason := ""
+	if st.Stale {
+		reason = st.StaleReason
+	}
+	if reason == w.last {
+		return
+	}
+	if reason != "" {
+		w.log.Warn("source stale: keeping the kernel as it is (the last good state) until the source can be trusted", "reason", reason)
+	} else {
+		w.log.Info("source trustworthy again", "was", w.last)
+	}
+	w.last = reason
+}
