@@ -6,6 +6,7 @@
 package ipvssink
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -36,6 +37,27 @@ type Deps struct {
 	OnSync func(dataplane.SyncStats)
 	// Handler is the runtime's metrics handler (nil in a dry run).
 	Handler http.Handler
+	// Repair, when set, repairs the node's drift (dataplane.Node.Repair)
+	// before every resync (nil in a dry run).
+	Repair func() ([]string, error)
+}
+
+// repairThen runs d.Repair, logging what it wrote, then resync; a repair
+// error joins the resync's.
+func repairThen(d Deps, resync func() dataplane.SyncStats) dataplane.SyncStats {
+	if d.Repair == nil {
+		return resync()
+	}
+	wrote, err := d.Repair()
+	if len(wrote) > 0 {
+		d.Log.Warn("node drift repaired", "written", wrote)
+	}
+	if err != nil {
+		d.Log.Error("node drift not repaired in part; retried at the next resync", "error", err)
+	}
+	st := resync()
+	st.Err = errors.Join(st.Err, err)
+	return st
 }
 
 // Make builds an IPVS controller.
@@ -116,7 +138,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		closers = append(closers, ct.Close)
 		applier.Conntrack = ct
 	}
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler})
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler, Repair: node.Repair})
 	syscalls := func() uint64 {
 		a, b := ipvsConn.Counters(), ipsetConn.Stats()
 		return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg
@@ -125,11 +147,14 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 }
 
 // fullStateController adapts the full-state controller to the runtime.
-type fullStateController struct{ c *fullstate.Controller }
+type fullStateController struct {
+	c *fullstate.Controller
+	d Deps
+}
 
 func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
 
-func (f fullStateController) Resync() dataplane.SyncStats { return f.c.Resync() }
+func (f fullStateController) Resync() dataplane.SyncStats { return repairThen(f.d, f.c.Resync) }
 
 // FullState builds the IPVS full-state controller (the ipvs-fullstate
 // sink). Its seed entry points ServeProxyMode and SetUpHttpListen serve the
@@ -142,7 +167,7 @@ func FullState(d Deps) runtime.Controller {
 	c := fullstate.NewController(d.Render, d.Applier, reader, d.Log)
 	c.OnSync = d.OnSync
 	c.Handler = d.Handler
-	return fullStateController{c}
+	return fullStateController{c: c, d: d}
 }
 
 // incrementalController adapts the incremental controller to the
@@ -151,11 +176,12 @@ func FullState(d Deps) runtime.Controller {
 type incrementalController struct {
 	c  *incremental.Controller
 	ev *diff.Events
+	d  Deps
 }
 
 func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
 
-func (i incrementalController) Resync() dataplane.SyncStats { return i.c.Resync() }
+func (i incrementalController) Resync() dataplane.SyncStats { return repairThen(i.d, i.c.Resync) }
 
 // Incremental builds the IPVS incremental controller (the ipvs-incremental
 // sink).
@@ -166,5 +192,5 @@ func Incremental(d Deps) runtime.Controller {
 	}
 	c := incremental.New(d.Render, d.Applier, reader, d.Log)
 	c.OnSync = d.OnSync
-	return incrementalController{c: c, ev: diff.NewEvents(c)}
+	return incrementalController{c: c, ev: diff.NewEvents(c), d: d}
 }
