@@ -389,3 +389,17 @@ func (n *Node) Read() (*State, error) {
 	}
 	return st, nil
 }
+
+// HostFamilies returns the IP families the node serves, decided once from
+// the host as kube-proxy does: IPv4, and IPv6 unless the host has it off
+// (no net/ipv6 sysctls, or net.ipv6.conf.all.disable_ipv6 set). The same
+// list must make the node's sets and rules (NodeConfig.Families) and
+// decide what is rendered (render.Config.Families), so that no IPv6
+// virtual server is programmed without its KUBE-6-* sets and ip6tables
+// rules.
+func HostFamilies(s kernel.Sysctl) []rules.Family {
+	if v, err := s.Get("net/ipv6/conf/all/disable_ipv6"); err == nil && v == 0 {
+		return []rules.Family{rules.IPv4, rules.IPv6}
+	}
+	return []rules.Family{rules.IPv4}
+}

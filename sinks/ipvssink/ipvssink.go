@@ -15,6 +15,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
@@ -69,23 +70,23 @@ func Sink(name, usage string, mk Make) runtime.Sink {
 	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) }}
 }
 
-func families(addrs []netip.Addr) []rules.Family {
-	fams := []rules.Family{rules.IPv4}
-	for _, a := range addrs {
-		if a.Is6() {
-			return append(fams, rules.IPv6)
-		}
-	}
-	return fams
-}
-
-func nodeConfig(c runtime.Config, addrs []netip.Addr) dataplane.NodeConfig {
+func nodeConfig(c runtime.Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
 	return dataplane.NodeConfig{
-		Families: families(addrs), Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
+		Families: families, Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
 		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},
 		StrictARP: c.StrictARP, TCPTimeout: c.TCPTimeout, TCPFinTimeout: c.TCPFinTimeout, UDPTimeout: c.UDPTimeout,
 		NodeAddresses: addrs, ExcludeCIDRs: c.ExcludeCIDRs,
 	}
+}
+
+// hostSysctl is where the host's families are read (a test replaces it).
+var hostSysctl = kernel.Sysctl{}
+
+// renderConfig is how services are rendered on this node. Its Families are
+// decided once, from the host (dataplane.HostFamilies), and the same list
+// makes the node's sets and rules (nodeConfig).
+func renderConfig(c runtime.Config, addrs []netip.Addr, s kernel.Sysctl) render.Config {
+	return render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: addrs, Families: dataplane.HostFamilies(s)}
 }
 
 // build connects to the kernel, prepares the node and builds the
@@ -93,7 +94,7 @@ func nodeConfig(c runtime.Config, addrs []netip.Addr) dataplane.NodeConfig {
 // printer only.
 func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	c := env.Config
-	rc := render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: env.NodeAddresses}
+	rc := renderConfig(c, env.NodeAddresses, hostSysctl)
 	if env.DryRun != nil {
 		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun})
 		a.Ordered = true
@@ -123,7 +124,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	closers = append(closers, links.Close)
 	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
-	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses), Kernel: k, Log: env.Log}
+	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
 	if err := node.Setup(); err != nil {
 		closeAll()
 		return runtime.Built{}, err
