@@ -17,6 +17,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"golang.org/x/sys/unix"
@@ -230,7 +231,7 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 	}
 	a.unbind(&res, p)
-	a.entries(&res, p.DelEntries, a.W.DelEntries)
+	a.entries(&res, keepRecords(&res, p), a.W.DelEntries)
 	for _, d := range p.DeleteDests {
 		if d.D.Server.Protocol == render.TCP && !deletedServer[d.D.Server] {
 			if _, failed := res.Failed[d.D]; !failed {
@@ -281,6 +282,35 @@ func (a *Applier) unbind(res *Result, p Plan) {
 		}
 	}
 	res.Writes += len(addrs)
+}
+
+// keepRecords returns the entries of p.DelEntries to delete: all but the
+// records (rules.SetVirtualServers) of virtual servers whose removal
+// failed, which are reported failed instead: a server stays the sink's
+// exactly as long as it is recorded.
+func keepRecords(res *Result, p Plan) []render.SetEntry {
+	keep := false
+	for _, s := range p.DeleteServers {
+		if _, failed := res.Failed[s.VS]; failed {
+			keep = true
+			break
+		}
+	}
+	if !keep {
+		return p.DelEntries
+	}
+	out := make([]render.SetEntry, 0, len(p.DelEntries))
+	for _, e := range p.DelEntries {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+			vs := render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}
+			if err, failed := res.Failed[vs]; failed {
+				res.Failed[e] = fmt.Errorf("dataplane: remove %s: kept while virtual server %s is not removed: %w", e, vs, err)
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // flushUDP deletes the conntrack flows of removed UDP destinations, after

@@ -308,15 +308,18 @@ func excluded(a netip.Addr, cidrs []netip.Prefix) bool {
 	return false
 }
 
-// Owned reports whether a virtual server belongs to the sink: its address is
-// bound on the dummy link, or it is a node port on a node address; and it is
-// not in an excluded range. Everything else (keepalived's services, another
-// tool's) is never changed or removed.
-func (c *NodeConfig) Owned(vs render.VirtualServer, bound map[netip.Addr]bool) bool {
+// Owned reports whether a virtual server belongs to the sink: it is
+// recorded in the sink's KUBE-PROXYSINKS-VS sets (recorded, which Read
+// fills from the kernel), or, for a node adopted from kube-proxy or an
+// older sink that recorded nothing, its address is bound on the dummy link
+// or it is a node port (node address, port in NodePortRange); and it is
+// not in an excluded range. Everything else (keepalived's services,
+// another tool's) is never changed or removed.
+func (c *NodeConfig) Owned(vs render.VirtualServer, bound map[netip.Addr]bool, recorded map[render.VirtualServer]bool) bool {
 	if excluded(vs.Addr, c.ExcludeCIDRs) {
 		return false
 	}
-	if bound[vs.Addr] {
+	if recorded[vs] || bound[vs.Addr] {
 		return true
 	}
 	for _, n := range c.NodeAddresses {
@@ -344,7 +347,27 @@ func (n *Node) Read() (*State, error) {
 			st.Bindings = append(st.Bindings, a)
 		}
 	}
-	st.Visible = func(vs render.VirtualServer) bool { return n.Cfg.Owned(vs, bound) }
+	// The sets first: the records of virtual servers decide ownership.
+	recorded := map[render.VirtualServer]bool{}
+	for _, f := range n.Cfg.Families {
+		for _, name := range rules.Sets(f) {
+			_, entries, err := n.Kernel.IPSet.List(name)
+			if ipset.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				se := FromEntry(name, e)
+				st.Entries = append(st.Entries, se)
+				if name == f.SetName(rules.SetVirtualServers) {
+					recorded[render.VirtualServer{Protocol: se.Protocol, Addr: se.Addr, Port: se.Port}] = true
+				}
+			}
+		}
+	}
+	st.Visible = func(vs render.VirtualServer) bool { return n.Cfg.Owned(vs, bound, recorded) }
 	svcs, err := n.Kernel.IPVSConn.Services()
 	if err != nil {
 		return nil, err
@@ -355,7 +378,7 @@ func (n *Node) Read() (*State, error) {
 			continue
 		}
 		vs := render.VirtualServer{Protocol: render.Protocol(s.Protocol), Addr: s.Address, Port: s.Port}
-		if !n.Cfg.Owned(vs, bound) {
+		if !n.Cfg.Owned(vs, bound, recorded) {
 			continue
 		}
 		st.Servers[vs] = render.ServerOptions{Scheduler: s.Scheduler, Persistent: s.Flags&ipvs.FlagPersistent != 0, Timeout: s.Timeout}
@@ -371,20 +394,6 @@ func (n *Node) Read() (*State, error) {
 		for _, de := range dests {
 			d := de.Destination
 			st.Dests[render.Destination{Server: vs, Addr: d.Address, Port: d.Port}] = render.DestOptions{Weight: d.Weight}
-		}
-	}
-	for _, f := range n.Cfg.Families {
-		for _, name := range rules.Sets(f) {
-			_, entries, err := n.Kernel.IPSet.List(name)
-			if ipset.IsNotExist(err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				st.Entries = append(st.Entries, FromEntry(name, e))
-			}
 		}
 	}
 	return st, nil

@@ -34,7 +34,7 @@ func TestOwned(t *testing.T) {
 		{vs("10.96.100.5", 80), false},     // bound but excluded
 	}
 	for _, tt := range tests {
-		if got := cfg.Owned(tt.vs, bound); got != tt.want {
+		if got := cfg.Owned(tt.vs, bound, nil); got != tt.want {
 			t.Errorf("Owned(%s) = %v, want %v", tt.vs, got, tt.want)
 		}
 	}

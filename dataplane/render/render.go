@@ -307,6 +307,9 @@ type renderer struct {
 func (r *renderer) server(vs VirtualServer, p client.Port, sc scope) {
 	r.sink.Server(vs, r.opts)
 	f := familyOf(vs.Addr)
+	// The record that the virtual server is the sink's (see
+	// rules.SetVirtualServers).
+	r.sink.Entry(SetEntry{Set: f.SetName(rules.SetVirtualServers), Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port})
 	for _, ep := range r.eps {
 		if (sc == internal && !ep.Internal) || (sc == external && !ep.External) {
 			continue

@@ -28,6 +28,7 @@ var faultNodeIP = netip.MustParseAddr("192.168.1.10")
 type fakeNode struct {
 	ipvs  *ipvstest.Kernel
 	sets  *ipsettest.Fake
+	links *dataplanetest.Links
 	node  *dataplane.Node
 	ctl   runtime.Controller
 	stats []dataplane.SyncStats
@@ -35,23 +36,30 @@ type fakeNode struct {
 
 func newFakeNode(t *testing.T, mk Make) *fakeNode {
 	t.Helper()
-	n := &fakeNode{ipvs: ipvstest.New(), sets: ipsettest.New()}
-	fams := []rules.Family{rules.IPv4, rules.IPv6}
-	if err := dataplane.CreateSets(n.sets, fams, 1024, 65536); err != nil {
+	n := &fakeNode{ipvs: ipvstest.New(), sets: ipsettest.New(), links: dataplanetest.NewLinks()}
+	if err := dataplane.CreateSets(n.sets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
 		t.Fatal(err)
 	}
+	n.start(t, mk, faultNodeIP)
+	return n
+}
+
+// start starts a sink controller on the node, as a (re)started process
+// would, serving node ports on addrs.
+func (n *fakeNode) start(t *testing.T, mk Make, addrs ...netip.Addr) {
+	t.Helper()
+	fams := []rules.Family{rules.IPv4, rules.IPv6}
 	conn, err := n.ipvs.Conn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetReplyTimeout(100 * time.Millisecond)
-	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"}
-	n.node = &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: fams, NodeAddresses: []netip.Addr{faultNodeIP}}}
-	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{faultNodeIP}, Families: fams},
+	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: n.links, Dummy: "kube-ipvs0"}
+	n.node = &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: fams, NodeAddresses: addrs}}
+	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: fams},
 		Applier: dataplane.NewApplier(k), Reader: n.node, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnSync: func(s dataplane.SyncStats) { n.stats = append(n.stats, s) }})
-	return n
 }
 
 // services returns n ClusterIP services (the i-th with a NodePort when i
