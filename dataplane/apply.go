@@ -154,14 +154,16 @@ func (a *Applier) Apply(p Plan) Result {
 			deletedServer[s.VS] = true
 		}
 	}
+	var back []render.Destination // terminating ones coming back
 	for _, d := range p.CreateDests {
 		kind := ipvs.OpCreateDestination
 		// A destination coming back while it terminates is still in the
-		// kernel with weight 0: restore its weight.
+		// kernel with weight 0: restore its weight. It leaves the
+		// terminating list once that succeeded.
 		if len(a.terminating) > 0 {
 			if _, ok := a.terminating[d.D]; ok {
 				kind = ipvs.OpUpdateDestination
-				delete(a.terminating, d.D)
+				back = append(back, d.D)
 			}
 		}
 		ops = append(ops, ipvs.Op{Kind: kind, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
@@ -181,6 +183,12 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 		return p.UpdateDests[i-len(p.CreateDests)].D
 	})
+
+	for _, d := range back {
+		if _, failed := res.Failed[d]; !failed {
+			delete(a.terminating, d)
+		}
+	}
 
 	for i, err := range a.W.Bind(p.Bind) {
 		if err != nil {
@@ -240,6 +248,9 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 	}
 	for _, s := range p.DeleteServers {
+		if _, failed := res.Failed[s.VS]; failed {
+			continue // its destinations still wait
+		}
 		for d := range a.terminating {
 			if d.Server == s.VS {
 				delete(a.terminating, d)
@@ -539,7 +550,10 @@ func cmpEntry(a, b render.SetEntry) int {
 	if c := a.Addr2.Compare(b.Addr2); c != 0 {
 		return c
 	}
-	return a.Net.Addr().Compare(b.Net.Addr())*64 + a.Net.Bits() - b.Net.Bits()
+	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
+		return c
+	}
+	return a.Net.Bits() - b.Net.Bits()
 }
 
 // sort puts every list in a stable order, so that writes (and a dry run's
