@@ -57,12 +57,14 @@ func newRefStore[K comparable, V comparable](greater func(a, b uint32) bool) *re
 	return &refStore[K, V]{index: map[K]int32{}, more: map[K][]contrib[V]{}, greater: greater}
 }
 
-// reserve makes room for n objects in an empty store.
+// reserve makes room for n objects in an empty store. A store emptied by
+// removals starts afresh: its free slots pointed into the old slab.
 func (s *refStore[K, V]) reserve(n int) {
 	if len(s.index) == 0 {
 		s.index = make(map[K]int32, n)
 		s.slab = make([]ref[K, V], 0, n)
 		s.dirty = make([]int32, 0, n)
+		s.free = nil
 	}
 }
 
