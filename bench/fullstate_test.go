@@ -132,9 +132,10 @@ func counts(entries, addrs int, kv ...any) writeCounts {
 
 // wantInitial is the first sync of n services x eps endpoints: every
 // server and destination created, every ClusterIP bound and put in
-// KUBE-CLUSTER-IP and KUBE-IPVS-IPS.
+// KUBE-CLUSTER-IP and KUBE-IPVS-IPS, and every server recorded as the
+// sink's in KUBE-PROXYSINKS-VS.
 func wantInitial(n, eps int) writeCounts {
-	return counts(2*n, n, ipvs.OpCreateService, n, ipvs.OpCreateDestination, n*eps)
+	return counts(3*n, n, ipvs.OpCreateService, n, ipvs.OpCreateDestination, n*eps)
 }
 
 // wantReplaced is the sync after changed services each had one endpoint

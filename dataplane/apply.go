@@ -17,6 +17,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"golang.org/x/sys/unix"
@@ -153,14 +154,16 @@ func (a *Applier) Apply(p Plan) Result {
 			deletedServer[s.VS] = true
 		}
 	}
+	var back []render.Destination // terminating ones coming back
 	for _, d := range p.CreateDests {
 		kind := ipvs.OpCreateDestination
 		// A destination coming back while it terminates is still in the
-		// kernel with weight 0: restore its weight.
+		// kernel with weight 0: restore its weight. It leaves the
+		// terminating list once that succeeded.
 		if len(a.terminating) > 0 {
 			if _, ok := a.terminating[d.D]; ok {
 				kind = ipvs.OpUpdateDestination
-				delete(a.terminating, d.D)
+				back = append(back, d.D)
 			}
 		}
 		ops = append(ops, ipvs.Op{Kind: kind, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
@@ -180,6 +183,12 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 		return p.UpdateDests[i-len(p.CreateDests)].D
 	})
+
+	for _, d := range back {
+		if _, failed := res.Failed[d]; !failed {
+			delete(a.terminating, d)
+		}
+	}
 
 	for i, err := range a.W.Bind(p.Bind) {
 		if err != nil {
@@ -230,7 +239,7 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 	}
 	a.unbind(&res, p)
-	a.entries(&res, p.DelEntries, a.W.DelEntries)
+	a.entries(&res, keepRecords(&res, p), a.W.DelEntries)
 	for _, d := range p.DeleteDests {
 		if d.D.Server.Protocol == render.TCP && !deletedServer[d.D.Server] {
 			if _, failed := res.Failed[d.D]; !failed {
@@ -239,6 +248,9 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 	}
 	for _, s := range p.DeleteServers {
+		if _, failed := res.Failed[s.VS]; failed {
+			continue // its destinations still wait
+		}
 		for d := range a.terminating {
 			if d.Server == s.VS {
 				delete(a.terminating, d)
@@ -281,6 +293,35 @@ func (a *Applier) unbind(res *Result, p Plan) {
 		}
 	}
 	res.Writes += len(addrs)
+}
+
+// keepRecords returns the entries of p.DelEntries to delete: all but the
+// records (rules.SetVirtualServers) of virtual servers whose removal
+// failed, which are reported failed instead: a server stays the sink's
+// exactly as long as it is recorded.
+func keepRecords(res *Result, p Plan) []render.SetEntry {
+	keep := false
+	for _, s := range p.DeleteServers {
+		if _, failed := res.Failed[s.VS]; failed {
+			keep = true
+			break
+		}
+	}
+	if !keep {
+		return p.DelEntries
+	}
+	out := make([]render.SetEntry, 0, len(p.DelEntries))
+	for _, e := range p.DelEntries {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+			vs := render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}
+			if err, failed := res.Failed[vs]; failed {
+				res.Failed[e] = fmt.Errorf("dataplane: remove %s: kept while virtual server %s is not removed: %w", e, vs, err)
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // flushUDP deletes the conntrack flows of removed UDP destinations, after
@@ -509,7 +550,10 @@ func cmpEntry(a, b render.SetEntry) int {
 	if c := a.Addr2.Compare(b.Addr2); c != 0 {
 		return c
 	}
-	return a.Net.Addr().Compare(b.Net.Addr())*64 + a.Net.Bits() - b.Net.Bits()
+	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
+		return c
+	}
+	return a.Net.Bits() - b.Net.Bits()
 }
 
 // sort puts every list in a stable order, so that writes (and a dry run's

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 )
@@ -180,6 +181,26 @@ func TestUnbindKeptWhileServerStays(t *testing.T) {
 		t.Errorf("the other address failed: %v", res.Failed[other])
 	}
 	want := []string{"remove service TCP/10.96.0.7:80", "unbind 10.96.0.8"}
+	if diff := cmp.Diff(want, w.ops); diff != "" {
+		t.Errorf("operations (-want +got):\n%s", diff)
+	}
+}
+
+// TestRecordKeptWhileServerStays: the record of a virtual server
+// (KUBE-PROXYSINKS-VS) is removed only once the server is: while its
+// removal fails the record stays, reported failed, so the server stays the
+// sink's whatever its address becomes; other records go.
+func TestRecordKeptWhileServerStays(t *testing.T) {
+	w := &failRemove{}
+	a := NewApplier(w)
+	vs := render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("192.168.1.10"), Port: 40000}
+	rec := render.SetEntry{Set: rules.SetVirtualServers, Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port}
+	other := render.SetEntry{Set: rules.SetVirtualServers, Addr: netip.MustParseAddr("10.96.0.9"), Protocol: render.TCP, Port: 80}
+	res := a.Apply(Plan{DeleteServers: []Server{{VS: vs}}, DelEntries: []render.SetEntry{rec, other}})
+	if _, failed := res.Failed[rec]; !failed {
+		t.Errorf("the record of the server that stayed is not reported failed: %v", res.Failed)
+	}
+	want := []string{"remove service TCP/192.168.1.10:40000", "del KUBE-PROXYSINKS-VS 10.96.0.9,tcp:80"}
 	if diff := cmp.Diff(want, w.ops); diff != "" {
 		t.Errorf("operations (-want +got):\n%s", diff)
 	}

@@ -72,18 +72,17 @@ type Node struct {
 	// Rules runs iptables tools (default rules.Exec).
 	RulesRunner rules.Runner
 	Log         *slog.Logger
+
+	// backends are the iptables backends detected, one per family of
+	// Cfg.Families in order, detected once.
+	backends []rules.Backend
 }
 
-// Setup makes the node ready for the sink: modules loaded, sysctls set, IPVS
-// timeouts, the dummy link, every kube-proxy ipset, and the iptables rules.
-// It writes only what differs, so it is cheap to repeat. It needs the real
-// kernel; a dry run skips it.
+// Setup makes the node ready for the sink: modules loaded, then Repair
+// (sysctls, IPVS timeouts, the dummy link, every kube-proxy ipset, the
+// iptables rules). It needs the real kernel; a dry run skips it.
 func (n *Node) Setup() error {
 	n.Cfg.defaults()
-	log := n.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	v, err := kernel.Running()
 	if err != nil {
 		return err
@@ -100,46 +99,135 @@ func (n *Node) Setup() error {
 		more = append(more, "ip_vs_"+s)
 	}
 	if err := n.Modules.Ensure(more); err != nil {
-		log.Warn("some IPVS schedulers are unavailable", "error", err)
+		n.log().Warn("some IPVS schedulers are unavailable", "error", err)
 	}
-	wrote, err := kernel.EnsureAll(n.Sysctl, kernel.IPVSSysctls(v, n.Cfg.StrictARP))
+	repaired, err := n.Repair()
+	if len(repaired) > 0 {
+		n.log().Info("node prepared", "written", repaired)
+	}
+	return err
+}
+
+func (n *Node) log() *slog.Logger {
+	if n.Log == nil {
+		return slog.Default()
+	}
+	return n.Log
+}
+
+// Repair checks the pieces of the node that Setup prepares and that can
+// drift while the sink runs (a sysctl reset, an IPVS timeout changed, the
+// dummy link deleted, an ipset destroyed, iptables rules flushed or a jump
+// deleted) and writes only what differs: with nothing drifted it only
+// reads. It returns what it wrote, one short description each, in a
+// stable order. A piece that fails does not stop the others; the errors
+// are joined. The sinks run it before every resync (--sync-period).
+func (n *Node) Repair() ([]string, error) {
+	n.Cfg.defaults()
+	var wrote []string
+	var errs []error
+	v, err := kernel.Running()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if wrote > 0 {
-		log.Info("sysctls set", "count", wrote)
+	settings := kernel.IPVSSysctls(v, n.Cfg.StrictARP)
+	for _, st := range settings {
+		w, err := kernel.EnsureSysctl(n.Sysctl, st.Name, st.Value)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if w {
+			wrote = append(wrote, "sysctl "+st.Name)
+		}
 	}
-	if err := n.timeouts(); err != nil {
-		return err
+	if w, err := n.timeouts(); err != nil {
+		errs = append(errs, err)
+	} else if w {
+		wrote = append(wrote, "IPVS timeouts")
 	}
-	if _, err := n.Kernel.Link.EnsureDummy(n.Cfg.Dummy); err != nil {
-		return err
+	if w, err := n.dummy(); err != nil {
+		errs = append(errs, err)
+	} else if w {
+		wrote = append(wrote, "link "+n.Cfg.Dummy)
 	}
-	if err := CreateSets(n.Kernel.IPSet, n.Cfg.Families, n.Cfg.IPSetHashSize, n.Cfg.IPSetMaxElem); err != nil {
-		return err
+	created, err := EnsureSets(n.Kernel.IPSet, n.Cfg.Families, n.Cfg.IPSetHashSize, n.Cfg.IPSetMaxElem)
+	for _, s := range created {
+		wrote = append(wrote, "ipset "+s)
+	}
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if err := n.Cfg.Rules.Validate(); err != nil {
-		return err
+		return wrote, errors.Join(append(errs, err)...)
 	}
 	run := n.RulesRunner
 	if run == nil {
 		run = rules.Exec
 	}
-	for _, f := range n.Cfg.Families {
-		b, err := rules.Detect(f, run)
-		if err != nil {
-			return err
+	for i, f := range n.Cfg.Families {
+		if len(n.backends) <= i {
+			b, err := rules.Detect(f, run)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			n.backends = append(n.backends, b)
 		}
+		b := n.backends[i]
 		in := &rules.Installer{Backend: b, Run: run}
 		changed, err := in.Ensure(rules.Build(n.Cfg.Rules, f))
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		if changed {
-			log.Info("iptables rules installed", "family", f.String(), "backend", string(b))
+			wrote = append(wrote, fmt.Sprintf("iptables rules (%s, %s)", f, b))
 		}
 	}
-	return nil
+	return wrote, errors.Join(errs...)
+}
+
+// dummy makes sure the dummy link exists, and reports whether it created
+// it.
+func (n *Node) dummy() (bool, error) {
+	if _, err := n.Kernel.Link.Addresses(n.Cfg.Dummy); err == nil {
+		return false, nil
+	} else if !errors.Is(err, unix.ENODEV) {
+		return false, err
+	}
+	if _, err := n.Kernel.Link.EnsureDummy(n.Cfg.Dummy); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// EnsureSets creates the kube-proxy ipsets of the families that do not
+// exist (hash sets with the given hash size and maximum size, bitmap:port
+// sets over every port) and returns the names it created. With every set
+// present it only lists the set names.
+func EnsureSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint32) ([]string, error) {
+	names, err := c.ListNames()
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: list ipsets: %w", err)
+	}
+	have := make(map[string]bool, len(names))
+	for _, s := range names {
+		have[s] = true
+	}
+	var created []string
+	for _, f := range families {
+		for _, name := range rules.Sets(f) {
+			if have[name] {
+				continue
+			}
+			if err := createSet(c, f, name, hashSize, maxElem); err != nil {
+				return created, err
+			}
+			created = append(created, name)
+		}
+	}
+	return created, nil
 }
 
 // CreateSets creates every kube-proxy ipset of the families unless it
@@ -148,30 +236,37 @@ func (n *Node) Setup() error {
 func CreateSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint32) error {
 	for _, f := range families {
 		for _, name := range rules.Sets(f) {
-			s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
-			if s.Type == ipset.BitmapPort {
-				s.PortFrom, s.PortTo = 0, 65535
-			} else {
-				s.Family, s.HashSize, s.MaxElem = ipset.INET, hashSize, maxElem
-				if f == rules.IPv6 {
-					s.Family = ipset.INET6
-				}
-			}
-			if err := c.Create(s, ipset.Exist); err != nil {
-				return fmt.Errorf("dataplane: create ipset %s: %w", name, err)
+			if err := createSet(c, f, name, hashSize, maxElem); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-func (n *Node) timeouts() error {
+func createSet(c ipset.Client, f rules.Family, name string, hashSize, maxElem uint32) error {
+	s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
+	if s.Type == ipset.BitmapPort {
+		s.PortFrom, s.PortTo = 0, 65535
+	} else {
+		s.Family, s.HashSize, s.MaxElem = ipset.INET, hashSize, maxElem
+		if f == rules.IPv6 {
+			s.Family = ipset.INET6
+		}
+	}
+	if err := c.Create(s, ipset.Exist); err != nil {
+		return fmt.Errorf("dataplane: create ipset %s: %w", name, err)
+	}
+	return nil
+}
+
+func (n *Node) timeouts() (bool, error) {
 	if n.Cfg.TCPTimeout == 0 && n.Cfg.TCPFinTimeout == 0 && n.Cfg.UDPTimeout == 0 {
-		return nil
+		return false, nil
 	}
 	cur, err := n.Kernel.IPVSConn.Config()
 	if err != nil {
-		return fmt.Errorf("dataplane: read IPVS timeouts: %w", err)
+		return false, fmt.Errorf("dataplane: read IPVS timeouts: %w", err)
 	}
 	want := cur
 	set := func(dst *uint32, d time.Duration) {
@@ -183,12 +278,12 @@ func (n *Node) timeouts() error {
 	set(&want.TCPFin, n.Cfg.TCPFinTimeout)
 	set(&want.UDP, n.Cfg.UDPTimeout)
 	if want == cur {
-		return nil
+		return false, nil
 	}
 	if err := n.Kernel.IPVSConn.SetConfig(want); err != nil {
-		return fmt.Errorf("dataplane: set IPVS timeouts: %w", err)
+		return false, fmt.Errorf("dataplane: set IPVS timeouts: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // State is the kernel objects the sink owns, as read at start-up.
@@ -213,15 +308,18 @@ func excluded(a netip.Addr, cidrs []netip.Prefix) bool {
 	return false
 }
 
-// Owned reports whether a virtual server belongs to the sink: its address is
-// bound on the dummy link, or it is a node port on a node address; and it is
-// not in an excluded range. Everything else (keepalived's services, another
-// tool's) is never changed or removed.
-func (c *NodeConfig) Owned(vs render.VirtualServer, bound map[netip.Addr]bool) bool {
+// Owned reports whether a virtual server belongs to the sink: it is
+// recorded in the sink's KUBE-PROXYSINKS-VS sets (recorded, which Read
+// fills from the kernel), or, for a node adopted from kube-proxy or an
+// older sink that recorded nothing, its address is bound on the dummy link
+// or it is a node port (node address, port in NodePortRange); and it is
+// not in an excluded range. Everything else (keepalived's services,
+// another tool's) is never changed or removed.
+func (c *NodeConfig) Owned(vs render.VirtualServer, bound map[netip.Addr]bool, recorded map[render.VirtualServer]bool) bool {
 	if excluded(vs.Addr, c.ExcludeCIDRs) {
 		return false
 	}
-	if bound[vs.Addr] {
+	if recorded[vs] || bound[vs.Addr] {
 		return true
 	}
 	for _, n := range c.NodeAddresses {
@@ -249,7 +347,27 @@ func (n *Node) Read() (*State, error) {
 			st.Bindings = append(st.Bindings, a)
 		}
 	}
-	st.Visible = func(vs render.VirtualServer) bool { return n.Cfg.Owned(vs, bound) }
+	// The sets first: the records of virtual servers decide ownership.
+	recorded := map[render.VirtualServer]bool{}
+	for _, f := range n.Cfg.Families {
+		for _, name := range rules.Sets(f) {
+			_, entries, err := n.Kernel.IPSet.List(name)
+			if ipset.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				se := FromEntry(name, e)
+				st.Entries = append(st.Entries, se)
+				if name == f.SetName(rules.SetVirtualServers) {
+					recorded[render.VirtualServer{Protocol: se.Protocol, Addr: se.Addr, Port: se.Port}] = true
+				}
+			}
+		}
+	}
+	st.Visible = func(vs render.VirtualServer) bool { return n.Cfg.Owned(vs, bound, recorded) }
 	svcs, err := n.Kernel.IPVSConn.Services()
 	if err != nil {
 		return nil, err
@@ -260,7 +378,7 @@ func (n *Node) Read() (*State, error) {
 			continue
 		}
 		vs := render.VirtualServer{Protocol: render.Protocol(s.Protocol), Addr: s.Address, Port: s.Port}
-		if !n.Cfg.Owned(vs, bound) {
+		if !n.Cfg.Owned(vs, bound, recorded) {
 			continue
 		}
 		st.Servers[vs] = render.ServerOptions{Scheduler: s.Scheduler, Persistent: s.Flags&ipvs.FlagPersistent != 0, Timeout: s.Timeout}
@@ -278,19 +396,19 @@ func (n *Node) Read() (*State, error) {
 			st.Dests[render.Destination{Server: vs, Addr: d.Address, Port: d.Port}] = render.DestOptions{Weight: d.Weight}
 		}
 	}
-	for _, f := range n.Cfg.Families {
-		for _, name := range rules.Sets(f) {
-			_, entries, err := n.Kernel.IPSet.List(name)
-			if ipset.IsNotExist(err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				st.Entries = append(st.Entries, FromEntry(name, e))
-			}
-		}
-	}
 	return st, nil
+}
+
+// HostFamilies returns the IP families the node serves, decided once from
+// the host as kube-proxy does: IPv4, and IPv6 unless the host has it off
+// (no net/ipv6 sysctls, or net.ipv6.conf.all.disable_ipv6 set). The same
+// list must make the node's sets and rules (NodeConfig.Families) and
+// decide what is rendered (render.Config.Families), so that no IPv6
+// virtual server is programmed without its KUBE-6-* sets and ip6tables
+// rules.
+func HostFamilies(s kernel.Sysctl) []rules.Family {
+	if v, err := s.Get("net/ipv6/conf/all/disable_ipv6"); err == nil && v == 0 {
+		return []rules.Family{rules.IPv4, rules.IPv6}
+	}
+	return []rules.Family{rules.IPv4}
 }

@@ -2,9 +2,14 @@ package dataplane
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
 )
 
 func TestOwned(t *testing.T) {
@@ -29,8 +34,37 @@ func TestOwned(t *testing.T) {
 		{vs("10.96.100.5", 80), false},     // bound but excluded
 	}
 	for _, tt := range tests {
-		if got := cfg.Owned(tt.vs, bound); got != tt.want {
+		if got := cfg.Owned(tt.vs, bound, nil); got != tt.want {
 			t.Errorf("Owned(%s) = %v, want %v", tt.vs, got, tt.want)
 		}
+	}
+}
+
+func TestHostFamilies(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string // "" means no net/ipv6 sysctls
+		want  []rules.Family
+	}{
+		{"IPv6 on", "0\n", []rules.Family{rules.IPv4, rules.IPv6}},
+		{"IPv6 disabled", "1\n", []rules.Family{rules.IPv4}},
+		{"no IPv6 in the kernel", "", []rules.Family{rules.IPv4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := kernel.Sysctl{Root: t.TempDir()}
+			if tt.value != "" {
+				p := filepath.Join(s.Root, "net/ipv6/conf/all/disable_ipv6")
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(tt.value), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := cmp.Diff(tt.want, HostFamilies(s)); d != "" {
+				t.Errorf("HostFamilies -want +got:\n%s", d)
+			}
+		})
 	}
 }

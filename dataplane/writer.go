@@ -219,19 +219,39 @@ func FromEntry(set string, e ipset.Entry) render.SetEntry {
 	return render.SetEntry{Set: set, Addr: e.IP, Protocol: render.Protocol(e.Proto), Port: e.Port, Addr2: e.IP2, Net: e.Net}
 }
 
-// joinErrors joins the non-nil errors, naming how many there are.
+// joinErrors joins the non-nil errors into one that names how many there
+// are and keeps every one in its chain (errors.Is and errors.As see them
+// all), or returns nil.
 func joinErrors(errs []error) error {
-	var out []string
+	var out []error
 	for _, e := range errs {
 		if e != nil {
-			out = append(out, e.Error())
+			out = append(out, e)
 		}
 	}
 	if len(out) == 0 {
 		return nil
 	}
-	if len(out) > 5 {
-		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
-	}
-	return errors.New(strings.Join(out, "; "))
+	return &joined{out}
 }
+
+// joined is several errors: the first five in its message, all in its
+// chain.
+type joined struct{ errs []error }
+
+func (j *joined) Error() string {
+	var b strings.Builder
+	for i, e := range j.errs {
+		if i == 5 {
+			fmt.Fprintf(&b, "; and %d more", len(j.errs)-5)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+func (j *joined) Unwrap() []error { return j.errs }

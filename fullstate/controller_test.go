@@ -120,8 +120,9 @@ func TestSyncWritesOnlyChanges(t *testing.T) {
 	feed(c, snap)
 	st := last(stats)
 	// 21 servers + 60 destinations + NodePort server; 21 bindings; entries:
-	// 21 cluster IP + 21 IPVS-IPS + 1 node port.
-	if st.Err != nil || st.Writes != 22+60+21+43 {
+	// 21 cluster IP + 21 IPVS-IPS + 1 node port, and 22 records of the
+	// servers (KUBE-PROXYSINKS-VS).
+	if st.Err != nil || st.Writes != 22+60+21+43+22 {
 		t.Fatalf("initial sync: %+v", st)
 	}
 	if got := n.links.Len(); got != 21 {

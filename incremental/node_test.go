@@ -198,17 +198,23 @@ func wantState(ses []*client.ServiceEndpoints, cfg render.Config) *dataplane.Sta
 	for _, se := range ses {
 		render.Render(se, cfg, c)
 	}
-	// What the sinks cannot read back as theirs (a virtual server on a
-	// node address outside the node-port range: an external IP that is
-	// the node's) is left out, as Node.Read leaves it out.
+	// What the sinks cannot read back as theirs (neither recorded in
+	// KUBE-PROXYSINKS-VS nor inferred) is left out, as Node.Read leaves
+	// it out.
 	nc := dataplane.NodeConfig{NodeAddresses: cfg.NodeAddresses, NodePortRange: [2]uint16{30000, 32767}}
+	recorded := map[render.VirtualServer]bool{}
+	for e := range c.entries {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+			recorded[render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}] = true
+		}
+	}
 	for vs := range c.st.Servers {
-		if !nc.Owned(vs, c.bound) {
+		if !nc.Owned(vs, c.bound, recorded) {
 			delete(c.st.Servers, vs)
 		}
 	}
 	for d := range c.st.Dests {
-		if !nc.Owned(d.Server, c.bound) {
+		if !nc.Owned(d.Server, c.bound, recorded) {
 			delete(c.st.Dests, d)
 		}
 	}

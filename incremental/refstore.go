@@ -57,8 +57,8 @@ func newRefStore[K comparable, V comparable](greater func(a, b uint32) bool) *re
 	return &refStore[K, V]{index: map[K]int32{}, more: map[K][]contrib[V]{}, greater: greater}
 }
 
-// reserve makes room for n objects in an empty store (one that may have
-// held objects before: its slots are all free then).
+// reserve makes room for n objects in an empty store. A store emptied by
+// removals starts afresh: its free slots pointed into the old slab.
 func (s *refStore[K, V]) reserve(n int) {
 	if len(s.index) == 0 {
 		s.index = make(map[K]int32, n)

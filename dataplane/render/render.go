@@ -28,6 +28,57 @@ type Config struct {
 	// NodeAddresses are the addresses NodePorts are served on (already
 	// filtered by --nodeport-addresses; loopback addresses are skipped).
 	NodeAddresses []netip.Addr
+	// Families are the IP families the node serves (its kube-proxy ipsets
+	// and iptables rules exist for them); an address of another family is
+	// rejected. Empty means both.
+	Families []rules.Family
+}
+
+// serves reports whether the node serves addresses of a's family.
+func (c *Config) serves(a netip.Addr) bool {
+	return len(c.Families) == 0 || slices.Contains(c.Families, familyOf(a))
+}
+
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// unservable says why a service address (a cluster, external or
+// load-balancer IP) must not become a virtual server, or returns nil. An
+// address bound on kube-ipvs0 or intercepted by IPVS would take traffic
+// that is not the service's: the node's own (a cluster IP only: external
+// and load-balancer IPs on a node address are served unbound, as by
+// kube-proxy), loopback, unspecified, broadcast, multicast, link-local.
+func (c *Config) unservable(a netip.Addr, clusterIP bool) error {
+	switch {
+	case a.IsUnspecified():
+		return fmt.Errorf("%s is the unspecified address", a)
+	case a.IsLoopback():
+		return fmt.Errorf("%s is a loopback address", a)
+	case a == broadcast:
+		return fmt.Errorf("%s is the broadcast address", a)
+	case a.IsMulticast():
+		return fmt.Errorf("%s is a multicast address", a)
+	case a.IsLinkLocalUnicast():
+		return fmt.Errorf("%s is a link-local address", a)
+	case clusterIP && slices.Contains(c.NodeAddresses, a):
+		return fmt.Errorf("%s is an address of this node", a)
+	case !c.serves(a):
+		return fmt.Errorf("%s: the node does not serve %s (IPv6 is off on this host)", a, familyOf(a))
+	}
+	return nil
+}
+
+// servable returns the addresses of ips that may be served, and an error
+// naming the service, the field and the address for each other one.
+func (c *Config) servable(svc *client.Service, field string, ips []netip.Addr, clusterIP bool, errs *[]error) []netip.Addr {
+	out := ips[:0:0]
+	for _, ip := range ips {
+		if err := c.unservable(ip, clusterIP); err != nil {
+			*errs = append(*errs, &Error{svc.Key(), field, fmt.Errorf("%w; not served", err)})
+			continue
+		}
+		out = append(out, ip)
+	}
+	return out
 }
 
 // Error is a problem with one service's input; the rest of the service is
@@ -97,10 +148,20 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 	}
 	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: opts, weight: weight}
 
-	// The families the service lives in: those of its cluster IPs.
-	families := map[rules.Family]bool{}
-	for _, ip := range svc.ClusterIPs.All() {
-		families[familyOf(ip)] = true
+	// Each address is checked once; a bad one is skipped, the rest served.
+	clusterIPs := cfg.servable(svc, "clusterIPs", svc.ClusterIPs.All(), true, &errs)
+	externalIPs := cfg.servable(svc, "externalIPs", svc.ExternalIPs.All(), false, &errs)
+	var lbIPs []netip.Addr
+	if svc.Type == client.LoadBalancer {
+		lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
+	}
+	// The families the service lives in, in a fixed order: those of its
+	// cluster IPs.
+	var families []rules.Family
+	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
+		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
+			families = append(families, f)
+		}
 	}
 	bound := func(a netip.Addr) bool { return !slices.Contains(cfg.NodeAddresses, a) }
 
@@ -117,7 +178,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		port := uint16(p.Port)
 
 		// ClusterIP: bound on kube-ipvs0, internal endpoints.
-		for _, ip := range svc.ClusterIPs.All() {
+		for _, ip := range clusterIPs {
 			vs := VirtualServer{proto, ip, port}
 			r.server(vs, p, internal)
 			r.bind(ip)
@@ -125,7 +186,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		}
 
 		// ExternalIPs: bound unless the node holds them, external endpoints.
-		for _, ip := range svc.ExternalIPs.All() {
+		for _, ip := range externalIPs {
 			vs := VirtualServer{proto, ip, port}
 			r.server(vs, p, external)
 			if bound(ip) {
@@ -140,7 +201,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 
 		// LoadBalancer ingress IPs.
 		if svc.Type == client.LoadBalancer {
-			for _, ip := range svc.LoadBalancerIPs.All() {
+			for _, ip := range lbIPs {
 				f := familyOf(ip)
 				vs := VirtualServer{proto, ip, port}
 				r.server(vs, p, external)
@@ -181,7 +242,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		// NodePort on every node address of the service's families.
 		if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
 			np := uint16(p.NodePort)
-			for f := range families {
+			for _, f := range families {
 				for _, set := range nodePortSets(proto, svc.ExternalTrafficLocal) {
 					if proto == SCTP {
 						for _, n := range cfg.NodeAddresses {
@@ -195,7 +256,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 				}
 			}
 			for _, n := range cfg.NodeAddresses {
-				if families[familyOf(n)] && !n.IsLoopback() {
+				if slices.Contains(families, familyOf(n)) && !n.IsLoopback() {
 					r.server(VirtualServer{proto, n, np}, p, external)
 				}
 			}
@@ -203,7 +264,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 	}
 
 	if svc.ExternalTrafficLocal && svc.HealthCheckNodePort > 0 && svc.HealthCheckNodePort <= 65535 {
-		for f := range families {
+		for _, f := range families {
 			sink.Entry(SetEntry{Set: f.SetName(rules.SetHealthCheckNodePort), Port: uint16(svc.HealthCheckNodePort)})
 		}
 	}
@@ -246,6 +307,9 @@ type renderer struct {
 func (r *renderer) server(vs VirtualServer, p client.Port, sc scope) {
 	r.sink.Server(vs, r.opts)
 	f := familyOf(vs.Addr)
+	// The record that the virtual server is the sink's (see
+	// rules.SetVirtualServers).
+	r.sink.Entry(SetEntry{Set: f.SetName(rules.SetVirtualServers), Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port})
 	for _, ep := range r.eps {
 		if (sc == internal && !ep.Internal) || (sc == external && !ep.External) {
 			continue

@@ -9,10 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane/rules"
 )
 
-// recorder keeps what Render emitted as sorted, de-duplicated lines.
-type recorder struct{ lines map[string]bool }
+// recorder keeps what Render emitted as sorted, de-duplicated lines; the
+// records of virtual servers (rules.SetVirtualServers) apart, in records.
+type recorder struct{ lines, records map[string]bool }
 
 func (r *recorder) add(s string) {
 	if r.lines == nil {
@@ -31,7 +33,16 @@ func (r *recorder) Destination(d Destination, o DestOptions) {
 	r.add(fmt.Sprintf("dest %s w%d", d, o.Weight))
 }
 func (r *recorder) Bind(a netip.Addr) { r.add("bind " + a.String()) }
-func (r *recorder) Entry(e SetEntry)  { r.add("set " + e.String()) }
+func (r *recorder) Entry(e SetEntry) {
+	if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+		if r.records == nil {
+			r.records = map[string]bool{}
+		}
+		r.records[fmt.Sprintf("%s/%s", e.Protocol, netip.AddrPortFrom(e.Addr, e.Port))] = true
+		return
+	}
+	r.add("set " + e.String())
+}
 func (r *recorder) sorted(prefix string) []string {
 	var out []string
 	for l := range r.lines {
@@ -255,6 +266,19 @@ func checkMatrix(t *testing.T, typ client.ServiceType, cips []string, etp, itp, 
 	local := ep("local", true, true, true, "10.244.1.1", "fd00:244::1")
 	remote := ep("remote", false, !itp, !etp, "10.244.2.1", "fd00:244::2")
 	r := render(t, &client.ServiceEndpoints{Service: svc, Endpoints: []*client.Endpoint{local, remote}}, nodeCfg)
+	// Every virtual server, and nothing else, is recorded as the sink's.
+	var recorded []string
+	for _, l := range r.sorted("vs ") {
+		recorded = append(recorded, strings.Fields(l)[1])
+	}
+	var records []string
+	for k := range r.records {
+		records = append(records, k)
+	}
+	sort.Strings(records)
+	if d := cmp.Diff(recorded, records); d != "" {
+		t.Errorf("records of virtual servers -servers +records:\n%s", d)
+	}
 
 	clusterIPs := map[string]bool{}
 	for _, c := range cips {

@@ -71,6 +71,11 @@ const (
 	SetNodePortLocalSCTP   = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
 	SetHealthCheckNodePort = "KUBE-HEALTH-CHECK-NODE-PORT"
 	SetIPVSIPs             = "KUBE-IPVS-IPS"
+	// SetVirtualServers is not kube-proxy's and no rule matches it: it
+	// records the virtual servers the sink created (protocol, address,
+	// port), so that ownership is recorded, not inferred from where an
+	// address happens to be (dataplane.NodeConfig.Owned).
+	SetVirtualServers = "KUBE-PROXYSINKS-VS"
 )
 
 // The chains the rules own.
@@ -296,7 +301,7 @@ func familyPrefixes(ps []netip.Prefix, f Family) []netip.Prefix {
 func Sets(f Family) []string {
 	names := []string{SetLoopBack, SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerLocal,
 		SetLoadBalancerFW, SetLoadBalancerSrcIP, SetLoadBalancerSrcNet, SetNodePortTCP, SetNodePortLocalTCP,
-		SetNodePortUDP, SetNodePortLocalUDP, SetNodePortSCTP, SetNodePortLocalSCTP, SetHealthCheckNodePort, SetIPVSIPs}
+		SetNodePortUDP, SetNodePortLocalUDP, SetNodePortSCTP, SetNodePortLocalSCTP, SetHealthCheckNodePort, SetIPVSIPs, SetVirtualServers}
 	for i, n := range names {
 		names[i] = f.SetName(n)
 	}

@@ -6,6 +6,7 @@
 package ipvssink
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
@@ -36,6 +38,27 @@ type Deps struct {
 	OnSync func(dataplane.SyncStats)
 	// Handler is the runtime's metrics handler (nil in a dry run).
 	Handler http.Handler
+	// Repair, when set, repairs the node's drift (dataplane.Node.Repair)
+	// before every resync (nil in a dry run).
+	Repair func() ([]string, error)
+}
+
+// repairThen runs d.Repair, logging what it wrote, then resync; a repair
+// error joins the resync's.
+func repairThen(d Deps, resync func() dataplane.SyncStats) dataplane.SyncStats {
+	if d.Repair == nil {
+		return resync()
+	}
+	wrote, err := d.Repair()
+	if len(wrote) > 0 {
+		d.Log.Warn("node drift repaired", "written", wrote)
+	}
+	if err != nil {
+		d.Log.Error("node drift not repaired in part; retried at the next resync", "error", err)
+	}
+	st := resync()
+	st.Err = errors.Join(st.Err, err)
+	return st
 }
 
 // Make builds an IPVS controller.
@@ -47,23 +70,23 @@ func Sink(name, usage string, mk Make) runtime.Sink {
 	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) }}
 }
 
-func families(addrs []netip.Addr) []rules.Family {
-	fams := []rules.Family{rules.IPv4}
-	for _, a := range addrs {
-		if a.Is6() {
-			return append(fams, rules.IPv6)
-		}
-	}
-	return fams
-}
-
-func nodeConfig(c runtime.Config, addrs []netip.Addr) dataplane.NodeConfig {
+func nodeConfig(c runtime.Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
 	return dataplane.NodeConfig{
-		Families: families(addrs), Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
+		Families: families, Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
 		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},
 		StrictARP: c.StrictARP, TCPTimeout: c.TCPTimeout, TCPFinTimeout: c.TCPFinTimeout, UDPTimeout: c.UDPTimeout,
 		NodeAddresses: addrs, ExcludeCIDRs: c.ExcludeCIDRs,
 	}
+}
+
+// hostSysctl is where the host's families are read (a test replaces it).
+var hostSysctl = kernel.Sysctl{}
+
+// renderConfig is how services are rendered on this node. Its Families are
+// decided once, from the host (dataplane.HostFamilies), and the same list
+// makes the node's sets and rules (nodeConfig).
+func renderConfig(c runtime.Config, addrs []netip.Addr, s kernel.Sysctl) render.Config {
+	return render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: addrs, Families: dataplane.HostFamilies(s)}
 }
 
 // build connects to the kernel, prepares the node and builds the
@@ -71,7 +94,7 @@ func nodeConfig(c runtime.Config, addrs []netip.Addr) dataplane.NodeConfig {
 // printer only.
 func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	c := env.Config
-	rc := render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: env.NodeAddresses}
+	rc := renderConfig(c, env.NodeAddresses, hostSysctl)
 	if env.DryRun != nil {
 		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun})
 		a.Ordered = true
@@ -101,7 +124,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	closers = append(closers, links.Close)
 	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
-	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses), Kernel: k, Log: env.Log}
+	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
 	if err := node.Setup(); err != nil {
 		closeAll()
 		return runtime.Built{}, err
@@ -116,7 +139,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		closers = append(closers, ct.Close)
 		applier.Conntrack = ct
 	}
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler})
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler, Repair: node.Repair})
 	syscalls := func() uint64 {
 		a, b := ipvsConn.Counters(), ipsetConn.Stats()
 		return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg
@@ -125,11 +148,14 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 }
 
 // fullStateController adapts the full-state controller to the runtime.
-type fullStateController struct{ c *fullstate.Controller }
+type fullStateController struct {
+	c *fullstate.Controller
+	d Deps
+}
 
 func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
 
-func (f fullStateController) Resync() dataplane.SyncStats { return f.c.Resync() }
+func (f fullStateController) Resync() dataplane.SyncStats { return repairThen(f.d, f.c.Resync) }
 
 // FullState builds the IPVS full-state controller (the ipvs-fullstate
 // sink). Its seed entry points ServeProxyMode and SetUpHttpListen serve the
@@ -142,7 +168,7 @@ func FullState(d Deps) runtime.Controller {
 	c := fullstate.NewController(d.Render, d.Applier, reader, d.Log)
 	c.OnSync = d.OnSync
 	c.Handler = d.Handler
-	return fullStateController{c}
+	return fullStateController{c: c, d: d}
 }
 
 // incrementalController adapts the incremental controller to the
@@ -151,11 +177,12 @@ func FullState(d Deps) runtime.Controller {
 type incrementalController struct {
 	c  *incremental.Controller
 	ev *diff.Events
+	d  Deps
 }
 
 func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
 
-func (i incrementalController) Resync() dataplane.SyncStats { return i.c.Resync() }
+func (i incrementalController) Resync() dataplane.SyncStats { return repairThen(i.d, i.c.Resync) }
 
 // Incremental builds the IPVS incremental controller (the ipvs-incremental
 // sink).
@@ -166,5 +193,5 @@ func Incremental(d Deps) runtime.Controller {
 	}
 	c := incremental.New(d.Render, d.Applier, reader, d.Log)
 	c.OnSync = d.OnSync
-	return incrementalController{c: c, ev: diff.NewEvents(c)}
+	return incrementalController{c: c, ev: diff.NewEvents(c), d: d}
 }
