@@ -26,10 +26,11 @@ demo: deps
 ## test: everything: lint, build, unit and host-kernel tests, VM tests
 test: deps build
 	$(MAKE) lint
-	$(MAKE) test-unit
+	PROXYSINKS_REQUIRE_KUBE=1 $(MAKE) test-unit
 	$(MAKE) test-vm
 
-## test-unit: unit tests and host-kernel tests (root: fresh network namespaces); VM tests skipped
+## test-unit: unit tests, host-kernel tests (root: fresh network namespaces) and the
+## real control plane on loopback (e2e/cluster); VM tests skipped
 test-unit:
 	PROXYSINKS_SKIP_VM=1 $(GO) test -count=1 -timeout 30m work
 

@@ -34,6 +34,8 @@ var moduleDirs = []string{
 var moduleFiles = []string{
 	"kernel/drivers/net/dummy.ko",
 	"kernel/drivers/net/veth.ko",
+	"kernel/drivers/virtio/virtio_pci.ko", // Options.NIC
+	"kernel/drivers/net/virtio_net.ko",
 }
 
 // hostBinaries are the tools copied into the image with the shared libraries

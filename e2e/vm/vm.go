@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,55 @@ type Options struct {
 	Env []string
 	// CPUs and MemoryMB size the guest. Defaults: 2 and 2048.
 	CPUs, MemoryMB int
+	// NIC, when not nil, gives the guest a network card. Default: the guest
+	// has no network device at all.
+	NIC *NIC
 }
+
+// NIC is a virtio network card on qemu's user-mode network with
+// restrict=on: the guest's eth0 gets GuestAddr and reaches nothing of the
+// host or beyond except the forwarded ports.
+type NIC struct {
+	// Forwards connect TCP addresses on the guest's network to host
+	// addresses.
+	Forwards []Forward
+}
+
+// GuestAddr is the guest's address on its NIC (qemu's user-mode network is
+// 10.0.2.0/24).
+const GuestAddr = "10.0.2.15/24"
+
+// Forward makes the guest's connections to Guest (an address on
+// 10.0.2.0/24 other than the guest's own and qemu's .2 and .3, for example
+// 10.0.2.100:6443) reach Host (for example 127.0.0.1:34567) on the host:
+// qemu starts busybox nc on the host for each connection.
+type Forward struct {
+	Guest, Host string
+}
+
+// args returns qemu's arguments for the NIC.
+func (n *NIC) args() ([]string, error) {
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		return nil, errors.New("vm: busybox not found (run make deps: busybox-static)")
+	}
+	netdev := "user,id=n0,restrict=on"
+	for _, f := range n.Forwards {
+		gh, gp, err := net.SplitHostPort(f.Guest)
+		if err != nil {
+			return nil, fmt.Errorf("vm: forward guest address %q: %w", f.Guest, err)
+		}
+		hh, hp, err := net.SplitHostPort(f.Host)
+		if err != nil {
+			return nil, fmt.Errorf("vm: forward host address %q: %w", f.Host, err)
+		}
+		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%s-cmd:%s nc %s %s", gh, gp, busybox, hh, hp)
+	}
+	return []string{"-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,romfile="}, nil
+}
+
+// nicSetup is the guest's shell code bringing eth0 up.
+const nicSetup = "modprobe virtio_pci && modprobe virtio_net && ip link set eth0 up && ip addr add " + GuestAddr + " dev eth0 || { echo 'vm: NIC setup failed'; exit 125; }\n"
 
 func (o *Options) defaults() error {
 	if o.CacheDir == "" {
@@ -145,16 +194,24 @@ func Run(ctx context.Context, command string, opt Options) (int, error) {
 		return -1, err
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu,
+	args := []string{
 		"-nodefaults", "-no-reboot", "-display", "none",
 		"-accel", "tcg,thread=multi",
 		"-smp", strconv.Itoa(opt.CPUs), "-m", strconv.Itoa(opt.MemoryMB),
 		"-kernel", k.Vmlinuz(), "-initrd", initrd,
 		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
 		"-serial", "stdio",
-	)
+	}
+	if opt.NIC != nil {
+		nic, err := opt.NIC.args()
+		if err != nil {
+			return -1, err
+		}
+		args = append(args, nic...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.WaitDelay = 5 * time.Second
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
@@ -225,6 +282,9 @@ func buildJob(tmp, base, initrd, command, marker string, opt Options) error {
 	job := filepath.Join(stage, "job")
 	if err := os.MkdirAll(filepath.Join(job, "bin"), 0o755); err != nil {
 		return err
+	}
+	if opt.NIC != nil {
+		command = nicSetup + command
 	}
 	if err := os.WriteFile(filepath.Join(job, "cmd.sh"), []byte(command+"\n"), 0o755); err != nil {
 		return err

@@ -1,8 +1,11 @@
 package vm_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,4 +69,42 @@ func TestCrashingGuestIsReported(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoStatus", err)
 	}
 	t.Log(err)
+}
+
+// TestNIC checks the optional network card: the guest reaches a host
+// listener through a forward, and nothing else (restrict=on: the host's
+// loopback through qemu's gateway 10.0.2.2 stays closed).
+func TestNIC(t *testing.T) {
+	vm.Require(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "host got %s", line)
+			}()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	cmd := `ip -4 addr show eth0 | grep -o 'inet [0-9./]*'
+echo ping | nc -w 10 10.0.2.100 7000
+if echo leak | nc -w 3 10.0.2.2 ` + port + ` | grep -q host; then echo gateway-open; else echo gateway-closed; fi`
+	status, out := vm.RunShell(t, cmd, vm.Options{NIC: &vm.NIC{Forwards: []vm.Forward{{Guest: "10.0.2.100:7000", Host: l.Addr().String()}}}})
+	if status != 0 {
+		t.Errorf("exit status %d", status)
+	}
+	for _, want := range []string{"inet " + vm.GuestAddr, "host got ping", "gateway-closed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
