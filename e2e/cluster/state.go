@@ -120,6 +120,66 @@ func normalize(section, line string, table *string) (string, bool) {
 	return "", false
 }
 
+// Normalize returns the comparable, sorted lines of one section's raw
+// output (as ParseCapture normalizes each section of a VM capture), for
+// captures taken on the host (for example iptables-save in a network
+// namespace).
+func Normalize(section, output string) []string {
+	var out []string
+	table := ""
+	for _, line := range strings.Split(output, "\n") {
+		if n, ok := normalize(section, line, &table); ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Chains returns the normalized rules of iptables-save output (section
+// SectionIPTables or SectionIP6) by "<table> <chain>", in their order in
+// the chain, for the order checks that the sorted State leaves out.
+func Chains(section, output string) map[string][]string {
+	out := map[string][]string{}
+	table := ""
+	for _, line := range strings.Split(output, "\n") {
+		n, ok := normalize(section, line, &table)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(n)
+		if len(f) >= 3 && f[1] == "-A" {
+			key := f[0] + " " + f[2]
+			out[key] = append(out[key], n)
+		}
+	}
+	return out
+}
+
+// OrderDifferences returns, for each chain whose rules are the same set in
+// ref and got but in another order, a line "<table> <chain>" (sorted).
+// The rules of chains in independent may come in any order; those of
+// chains in lastFixed too but for the last one (KUBE-SERVICES' node-port
+// rule).
+func OrderDifferences(ref, got map[string][]string, independent, lastFixed []string) []string {
+	var out []string
+	for key, r := range ref {
+		g, ok := got[key]
+		if !ok || len(g) != len(r) || slices.Equal(r, g) {
+			continue
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(r)), slices.Sorted(slices.Values(g))) {
+			continue // a content difference, which Diff reports
+		}
+		if slices.Contains(independent, key) || slices.Contains(lastFixed, key) && r[len(r)-1] == g[len(g)-1] {
+			continue
+		}
+		out = append(out, key)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Difference is one line present in one capture only.
 type Difference struct {
 	Section string
