@@ -151,7 +151,13 @@ func captureIPTables(t *testing.T, c *cluster.Cluster, bin string, args ...strin
 	stable := 0
 	for stable < 3 {
 		if time.Since(start) > 90*time.Second {
-			t.Fatalf("%s: rules not stable after 90 s; relay: %s; log:\n%s", name, relayLog.String(), tail(log.String(), 60))
+			// A goroutine dump (SIGQUIT) shows where a stalled proxy waits.
+			cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+			}
+			t.Fatalf("%s: rules not stable after 90 s; relay: %s; log:\n%s", name, relayLog.String(), tail(log.String(), 300))
 		}
 		select {
 		case err := <-exited:
