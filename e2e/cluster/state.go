@@ -58,7 +58,7 @@ func ParseCapture(out string) (State, error) {
 			st[section] = nil
 			continue
 		}
-		if n, ok := normalize(section, line, &table); ok {
+		if n, ok := normalize(section, line, &table, false); ok {
 			st[section] = append(st[section], n)
 		}
 	}
@@ -79,9 +79,10 @@ var (
 
 // normalize returns a section's line in comparable form, or false to drop
 // it: ipset keeps "create <name> <type>" and "add" lines; addresses keep
-// the address; iptables drops comments, counters and COMMIT lines and
-// prefixes each rule with its table (*table, set by the table's header).
-func normalize(section, line string, table *string) (string, bool) {
+// the address; iptables drops counters, COMMIT lines and (unless
+// keepComments) comments, and prefixes each rule with its table (*table,
+// set by the table's header).
+func normalize(section, line string, table *string, keepComments bool) (string, bool) {
 	line = strings.TrimSpace(line)
 	if line == "" {
 		return "", false
@@ -114,21 +115,23 @@ func normalize(section, line string, table *string) (string, bool) {
 			f := strings.Fields(line)
 			return *table + " " + strings.Join(f[:min(2, len(f))], " "), true
 		}
-		line = comment.ReplaceAllString(line, "")
+		if !keepComments {
+			line = comment.ReplaceAllString(line, "")
+		}
 		return *table + " " + counters.ReplaceAllString(line, ""), true
 	}
 	return "", false
 }
 
 // Normalize returns the comparable, sorted lines of one section's raw
-// output (as ParseCapture normalizes each section of a VM capture), for
-// captures taken on the host (for example iptables-save in a network
-// namespace).
-func Normalize(section, output string) []string {
+// output (as ParseCapture normalizes each section of a VM capture, but
+// keeping iptables comments when keepComments is set), for captures taken
+// on the host (for example iptables-save in a network namespace).
+func Normalize(section, output string, keepComments bool) []string {
 	var out []string
 	table := ""
 	for _, line := range strings.Split(output, "\n") {
-		if n, ok := normalize(section, line, &table); ok {
+		if n, ok := normalize(section, line, &table, keepComments); ok {
 			out = append(out, n)
 		}
 	}
@@ -137,13 +140,14 @@ func Normalize(section, output string) []string {
 }
 
 // Chains returns the normalized rules of iptables-save output (section
-// SectionIPTables or SectionIP6) by "<table> <chain>", in their order in
-// the chain, for the order checks that the sorted State leaves out.
-func Chains(section, output string) map[string][]string {
+// SectionIPTables or SectionIP6; comments kept when keepComments is set)
+// by "<table> <chain>", in their order in the chain, for the order checks
+// that the sorted State leaves out.
+func Chains(section, output string, keepComments bool) map[string][]string {
 	out := map[string][]string{}
 	table := ""
 	for _, line := range strings.Split(output, "\n") {
-		n, ok := normalize(section, line, &table)
+		n, ok := normalize(section, line, &table, keepComments)
 		if !ok {
 			continue
 		}

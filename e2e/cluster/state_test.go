@@ -102,19 +102,23 @@ func TestChainsAndOrderDifferences(t *testing.T) {
 	save := func(rules ...string) string {
 		return "# Generated\n*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"
 	}
-	ref := cluster.Chains(cluster.SectionIPTables, save(
+	chains := func(out string) map[string][]string { return cluster.Chains(cluster.SectionIPTables, out, false) }
+	ref := chains(save(
 		`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a" -j KUBE-SVC-A`,
 		`-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B`,
 		`-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
 		`-A KUBE-SVC-X -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-1`,
 		`-A KUBE-SVC-X -j KUBE-SEP-2`))
+	if got := cluster.Chains(cluster.SectionIPTables, save(`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a" -j KUBE-SVC-A`), true)["nat KUBE-SERVICES"]; !cmp.Equal(got, []string{`nat -A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a" -j KUBE-SVC-A`}) {
+		t.Errorf("with comments kept: %q", got)
+	}
 	if d := cmp.Diff([]string{"nat -A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A", "nat -A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B",
 		"nat -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS"}, ref["nat KUBE-SERVICES"]); d != "" {
 		t.Errorf("chain rules (-want +got):\n%s", d)
 	}
 	// Independent service rules swapped, node-port rule last: same. The
 	// SVC chain's rules swapped: an order difference.
-	got := cluster.Chains(cluster.SectionIPTables, save(
+	got := chains(save(
 		`-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B`,
 		`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A`,
 		`-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
@@ -125,7 +129,7 @@ func TestChainsAndOrderDifferences(t *testing.T) {
 		t.Errorf("order differences (-want +got):\n%s", d)
 	}
 	// The node-port rule not last: a difference even in an unordered chain.
-	got = cluster.Chains(cluster.SectionIPTables, save(
+	got = chains(save(
 		`-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
 		`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A`,
 		`-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B`,
