@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/e2e/vm"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
@@ -23,7 +28,8 @@ import (
 // apiserver: a relay (apiRelay) listening in the namespace's loopback.
 const diffAPIAddr = "127.0.0.1:6443"
 
-// TestKubeProxyDifferential programs the broad cluster (cluster.Broad) with
+// TestKubeProxyDifferential programs the broad cluster (cluster.Broad, with
+// iptablesShapes) with
 // kube-proxy v1.37.2 --proxy-mode=iptables and with the iptables sink
 // binary, each in a fresh network namespace with the same node address,
 // against the same control plane, and requires the same iptables-save and
@@ -49,6 +55,7 @@ func TestKubeProxyDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster.Broad(t, ctx, c)
+	iptablesShapes(t, ctx, c)
 
 	work := t.TempDir()
 	server := "https://" + diffAPIAddr
@@ -261,4 +268,73 @@ func apiRelay(t *testing.T, ns *nstest.NetNS, target string) *lockedBuffer {
 		}
 	}()
 	return rlog
+}
+
+// iptablesShapes adds to the broad cluster the shapes whose iptables
+// rules have no IPVS counterpart: a NodePort service without endpoints
+// (REJECT in filter KUBE-SERVICES and KUBE-EXTERNAL-SERVICES), a service
+// whose only endpoint is terminating but serving (the terminating
+// fallback), internalTrafficPolicy=Local with no local endpoint (DROP), and
+// a LoadBalancer without source ranges and with eTP=Cluster.
+func iptablesShapes(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	tcp := func(port, nodePort int32) []corev1.ServicePort {
+		return []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString("http"), NodePort: nodePort}}
+	}
+	iLocal := corev1.ServiceInternalTrafficPolicyLocal
+	services := []corev1.ServiceSpec{
+		{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.11.1", Ports: tcp(80, 30090)},
+		{ClusterIP: "10.96.11.2", Ports: tcp(80, 0)},
+		{ClusterIP: "10.96.11.3", InternalTrafficPolicy: &iLocal, Ports: tcp(80, 0)},
+		{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.11.4", Ports: tcp(80, 30091)},
+	}
+	names := []string{"empty", "term-only", "itp-remote", "lb-open"}
+	for i, spec := range services {
+		spec.Selector = map[string]string{"app": names[i]}
+		spec.ClusterIPs = []string{spec.ClusterIP}
+		o, err := c.Admin.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: names[i]}, Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create service %s: %v", names[i], err)
+		}
+		if names[i] == "lb-open" {
+			o.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.40"}}
+			if _, err := c.Admin.CoreV1().Services("default").UpdateStatus(ctx, o, metav1.UpdateOptions{}); err != nil {
+				t.Fatalf("set the ingress IP of service lb-open: %v", err)
+			}
+		}
+	}
+	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+	for _, p := range []cluster.Pod{
+		{Name: "term-only-a", Node: cluster.BroadNode, IPs: []string{"10.244.0.30"}, Labels: map[string]string{"app": "term-only"}},
+		{Name: "itp-remote-b", Node: "node-b", IPs: []string{"10.244.1.31"}, Labels: map[string]string{"app": "itp-remote"}},
+		{Name: "lb-open-b", Node: "node-b", IPs: []string{"10.244.1.32"}, Labels: map[string]string{"app": "lb-open"}},
+	} {
+		p.Namespace, p.Ports = "default", ports
+		if err := c.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"itp-remote", "lb-open", "term-only"} {
+		if _, err := c.WaitSlices(ctx, "default", name, func(sl []discoveryv1.EndpointSlice) bool {
+			return len(cluster.ReadyAddresses(sl)) == 1
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.TerminatePod(ctx, "default", "term-only-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSlices(ctx, "default", "term-only", func(sl []discoveryv1.EndpointSlice) bool {
+		for _, s := range sl {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
+					return true
+				}
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
