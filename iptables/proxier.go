@@ -35,9 +35,13 @@ type Config struct {
 	// source range that contains the node's address also admits the
 	// load-balancer IPs as sources.
 	NodeIPs []netip.Addr
-	// NodePortIPs restrict node ports to these addresses
-	// (--nodeport-addresses resolved to this node's addresses); empty
-	// means every local address.
+	// NodePortCIDRs are kube-proxy's --nodeport-addresses. In a family
+	// that none of them belongs to (all of them when empty), node ports
+	// are served on every local address; in the others only on the
+	// NodePortIPs of that family (none: no node ports), as kube-proxy
+	// decides per family.
+	NodePortCIDRs []netip.Prefix
+	// NodePortIPs are this node's addresses in NodePortCIDRs.
 	NodePortIPs []netip.Addr
 	// LocalhostNodePorts serves IPv4 node ports on 127.0.0.0/8, as
 	// kube-proxy's --iptables-localhost-nodeports (which also needs

@@ -58,13 +58,17 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 	mark := fc.mark
 	var nodePorts []string
 	comment := "-m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\""
+	restricted := false
+	for _, p := range c.NodePortCIDRs {
+		restricted = restricted || p.Addr().Is6() == (fc.fam == rules.IPv6)
+	}
 	var ips []netip.Addr
 	for _, a := range c.NodePortIPs {
-		if a.Is6() == (fc.fam == rules.IPv6) {
+		if restricted && a.Is6() == (fc.fam == rules.IPv6) {
 			ips = append(ips, a)
 		}
 	}
-	if len(c.NodePortIPs) == 0 {
+	if !restricted {
 		dst := ""
 		switch {
 		case fc.fam == rules.IPv6:

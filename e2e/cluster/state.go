@@ -58,7 +58,7 @@ func ParseCapture(out string) (State, error) {
 			st[section] = nil
 			continue
 		}
-		if n, ok := normalize(section, line, &table); ok {
+		if n, ok := normalize(section, line, &table, false); ok {
 			st[section] = append(st[section], n)
 		}
 	}
@@ -79,9 +79,10 @@ var (
 
 // normalize returns a section's line in comparable form, or false to drop
 // it: ipset keeps "create <name> <type>" and "add" lines; addresses keep
-// the address; iptables drops comments, counters and COMMIT lines and
-// prefixes each rule with its table (*table, set by the table's header).
-func normalize(section, line string, table *string) (string, bool) {
+// the address; iptables drops counters, COMMIT lines and (unless
+// keepComments) comments, and prefixes each rule with its table (*table,
+// set by the table's header).
+func normalize(section, line string, table *string, keepComments bool) (string, bool) {
 	line = strings.TrimSpace(line)
 	if line == "" {
 		return "", false
@@ -114,10 +115,73 @@ func normalize(section, line string, table *string) (string, bool) {
 			f := strings.Fields(line)
 			return *table + " " + strings.Join(f[:min(2, len(f))], " "), true
 		}
-		line = comment.ReplaceAllString(line, "")
+		if !keepComments {
+			line = comment.ReplaceAllString(line, "")
+		}
 		return *table + " " + counters.ReplaceAllString(line, ""), true
 	}
 	return "", false
+}
+
+// Normalize returns the comparable, sorted lines of one section's raw
+// output (as ParseCapture normalizes each section of a VM capture, but
+// keeping iptables comments when keepComments is set), for captures taken
+// on the host (for example iptables-save in a network namespace).
+func Normalize(section, output string, keepComments bool) []string {
+	var out []string
+	table := ""
+	for _, line := range strings.Split(output, "\n") {
+		if n, ok := normalize(section, line, &table, keepComments); ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Chains returns the normalized rules of iptables-save output (section
+// SectionIPTables or SectionIP6; comments kept when keepComments is set)
+// by "<table> <chain>", in their order in the chain, for the order checks
+// that the sorted State leaves out.
+func Chains(section, output string, keepComments bool) map[string][]string {
+	out := map[string][]string{}
+	table := ""
+	for _, line := range strings.Split(output, "\n") {
+		n, ok := normalize(section, line, &table, keepComments)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(n)
+		if len(f) >= 3 && f[1] == "-A" {
+			key := f[0] + " " + f[2]
+			out[key] = append(out[key], n)
+		}
+	}
+	return out
+}
+
+// OrderDifferences returns, for each chain whose rules are the same set in
+// ref and got but in another order, a line "<table> <chain>" (sorted).
+// The rules of chains in independent may come in any order; those of
+// chains in lastFixed too but for the last one (KUBE-SERVICES' node-port
+// rule).
+func OrderDifferences(ref, got map[string][]string, independent, lastFixed []string) []string {
+	var out []string
+	for key, r := range ref {
+		g, ok := got[key]
+		if !ok || len(g) != len(r) || slices.Equal(r, g) {
+			continue
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(r)), slices.Sorted(slices.Values(g))) {
+			continue // a content difference, which Diff reports
+		}
+		if slices.Contains(independent, key) || slices.Contains(lastFixed, key) && r[len(r)-1] == g[len(g)-1] {
+			continue
+		}
+		out = append(out, key)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Difference is one line present in one capture only.

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,5 +95,51 @@ func TestParseCaptureAndDiff(t *testing.T) {
 	}
 	if _, err := cluster.ParseCapture("=== capture-start\n=== ipvsadm\n"); err == nil {
 		t.Error("a capture without its end marker was accepted")
+	}
+}
+
+func TestChainsAndOrderDifferences(t *testing.T) {
+	save := func(rules ...string) string {
+		return "# Generated\n*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"
+	}
+	chains := func(out string) map[string][]string { return cluster.Chains(cluster.SectionIPTables, out, false) }
+	ref := chains(save(
+		`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a" -j KUBE-SVC-A`,
+		`-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B`,
+		`-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
+		`-A KUBE-SVC-X -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-1`,
+		`-A KUBE-SVC-X -j KUBE-SEP-2`))
+	if got := cluster.Chains(cluster.SectionIPTables, save(`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a" -j KUBE-SVC-A`), true)["nat KUBE-SERVICES"]; !cmp.Equal(got, []string{`nat -A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a" -j KUBE-SVC-A`}) {
+		t.Errorf("with comments kept: %q", got)
+	}
+	if d := cmp.Diff([]string{"nat -A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A", "nat -A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B",
+		"nat -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS"}, ref["nat KUBE-SERVICES"]); d != "" {
+		t.Errorf("chain rules (-want +got):\n%s", d)
+	}
+	// Independent service rules swapped, node-port rule last: same. The
+	// SVC chain's rules swapped: an order difference.
+	got := chains(save(
+		`-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B`,
+		`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A`,
+		`-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
+		`-A KUBE-SVC-X -j KUBE-SEP-2`,
+		`-A KUBE-SVC-X -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-1`))
+	lastFixed := []string{"nat KUBE-SERVICES"}
+	if d := cmp.Diff([]string{"nat KUBE-SVC-X"}, cluster.OrderDifferences(ref, got, nil, lastFixed)); d != "" {
+		t.Errorf("order differences (-want +got):\n%s", d)
+	}
+	// The node-port rule not last: a difference even in an unordered chain.
+	got = chains(save(
+		`-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
+		`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A`,
+		`-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -j KUBE-SVC-B`,
+		`-A KUBE-SVC-X -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-1`,
+		`-A KUBE-SVC-X -j KUBE-SEP-2`))
+	if d := cmp.Diff([]string{"nat KUBE-SERVICES"}, cluster.OrderDifferences(ref, got, nil, lastFixed)); d != "" {
+		t.Errorf("order differences (-want +got):\n%s", d)
+	}
+	// In an independent chain any order goes.
+	if d := cmp.Diff([]string(nil), cluster.OrderDifferences(ref, got, []string{"nat KUBE-SERVICES"}, nil)); d != "" {
+		t.Errorf("order differences (-want +got):\n%s", d)
 	}
 }

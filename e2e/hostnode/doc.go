@@ -4,5 +4,7 @@
 // iptables.Proxier in-process with the node's namespace as its kernel and
 // sends real TCP, UDP and SCTP traffic (e2e/netexec) through the rules it
 // programs. TestBinary runs the built iptables sink binary (sinks/iptables)
-// in the node's namespace instead. Run it as root: go test ./e2e/hostnode/.
+// in the node's namespace instead. TestKubeProxyDifferential compares the
+// binary's rules with those of a real kube-proxy v1.37.2 in iptables mode
+// on the same cluster (e2e/cluster). Run it as root: go test ./e2e/hostnode/.
 package hostnode

@@ -72,8 +72,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // ProxierConfig is the Proxier's configuration from the runtime's: IPv6
-// too when the node has an IPv6 address; node ports on the node addresses
-// when --nodeport-addresses is given, else on every local address.
+// too when the node has an IPv6 address (build also enables it when the
+// node can run ip6tables, see ipv6Usable); node ports on the node addresses
+// in --nodeport-addresses for the families it names, else on every local
+// address.
 func ProxierConfig(env runtime.Env) iptables.Config {
 	c := env.Config
 	nodeIPs := c.NodeAddresses
@@ -86,9 +88,19 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 		NodeIPs: nodeIPs, SyncPeriod: c.SyncPeriod, DryRun: env.DryRun,
 	}
 	if len(c.NodePortAddresses) > 0 {
-		cfg.NodePortIPs = env.NodeAddresses
+		cfg.NodePortCIDRs, cfg.NodePortIPs = c.NodePortAddresses, env.NodeAddresses
 	}
 	return cfg
+}
+
+// ipv6Usable reports whether ip6tables works on this node (either
+// backend). Like kube-proxy, which runs its IPv6 proxier whenever
+// ip6tables does, the sink then programs IPv6 even when the node has no
+// IPv6 address: pods with IPv6 addresses reach IPv6 cluster IPs through
+// it (kube-proxy differential test, e2e/hostnode).
+func ipv6Usable(run rules.Runner) bool {
+	_, err := rules.Detect(rules.IPv6, run)
+	return err == nil
 }
 
 // tcpBeLiberal reports whether the kernel accepts out-of-window TCP
@@ -117,6 +129,9 @@ func build(env runtime.Env) (runtime.Built, error) {
 		if ok, err2 := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: rules.Legacy}, iptables.LinuxKernelCompatTester{}); !ok {
 			return runtime.Built{}, fmt.Errorf("this node cannot run the iptables proxier: %w", errors.Join(err, err2))
 		}
+	}
+	if !cfg.IPv6 && ipv6Usable(rules.Exec) {
+		cfg.IPv6 = true
 	}
 	cfg.TCPBeLiberal = tcpBeLiberal("/proc/sys")
 	var closeCT func()

@@ -125,7 +125,8 @@ func TestProxierConfig(t *testing.T) {
 			iptables.Config{IPv4: true, MasqueradeBit: 14, NodeIPs: []netip.Addr{v4}}},
 		{"dual-stack node, --nodeport-addresses", runtime.Env{Config: runtime.Config{MasqueradeBit: 3, MasqueradeAll: true,
 			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00::/64")}}, NodeAddresses: []netip.Addr{v6}},
-			iptables.Config{IPv4: true, IPv6: true, MasqueradeBit: 3, MasqueradeAll: true, NodeIPs: []netip.Addr{v6}, NodePortIPs: []netip.Addr{v6}}},
+			iptables.Config{IPv4: true, IPv6: true, MasqueradeBit: 3, MasqueradeAll: true, NodeIPs: []netip.Addr{v6},
+				NodePortCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00::/64")}, NodePortIPs: []netip.Addr{v6}}},
 		{"--node-address wins for NodeIPs", runtime.Env{Config: runtime.Config{NodeAddresses: []netip.Addr{v4, v6}}, NodeAddresses: []netip.Addr{v4}},
 			iptables.Config{IPv4: true, IPv6: true, NodeIPs: []netip.Addr{v4, v6}}},
 	}
