@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -243,8 +244,9 @@ type Intended struct {
 
 // ReadIntended reads a list of intended differences: blocks separated by
 // blank lines, each one or more "# reason" lines followed by entries
-// "<sink> <section> <-|+> <normalized line>" (a line ending in "*" is a
-// prefix, see Unexplained).
+// "<sink> <section> <-|+> <normalized line>" (<sink> is a path.Match
+// pattern such as "ipvs-*"; a line ending in "*" is a prefix, see
+// Unexplained).
 func ReadIntended(path string) ([]Intended, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -284,7 +286,7 @@ func Unexplained(sink string, diffs []Difference, intended []Intended) (unexplai
 	for _, d := range diffs {
 		explained := false
 		for i, in := range intended {
-			if in.Sink == sink && in.Diff.covers(d) {
+			if in.matches(sink) && in.Diff.covers(d) {
 				used[i], explained = true, true
 			}
 		}
@@ -293,11 +295,18 @@ func Unexplained(sink string, diffs []Difference, intended []Intended) (unexplai
 		}
 	}
 	for i, in := range intended {
-		if in.Sink == sink && !used[i] {
+		if in.matches(sink) && !used[i] {
 			stale = append(stale, in)
 		}
 	}
 	return unexplained, stale
+}
+
+// matches reports whether the entry is about sink (its Sink is a
+// path.Match pattern).
+func (in Intended) matches(sink string) bool {
+	ok, err := path.Match(in.Sink, sink)
+	return err == nil && ok
 }
 
 // covers reports whether the intended difference e covers d.

@@ -16,7 +16,7 @@ import (
 
 // diffSinks are the IPVS sinks compared with kube-proxy: a main package
 // under sinks/ each.
-var diffSinks = []string{"ipvs-fullstate"}
+var diffSinks = []string{"ipvs-fullstate", "ipvs-incremental"}
 
 // The node the proxies run as, and its address (on a dummy link in the
 // guest).
