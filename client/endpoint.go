@@ -104,6 +104,23 @@ func (se *ServiceEndpoints) Equal(o *ServiceEndpoints) bool {
 	return se.Service.Equal(o.Service) && slices.EqualFunc(se.Endpoints, o.Endpoints, (*Endpoint).Equal)
 }
 
+// NoLocalEndpoints reports whether the service has a Local traffic policy
+// (external or internal) and no ready or serving endpoint on this node:
+// what kube-proxy's kubeproxy_sync_proxy_rules_no_local_endpoints_total
+// counts.
+func (se *ServiceEndpoints) NoLocalEndpoints() bool {
+	s := se.Service
+	if s == nil || !s.ExternalTrafficLocal && !s.InternalTrafficLocal {
+		return false
+	}
+	for _, e := range se.Endpoints {
+		if e.Local && (e.Ready || e.Serving) {
+			return false
+		}
+	}
+	return true
+}
+
 // Endpoint returns the endpoint with key k, or nil. Endpoints must be sorted
 // by key (as sources deliver them).
 func (se *ServiceEndpoints) Endpoint(k EndpointKey) *Endpoint {

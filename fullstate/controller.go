@@ -115,7 +115,7 @@ func (c *Controller) Callback(ch <-chan *client.ServiceEndpoints) {
 			st.RenderErrors++
 			c.log.Warn("service skipped in part", "error", err)
 		}
-		if noLocal(se) {
+		if se.NoLocalEndpoints() {
 			st.NoLocalEndpoints++
 		}
 	}
@@ -123,19 +123,6 @@ func (c *Controller) Callback(ch <-chan *client.ServiceEndpoints) {
 	c.apply(&st)
 	c.synced = true
 	c.finish(&st)
-}
-
-func noLocal(se *client.ServiceEndpoints) bool {
-	s := se.Service
-	if s == nil || !(s.ExternalTrafficLocal || s.InternalTrafficLocal) {
-		return false
-	}
-	for _, e := range se.Endpoints {
-		if e.Local && (e.Ready || e.Serving) {
-			return false
-		}
-	}
-	return true
 }
 
 func (c *Controller) apply(st *SyncStats) {

@@ -259,7 +259,7 @@ func (c *Controller) render(st *SyncStats) {
 			c.log.Warn("service skipped in part", "error", err)
 		}
 		s.rendered = se
-		if noLocal(se) {
+		if se.NoLocalEndpoints() {
 			s.noLocal = true
 			c.noLocal++
 		}
@@ -267,19 +267,6 @@ func (c *Controller) render(st *SyncStats) {
 }
 
 func byKey(e *client.Endpoint, k client.EndpointKey) int { return cmp.Compare(e.Key, k) }
-
-func noLocal(se *client.ServiceEndpoints) bool {
-	s := se.Service
-	if s == nil || !(s.ExternalTrafficLocal || s.InternalTrafficLocal) {
-		return false
-	}
-	for _, e := range se.Endpoints {
-		if e.Local && (e.Ready || e.Serving) {
-			return false
-		}
-	}
-	return true
-}
 
 // collector adds (or takes back) one service's rendered objects.
 type collector struct {

@@ -178,11 +178,7 @@ type Controller struct {
 func noLocalEndpoints(s *client.Snapshot) int {
 	n := 0
 	for se := range s.All() {
-		svc := se.Service
-		if svc == nil || !svc.ExternalTrafficLocal && !svc.InternalTrafficLocal {
-			continue
-		}
-		if !slices.ContainsFunc(se.Endpoints, func(e *client.Endpoint) bool { return e.Local && (e.Ready || e.Serving) }) {
+		if se.NoLocalEndpoints() {
 			n++
 		}
 	}
