@@ -511,6 +511,22 @@ type SyncStats struct {
 	Err              error
 }
 
+// LogAttrs returns the stats as log attributes: the services (when
+// withServices: a resync that reads no snapshot has none to count, and
+// "services=0" would read as an empty cluster), the writes, and on failure
+// the failed objects and the error.
+func (s SyncStats) LogAttrs(withServices bool) []any {
+	var attrs []any
+	if withServices {
+		attrs = append(attrs, "services", s.Services)
+	}
+	attrs = append(attrs, "writes", s.Writes)
+	if s.Err != nil {
+		attrs = append(attrs, "failed", s.Failed, "error", s.Err)
+	}
+	return attrs
+}
+
 func cmpVS(a, b render.VirtualServer) int {
 	if c := a.Addr.Compare(b.Addr); c != 0 {
 		return c

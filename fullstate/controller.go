@@ -105,7 +105,7 @@ func (c *Controller) Callback(ch <-chan *client.ServiceEndpoints) {
 		for range ch {
 		}
 		st.Err = err
-		c.finish(&st)
+		c.finish(&st, "sync")
 		return
 	}
 	c.mgr.Reset()
@@ -122,7 +122,7 @@ func (c *Controller) Callback(ch <-chan *client.ServiceEndpoints) {
 	c.mgr.Done()
 	c.apply(&st)
 	c.synced = true
-	c.finish(&st)
+	c.finish(&st, "sync")
 }
 
 func (c *Controller) apply(st *SyncStats) {
@@ -135,17 +135,21 @@ func (c *Controller) apply(st *SyncStats) {
 		st.Err = errors.Join(st.Err, err)
 	} else if n > 0 {
 		st.Writes += n
-		c.log.Info("terminated destinations removed", "count", n)
+		// Quiesced destinations whose connections ended: endpoints that
+		// went, or destinations the cluster's state does not have (added
+		// by hand, repaired at a resync).
+		c.log.Info("quiesced destinations removed, their connections ended", "count", n)
 	}
 }
 
-func (c *Controller) finish(st *SyncStats) {
+// finish logs and reports a sync; what is "sync" (a snapshot, with its
+// services) or "resync" (the periodic repair, which reads no snapshot).
+func (c *Controller) finish(st *SyncStats, what string) {
 	st.Duration = time.Since(st.Start)
 	if st.Err != nil {
-		c.log.Error("sync failed in part; failed objects are retried at the next sync", "services", st.Services,
-			"writes", st.Writes, "failed", st.Failed, "error", st.Err)
+		c.log.Error(what+" failed in part; failed objects are retried at the next sync", st.LogAttrs(what == "sync")...)
 	} else {
-		c.log.Info("sync", "services", st.Services, "writes", st.Writes, "duration", st.Duration)
+		c.log.Info(what, append(st.LogAttrs(what == "sync"), "duration", st.Duration)...)
 	}
 	if c.OnSync != nil {
 		c.OnSync(*st)
@@ -167,13 +171,13 @@ func (c *Controller) Resync() SyncStats {
 		k, err := c.reader.Read()
 		if err != nil {
 			st.Err = err
-			c.finish(&st)
+			c.finish(&st, "resync")
 			return st
 		}
 		c.mgr.Reconcile(k)
 	}
 	c.mgr.Done()
 	c.apply(&st)
-	c.finish(&st)
+	c.finish(&st, "resync")
 	return st
 }

@@ -180,13 +180,17 @@ func (c *Controller) Resync() SyncStats {
 // touched services and applies the difference.
 func (c *Controller) sync(reread bool) SyncStats {
 	st := SyncStats{Start: time.Now()}
+	what := "sync"
+	if reread {
+		what = "resync"
+	}
 	if (reread || !c.adopted) && c.reader != nil {
 		k, err := c.reader.Read()
 		if err != nil {
 			// Without the kernel's state the writes would be wrong: keep
 			// the touched services for the next try.
 			st.Err = err
-			c.finish(&st)
+			c.finish(&st, what)
 			return st
 		}
 		c.keys.Reconcile(objects.Stores{Servers: c.servers, Dests: c.dests, Bindings: c.bindings, Entries: c.entries},
@@ -198,7 +202,7 @@ func (c *Controller) sync(reread bool) SyncStats {
 	st.NoLocalEndpoints = c.noLocal
 	c.apply(&st)
 	c.synced = true
-	c.finish(&st)
+	c.finish(&st, what)
 	return st
 }
 
@@ -338,7 +342,10 @@ func (c *Controller) apply(st *SyncStats) {
 		st.Err = errors.Join(st.Err, err)
 	} else if n > 0 {
 		st.Writes += n
-		c.log.Info("terminated destinations removed", "count", n)
+		// Quiesced destinations whose connections ended: endpoints that
+		// went, or destinations the cluster's state does not have (added
+		// by hand, repaired at a resync).
+		c.log.Info("quiesced destinations removed, their connections ended", "count", n)
 	}
 }
 
@@ -350,16 +357,17 @@ func failedFunc[K any](f objects.Failures, fn func(K) bool) func(K) bool {
 	return fn
 }
 
-func (c *Controller) finish(st *SyncStats) {
+// finish logs and reports a sync; what is "sync" (a snapshot, with its
+// services) or "resync" (the periodic repair, which reads no snapshot).
+func (c *Controller) finish(st *SyncStats, what string) {
 	st.Duration = time.Since(st.Start)
 	switch {
 	case st.Err != nil:
-		c.log.Error("sync failed in part; failed objects are retried at the next sync", "services", st.Services,
-			"writes", st.Writes, "failed", st.Failed, "error", st.Err)
+		c.log.Error(what+" failed in part; failed objects are retried at the next sync", st.LogAttrs(true)...)
 	case st.Writes > 0:
-		c.log.Info("sync", "services", st.Services, "writes", st.Writes, "duration", st.Duration)
+		c.log.Info(what, append(st.LogAttrs(true), "duration", st.Duration)...)
 	default:
-		c.log.Debug("sync", "services", st.Services, "writes", 0, "duration", st.Duration)
+		c.log.Debug(what, append(st.LogAttrs(true), "duration", st.Duration)...)
 	}
 	if c.OnSync != nil {
 		c.OnSync(*st)
