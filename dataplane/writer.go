@@ -34,6 +34,9 @@ type Links interface {
 	Addresses(name string) ([]netip.Addr, error)
 	AddAddresses(name string, addrs []netip.Addr) error
 	DelAddresses(name string, addrs []netip.Addr) error
+	// DeleteLink deletes a link and its addresses; a missing link is not
+	// an error.
+	DeleteLink(name string) error
 }
 
 // Kernel writes through netlinkraw's clients, all in one network namespace.

@@ -55,6 +55,14 @@ func (f *Links) DelAddresses(_ string, as []netip.Addr) error {
 	return nil
 }
 
+// DeleteLink unbinds every address (the link itself always exists here).
+func (f *Links) DeleteLink(string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.addrs)
+	return nil
+}
+
 // Has reports whether addr is bound.
 func (f *Links) Has(addr netip.Addr) bool {
 	f.mu.Lock()

@@ -59,6 +59,9 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return err
 			}
+			if cfg.Cleanup {
+				return sink.Cleanup(cfg, cfg.Logger(os.Stderr))
+			}
 			return runtime.Run(c.Context, cfg, sink, os.Stdout, cfg.Logger(os.Stderr))
 		}}
 		ctx, stop := context.WithCancel(context.Background())

@@ -7,6 +7,7 @@ package ipvssink
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -67,7 +68,41 @@ type Make func(Deps) runtime.Controller
 // Sink returns the runtime.Sink of an IPVS sink binary whose controller mk
 // builds; /proxyMode answers "ipvs".
 func Sink(name, usage string, mk Make) runtime.Sink {
-	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) }}
+	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) },
+		Cleanup: cleanup}
+}
+
+// cleanup removes what an IPVS sink, or kube-proxy's IPVS mode, programmed
+// on this node (dataplane.Node.Cleanup): --cleanup.
+func cleanup(c runtime.Config, log *slog.Logger) error {
+	ipvsConn, err := ipvs.Dial(nil)
+	if err != nil {
+		return err
+	}
+	defer ipvsConn.Close()
+	ipsetConn, err := ipset.Dial(nil)
+	if err != nil {
+		return err
+	}
+	defer ipsetConn.Close()
+	links, err := link.Dial(nil)
+	if err != nil {
+		return err
+	}
+	defer links.Close()
+	addrs := c.NodeAddresses
+	if len(addrs) == 0 {
+		// Node ports kube-proxy left are recognised on the node's addresses.
+		if addrs, err = links.NodeAddresses(link.DefaultDummy); err != nil {
+			return fmt.Errorf("list node addresses: %w", err)
+		}
+	}
+	addrs = c.NodePortFilter(addrs)
+	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
+	node := &dataplane.Node{Cfg: nodeConfig(c, addrs, dataplane.HostFamilies(hostSysctl)), Kernel: k, Log: log}
+	removed, err := node.Cleanup()
+	log.Info("removed", "objects", removed)
+	return err
 }
 
 func nodeConfig(c runtime.Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
