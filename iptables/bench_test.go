@@ -147,6 +147,7 @@ func BenchmarkKernelFirstSync(b *testing.B) {
 					nstest.LookPath(b, backend.Command(rules.IPv4, "restore"))
 					s := benchCluster(n)
 					var st SyncStats
+					var tools int64
 					for b.Loop() {
 						ns, err := nstest.Create()
 						if err != nil {
@@ -157,7 +158,9 @@ func BenchmarkKernelFirstSync(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
+						cpu := childCPU()
 						st, err = p.Snapshot(s)
+						tools += childCPU() - cpu
 						ns.Close()
 						if err != nil {
 							if errorsIsTimeout(err) {
@@ -168,6 +171,7 @@ func BenchmarkKernelFirstSync(b *testing.B) {
 					}
 					b.ReportMetric(float64(st.Rules), "rules/op")
 					b.ReportMetric(float64(st.Restores), "restores/op")
+					b.ReportMetric(float64(tools)/float64(b.N)/1e9, "tools-cpu-s/op")
 				})
 			}
 		}

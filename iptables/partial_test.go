@@ -238,3 +238,62 @@ func TestResyncReusesRender(t *testing.T) {
 		t.Errorf("resync after the partial sync differs from a fresh first sync (-fresh +resync):\n%s", diff)
 	}
 }
+
+// TestFirstSyncFillsTopChainsProgressively: with bounded transactions, a
+// first sync declares nat KUBE-SERVICES once, in the first transaction,
+// adds each service's rule there in the transaction that creates the
+// service's chains, and the node-port rule last; the chain ends up with
+// the same rules, in the same order, as one transaction writes.
+func TestFirstSyncFillsTopChainsProgressively(t *testing.T) {
+	specs := cluster(40, 3)
+	np := svcSpec{name: "np", typ: client.NodePort, clusterIPs: []string{"10.96.200.1"},
+		ports: []client.Port{withNodePort(tcp("", 80, 8080), 30080)}, eps: []ep{{ip: "10.244.9.1"}}}
+	specs = append(specs, np)
+	one, oneOut := dryRun(t, func(c *Config) { c.MaxRestoreRules = -1 })
+	if _, err := one.Snapshot(snapshot(specs...)); err != nil {
+		t.Fatal(err)
+	}
+	p, out := dryRun(t, func(c *Config) { c.MaxRestoreRules = 30 })
+	st, err := p.Snapshot(snapshot(specs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Restores < 5 {
+		t.Fatalf("%d restores, want several", st.Restores)
+	}
+	const svcLine = "-A KUBE-SERVICES "
+	topLines := func(s string) []string {
+		var l []string
+		for _, line := range strings.Split(s, "\n") {
+			if strings.HasPrefix(line, svcLine) {
+				l = append(l, line)
+			}
+		}
+		return l
+	}
+	txns := strings.Split(out.String(), "# iptables-nft-restore")[1:]
+	if len(txns) != st.Restores {
+		t.Fatalf("%d transactions in the dry-run output, want %d", len(txns), st.Restores)
+	}
+	for i, txn := range txns {
+		nat := txn[strings.Index(txn, "*nat\n"):]
+		if declared := strings.Contains(nat, "\n:KUBE-SERVICES "); declared != (i == 0) {
+			t.Errorf("transaction %d declares nat KUBE-SERVICES: %v, want %v", i, declared, i == 0)
+		}
+		for _, l := range topLines(nat) {
+			if strings.Contains(l, "nodeports") {
+				if i != len(txns)-1 {
+					t.Errorf("node-port rule in transaction %d of %d", i, len(txns))
+				}
+				continue
+			}
+			target := l[strings.LastIndex(l, " ")+1:]
+			if !strings.Contains(nat, "\n:"+target+" ") {
+				t.Errorf("transaction %d: %q jumps to a chain it does not create", i, l)
+			}
+		}
+	}
+	if diff := cmp.Diff(topLines(oneOut.String()), topLines(out.String())); diff != "" {
+		t.Errorf("KUBE-SERVICES differs from one transaction's (-one +bounded):\n%s", diff)
+	}
+}

@@ -98,30 +98,60 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	// the other service-independent ones first, those that refer to
 	// service chains last, after every service chain exists.
 	statics := staticChains(&p.cfg, &f.fc)
+	// A top-level chain the kernel does not have yet (a first sync) is
+	// filled progressively when transactions are bounded: declared in the
+	// first transaction, each service's rules added in the transaction of
+	// its chains, the static rules (KUBE-SERVICES' node-port rule, last)
+	// in the last one. iptables-nft-restore's cost grows with the square
+	// of the chains one transaction's rules jump to, so 10,000 jumps in
+	// one last transaction cost more than the rest of the sync together.
+	// A chain the kernel has is rewritten whole in the last transaction,
+	// so it never lacks a service's rule in between.
+	var progressive [numTop]bool
 	writeTop := func(sc staticChain) {
-		lines := slices.Clone(sc.rules)
-		if sc.slot >= 0 {
-			var svcLines []string
-			for _, k := range keys {
-				svcLines = append(svcLines, svcs[k].topLines(sc.slot)...)
+		if sc.slot >= 0 && progressive[sc.slot] {
+			for _, l := range sc.rules {
+				t.lines(sc.table, []byte(l+"\n"))
 			}
-			for i := range svcLines {
-				svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
-			}
-			lines = append(svcLines, lines...)
-		}
-		have := kern[sc.table]
-		if have.chains[sc.chain] && sameMultiset(have.rules[sc.chain], lines) {
 			return
 		}
+		have := kern[sc.table]
+		if have.chains[sc.chain] {
+			lines := slices.Clone(sc.rules)
+			if sc.slot >= 0 {
+				var svcLines []string
+				for _, k := range keys {
+					svcLines = append(svcLines, svcs[k].topLines(sc.slot)...)
+				}
+				for i := range svcLines {
+					svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
+				}
+				lines = append(svcLines, lines...)
+			}
+			if sameMultiset(have.rules[sc.chain], lines) {
+				return
+			}
+		}
 		t.declare(sc.table, sc.chain)
-		for _, l := range lines {
+		if sc.slot >= 0 {
+			for _, k := range keys {
+				r := svcs[k]
+				for _, s := range r.top[sc.slot] {
+					t.lines(sc.table, r.text(s))
+				}
+			}
+		}
+		for _, l := range sc.rules {
 			t.lines(sc.table, []byte(l+"\n"))
 		}
 	}
 	for _, sc := range statics {
-		if sc.slot < 0 {
+		switch {
+		case sc.slot < 0:
 			writeTop(sc)
+		case limit > 0 && !kern[sc.table].chains[sc.chain]:
+			progressive[sc.slot] = true
+			t.declare(sc.table, sc.chain)
 		}
 	}
 	for _, k := range keys {
@@ -136,6 +166,13 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			}
 			t.declare("nat", c.name)
 			t.lines("nat", text)
+		}
+		for slot, on := range progressive {
+			if on {
+				for _, s := range r.top[slot] {
+					t.lines(topChains[slot].table, r.text(s))
+				}
+			}
 		}
 		if limit > 0 && t.rules >= limit {
 			existing += t.rules
