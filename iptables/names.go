@@ -60,18 +60,25 @@ func hashOf(parts ...string) [16]byte {
 	for _, p := range parts {
 		b = append(b, p...)
 	}
-	sum := sha256.Sum256(b)
-	var enc [56]byte // base32 of 32 bytes
-	base32.StdEncoding.Encode(enc[:], sum[:])
-	return [16]byte(enc[:16])
+	return hash16(b)
 }
 
-// serviceChains returns ServiceChain, LocalChain, ExternalChain and
-// FirewallChain of a service port: they share one hash.
-func serviceChains(portName, protocol string) (svc, svl, ext, fw string) {
-	h := hashOf(portName, protocol)
-	return prefixSVC + string(h[:]), prefixSVL + string(h[:]), prefixEXT + string(h[:]), prefixFW + string(h[:])
+// hashPort is hashOf(portName, protocol, endpoint) on the bytes render
+// builds, without making strings of them.
+func hashPort(portName []byte, protocol string, endpoint []byte) [16]byte {
+	var in [256]byte
+	return hash16(append(append(append(in[:0], portName...), protocol...), endpoint...))
 }
+
+// hash16 is base32 of the first 10 bytes of sha256(b): the first 16
+// characters of the whole digest's base32.
+func hash16(b []byte) [16]byte {
+	sum := sha256.Sum256(b)
+	var enc [16]byte
+	base32.StdEncoding.Encode(enc[:], sum[:10])
+	return enc
+}
+
 
 // PortName returns kube-proxy's name of a service port:
 // "namespace/name:port", or "namespace/name" for an unnamed port.

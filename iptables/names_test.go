@@ -1,7 +1,7 @@
 package iptables
 
 import (
-	"slices"
+	"strings"
 	"testing"
 )
 
@@ -28,15 +28,21 @@ func TestChainNames(t *testing.T) {
 	}
 }
 
-// TestServiceChains: the four chains of a service port from one hash are
-// those of the functions that hash each.
-func TestServiceChains(t *testing.T) {
-	for _, pn := range []string{"default/web:http", "kube-system/kube-dns:dns-tcp", "ns/name"} {
-		svc, svl, ext, fw := serviceChains(pn, "udp")
-		got := []string{svc, svl, ext, fw}
-		want := []string{ServiceChain(pn, "udp"), LocalChain(pn, "udp"), ExternalChain(pn, "udp"), FirewallChain(pn, "udp")}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %v, want %v", pn, got, want)
+// TestHashPort: render's hash of a port name and endpoint bytes is the
+// exported functions' (kube-proxy's) hash of the strings, long names
+// included.
+func TestHashPort(t *testing.T) {
+	long := strings.Repeat("n", 63) + "/" + strings.Repeat("s", 63) + ":" + strings.Repeat("p", 15)
+	for _, pn := range []string{"default/web:http", "kube-system/kube-dns:dns-tcp", "ns/name", long} {
+		h := hashPort([]byte(pn), "udp", nil)
+		if got, want := prefixSVC+string(h[:]), ServiceChain(pn, "udp"); got != want {
+			t.Errorf("%s: %s, want %s", pn, got, want)
+		}
+		for _, ep := range []string{"10.244.1.5:8080", "[fd00:244::5]:8080", strings.Repeat("f", 250)} {
+			h := hashPort([]byte(pn), "udp", []byte(ep))
+			if got, want := prefixSEP+string(h[:]), EndpointChain(pn, "udp", ep); got != want {
+				t.Errorf("%s %s: %s, want %s", pn, ep, got, want)
+			}
 		}
 	}
 	if probability(2) != "0.50000000000" || probability(3) != "0.33333333349" {

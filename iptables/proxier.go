@@ -308,27 +308,36 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	return st, errors.Join(errs...)
 }
 
-// renderAll renders every service of s for a family, in key order.
-func (f *family) renderAll(s *client.Snapshot, large bool) (keys []client.ServiceKey, out map[client.ServiceKey]*rendered, eps int, errs []error) {
+// renderAll renders every service of s for a family, in key order. A
+// service whose content is what its last rendering was made from (the
+// same object, as snapshots share unchanged services, or an equal one)
+// keeps that rendering: render is pure.
+func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, out map[client.ServiceKey]*rendered, eps int, errs []error) {
 	out = make(map[client.ServiceKey]*rendered, s.Len())
+	list = make([]*rendered, 0, s.Len())
+	// One allocation for every service's rendering; reused ones are
+	// copied in, so no older array is kept alive by this one.
+	rs := make([]rendered, s.Len())
 	for se := range s.All() {
-		r := &rendered{}
+		r := &rs[len(list)]
 		k := se.Service.Key()
-		if err := render(&f.fc, se, large, r); err != nil {
+		old := f.svcs[k]
+		if old != nil && old.large == large && old.src.Equal(se) {
+			*r = *old
+		} else if err := render(&f.fc, se, large, r); err != nil {
 			errs = append(errs, err)
 			// Keep what the kernel has for a service we cannot render:
 			// its last good rules stay in place.
-			old := f.svcs[k]
 			if old == nil {
 				continue
 			}
-			r = old
+			*r = *old
 		}
-		keys = append(keys, k)
+		list = append(list, r)
 		out[k] = r
 		eps += r.eps
 	}
-	return keys, out, eps, errs
+	return list, out, eps, errs
 }
 
 // Sync immediately runs a full sync of the last snapshot (the seed's

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"net/netip"
@@ -52,11 +53,15 @@ type famConfig struct {
 	scratch *renderScratch
 }
 
-// renderScratch holds render's working slices of endpoints.
+// renderScratch holds what render reuses from one service to the next:
+// its working slices of endpoints, the strings of the port being rendered
+// and the service's rendering, copied out at exact size when complete.
 type renderScratch struct {
 	eps, cluster, local, reach []endpoint
-	strs                       []byte // endpoint strings being built
-	ends                       []int  // where each ends in strs
+	strs                       []byte   // the current port's strings, built
+	r                          rendered // the service being rendered
+	text                       []byte   // r's text
+	cidr                       string   // famConfig.localCIDR as text
 }
 
 // keep stores working slices for the next render, emptied (so they hold
@@ -71,6 +76,7 @@ func (sc *renderScratch) keep(dst *[]endpoint, list []endpoint) {
 type span struct {
 	name       string
 	start, end int32
+	lines      int32
 }
 
 // udpPort is what stale-conntrack flushing needs to know about a UDP
@@ -84,28 +90,42 @@ type udpPort struct {
 	eps      []netip.AddrPort
 }
 
+// topSpan is one rule of a rendered service in a top-level chain.
+type topSpan struct {
+	slot       int32
+	start, end int32
+}
+
 // rendered is one service's ruleset for one family: its own nat chains and
 // its rules in the top-level chains, all in the form iptables-save prints.
+// It is immutable once rendered: full syncs reuse it for a service that
+// did not change.
 type rendered struct {
 	buf    []byte
 	chains []span
-	top    [numTop][]span // one span per line; name unused
-	eps    int            // endpoints counted toward large-cluster mode
+	tops   []topSpan // in rendering order
+	eps    int       // endpoints counted toward large-cluster mode
 	udp    []udpPort
 	lines  int // rule lines, both tables
+	// src and large are what it was rendered from (render is pure).
+	src   *client.ServiceEndpoints
+	large bool
 }
 
 // filterRules counts r's rules in the filter table (its top-level filter
 // lines); every other line is a nat rule.
 func (r *rendered) filterRules() int {
 	n := 0
-	for slot, c := range topChains {
-		if c.table == "filter" {
-			n += len(r.top[slot])
+	for _, s := range r.tops {
+		if topChains[s.slot].table == "filter" {
+			n++
 		}
 	}
 	return n
 }
+
+// topText returns the text of a top-level rule.
+func (r *rendered) topText(s topSpan) []byte { return r.buf[s.start:s.end] }
 
 func (r *rendered) text(s span) []byte { return r.buf[s.start:s.end] }
 
@@ -121,9 +141,11 @@ func (r *rendered) chainText(name string) ([]byte, bool) {
 
 // topLines returns the lines r adds to one top-level chain.
 func (r *rendered) topLines(slot int) []string {
-	out := make([]string, len(r.top[slot]))
-	for i, s := range r.top[slot] {
-		out[i] = string(r.text(s))
+	var out []string
+	for _, s := range r.tops {
+		if int(s.slot) == slot {
+			out = append(out, string(r.topText(s)))
+		}
 	}
 	return out
 }
@@ -192,12 +214,22 @@ func (w *writer) comment3(a, b, c string) *writer {
 func (w *writer) end() span {
 	w.r.buf = append(w.r.buf, '\n')
 	w.r.lines++
-	return span{start: int32(w.start), end: int32(len(w.r.buf))}
+	return span{start: int32(w.start), end: int32(len(w.r.buf)), lines: 1}
 }
 
 // top finishes the line as a rule of a top-level chain.
 func (w *writer) top(slot int) {
-	w.r.top[slot] = append(w.r.top[slot], w.end())
+	s := w.end()
+	w.r.tops = append(w.r.tops, topSpan{slot: int32(slot), start: s.start, end: s.end})
+}
+
+// port appends a flag and a port number.
+func (w *writer) port(flag string, p int) *writer {
+	w.r.buf = append(w.r.buf, ' ')
+	w.r.buf = append(w.r.buf, flag...)
+	w.r.buf = append(w.r.buf, ' ')
+	w.r.buf = strconv.AppendInt(w.r.buf, int64(p), 10)
+	return w
 }
 
 // appendQuoted appends a comment as iptables-save prints it (both
@@ -253,19 +285,63 @@ type endpoint struct {
 	addr  netip.AddrPort
 	str   string // "ip:port", kube-proxy's endpoint string
 	chain string
+	// where str and chain are in the port's strings while they are built
+	s0, s1, c0 int32
 }
 
 // reachable reports whether the endpoint can receive traffic at all.
 func usable(e *client.Endpoint) bool { return e.Ready || e.Serving && e.Terminating }
 
-// render writes the rules of one service for one family into r (reset
-// first). large selects kube-proxy's large-cluster mode (no per-endpoint
-// comments). A service without a cluster IP of the family renders nothing.
+// render writes the rules of one service for one family into r. large
+// selects kube-proxy's large-cluster mode (no per-endpoint comments). A
+// service without a cluster IP of the family renders nothing. On error r
+// is left as it was.
 func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered) error {
-	r.buf, r.chains, r.eps, r.udp, r.lines = r.buf[:0], r.chains[:0], 0, r.udp[:0], 0
-	for i := range r.top {
-		r.top[i] = r.top[i][:0]
+	sc := fc.scratch
+	if sc == nil {
+		sc = &renderScratch{}
 	}
+	w := &sc.r
+	w.chains, w.tops, w.eps, w.udp, w.lines = w.chains[:0], w.tops[:0], 0, nil, 0
+	w.buf = sc.text[:0]
+	err := renderService(fc, sc, se, large)
+	sc.text, w.buf = w.buf, nil
+	if err != nil {
+		return err
+	}
+	// The rendering is copied out at its exact size: one allocation for
+	// the text (no pointers: the garbage collector does not scan it), one
+	// for each kind of span.
+	*r = rendered{buf: exact(sc.text), chains: exact(w.chains), tops: exact(w.tops),
+		eps: w.eps, udp: w.udp, lines: w.lines, src: se, large: large}
+	w.udp = nil
+	return nil
+}
+
+// exact returns a copy of s with no spare capacity (nil when empty).
+func exact[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
+}
+
+// protoName returns the protocol as iptables writes it, or "" when
+// iptables has no match for it.
+func protoName(p client.Protocol) string {
+	switch p {
+	case client.TCP:
+		return "tcp"
+	case client.UDP:
+		return "udp"
+	case client.SCTP:
+		return "sctp"
+	}
+	return ""
+}
+
+func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints, large bool) error {
+	r := &sc.r
 	svc := se.Service
 	v6 := fc.fam == rules.IPv6
 	cips := svc.ClusterIPs.Family(v6)
@@ -284,29 +360,28 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 	if slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Bits() == 0 }) {
 		ranges = nil // a zero-length range allows every client
 	}
-	if need := estimate(se, v6); cap(r.buf) < need {
-		r.buf = make([]byte, 0, need)
-	}
-	if need := len(svc.Ports) * (len(se.Endpoints) + 4); cap(r.chains) < need {
-		r.chains = make([]span, 0, need)
+	if fc.localCIDR.IsValid() && sc.cidr == "" {
+		sc.cidr = fc.localCIDR.String()
 	}
 	w := &writer{r: r}
-	sc := fc.scratch
-	if sc == nil {
-		sc = &renderScratch{}
-	}
 	eps := slices.Grow(sc.eps[:0], len(se.Endpoints))
 	for _, p := range svc.Ports {
 		if p.Port < 1 || p.Port > 65535 || p.NodePort < 0 || p.NodePort > 65535 {
 			return fmt.Errorf("iptables: service %s port %q: port %d / node port %d out of range", svc.Key(), p.Name, p.Port, p.NodePort)
 		}
-		proto := strings.ToLower(string(p.Protocol))
-		switch p.Protocol {
-		case client.TCP, client.UDP, client.SCTP:
-		default:
+		proto := protoName(p.Protocol)
+		if proto == "" {
 			return fmt.Errorf("iptables: service %s port %q: unknown protocol %q", svc.Key(), p.Name, p.Protocol)
 		}
-		pn := PortName(svc.Namespace, svc.Name, p.Name)
+		// The port's strings (its name, its endpoints' "ip:port" and
+		// later its chain names) are built in one buffer and become one
+		// string.
+		b := append(sc.strs[:0], svc.Namespace...)
+		b = append(append(b, '/'), svc.Name...)
+		if p.Name != "" {
+			b = append(append(b, ':'), p.Name...)
+		}
+		pnEnd := len(b)
 		eps = eps[:0]
 		for _, e := range se.Endpoints {
 			addrs := e.IPs.Family(v6)
@@ -315,32 +390,27 @@ func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered)
 				continue
 			}
 			ap := netip.AddrPortFrom(addrs[0], uint16(port))
-			eps = append(eps, endpoint{ep: e, addr: ap})
+			s0 := len(b)
+			b = ap.AppendTo(b)
+			eps = append(eps, endpoint{ep: e, addr: ap, s0: int32(s0), s1: int32(len(b))})
 		}
-		// The "ip:port" strings of a port's endpoints, in one string.
-		strs, ends := sc.strs[:0], sc.ends[:0]
-		for i := range eps {
-			strs = eps[i].addr.AppendTo(strs)
-			ends = append(ends, len(strs))
-		}
-		all, off := string(strs), 0
-		for i := range eps {
-			eps[i].str = all[off:ends[i]]
-			off = ends[i]
-		}
-		sc.strs, sc.ends = strs[:0], ends[:0]
-		slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
+		slices.SortFunc(eps, func(x, y endpoint) int { return bytes.Compare(b[x.s0:x.s1], b[y.s0:y.s1]) })
 		r.eps += len(eps)
-		if err := renderPort(fc, sc, w, svc, p, proto, pn, clusterIP, extIPs, lbIPs, ranges, eps, large); err != nil {
+		var err error
+		if b, err = renderPort(fc, sc, w, svc, p, proto, b, pnEnd, clusterIP, extIPs, lbIPs, ranges, eps, large); err != nil {
 			return err
 		}
+		sc.strs = b[:0]
 	}
 	sc.keep(&sc.eps, eps)
 	return nil
 }
 
-func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service, p client.Port, proto, pn string,
-	clusterIP netip.Addr, extIPs, lbIPs []netip.Addr, ranges []netip.Prefix, eps []endpoint, large bool) error {
+// renderPort renders one port of a service. b holds the port's name
+// (b[:pnEnd]) and its endpoints' strings; renderPort adds the chain names
+// and returns b for reuse.
+func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service, p client.Port, proto string, b []byte, pnEnd int,
+	clusterIP netip.Addr, extIPs, lbIPs []netip.Addr, ranges []netip.Prefix, eps []endpoint, large bool) ([]byte, error) {
 	r := w.r
 	accessible := p.NodePort != 0 || len(extIPs) > 0 || len(lbIPs) > 0
 	iLocal := svc.InternalTrafficLocal
@@ -388,7 +458,32 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			local = append(local, e)
 		}
 	}
-	svcChain, svlChain, extChain, fwChain := serviceChains(pn, proto)
+	// Chain names: the service port's four share one hash; one per
+	// endpoint the cluster or local chain reaches.
+	const nameLen = len(prefixSEP) + 16
+	h := hashPort(b[:pnEnd], proto, nil)
+	var at [5]int // where the four names start, and where the last ends
+	for i, prefix := range [4]string{prefixSVC, prefixSVL, prefixEXT, prefixFW} {
+		at[i] = len(b)
+		b = append(append(b, prefix...), h[:]...)
+	}
+	at[4] = len(b)
+	for _, list := range [2][]endpoint{cluster, local} {
+		for i := range list {
+			h := hashPort(b[:pnEnd], proto, b[list[i].s0:list[i].s1])
+			list[i].c0 = int32(len(b))
+			b = append(append(b, prefixSEP...), h[:]...)
+		}
+	}
+	all := string(b)
+	pn := all[:pnEnd]
+	for _, list := range [2][]endpoint{cluster, local} {
+		for i := range list {
+			e := &list[i]
+			e.str, e.chain = all[e.s0:e.s1], all[e.c0:int(e.c0)+nameLen]
+		}
+	}
+	svcChain, svlChain, extChain, fwChain := all[at[0]:at[1]], all[at[1]:at[2]], all[at[2]:at[3]], all[at[3]:at[4]]
 	usesSVC := len(cluster) > 0 && usesCluster
 	usesSVL := len(local) > 0 && usesLocal
 
@@ -423,53 +518,48 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			externalComment = pn + " has no local endpoints"
 		}
 	}
-	port := strconv.Itoa(p.Port)
-	nodePort := strconv.Itoa(p.NodePort)
-	cip := hostPrefix(clusterIP)
 
 	// Capture the cluster IP.
 	if hasInternal {
-		w.line(chainServices).a("-d", cip, "-p", proto).comment(pn+" cluster IP").a("-m", proto, "--dport", port, "-j", internalChain).top(topNATServices)
+		w.line(chainServices).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", internalChain).top(topNATServices)
 	} else {
-		w.line(chainServices).a("-d", cip, "-p", proto).comment(internalComment).a("-m", proto, "--dport", port).a(internalTarget...).top(topFilterServices)
+		w.line(chainServices).host("-d", clusterIP).a("-p", proto).comment(internalComment).a("-m", proto).port("--dport", p.Port).a(internalTarget...).top(topFilterServices)
 	}
 	// External IPs.
 	for _, ip := range extIPs {
-		d := hostPrefix(ip)
 		if hasAny {
-			w.line(chainServices).a("-d", d, "-p", proto).comment(pn+" external IP").a("-m", proto, "--dport", port, "-j", extChain).top(topNATServices)
+			w.line(chainServices).host("-d", ip).a("-p", proto).comment2(pn, " external IP").a("-m", proto).port("--dport", p.Port).a("-j", extChain).top(topNATServices)
 		}
 		if !hasExternal {
-			w.line(chainExternalServices).a("-d", d, "-p", proto).comment(externalComment).a("-m", proto, "--dport", port).a(externalTarget...).top(topFilterExternal)
+			w.line(chainExternalServices).host("-d", ip).a("-p", proto).comment(externalComment).a("-m", proto).port("--dport", p.Port).a(externalTarget...).top(topFilterExternal)
 		}
 	}
 	// Load-balancer IPs.
 	for _, ip := range lbIPs {
-		d := hostPrefix(ip)
 		if hasAny {
-			w.line(chainServices).a("-d", d, "-p", proto).comment(pn+" loadbalancer IP").a("-m", proto, "--dport", port, "-j", lbChain).top(topNATServices)
+			w.line(chainServices).host("-d", ip).a("-p", proto).comment2(pn, " loadbalancer IP").a("-m", proto).port("--dport", p.Port).a("-j", lbChain).top(topNATServices)
 		}
 		if usesFW {
-			w.line(chainProxyFirewall).a("-d", d, "-p", proto).comment(pn+" traffic not accepted by "+fwChain).a("-m", proto, "--dport", port, "-j", "DROP").top(topFilterFirewall)
+			w.line(chainProxyFirewall).host("-d", ip).a("-p", proto).comment3(pn, " traffic not accepted by ", fwChain).a("-m", proto).port("--dport", p.Port).a("-j", "DROP").top(topFilterFirewall)
 		}
 	}
 	if !hasExternal {
 		for _, ip := range lbIPs {
-			w.line(chainExternalServices).a("-d", hostPrefix(ip), "-p", proto).comment(externalComment).a("-m", proto, "--dport", port).a(externalTarget...).top(topFilterExternal)
+			w.line(chainExternalServices).host("-d", ip).a("-p", proto).comment(externalComment).a("-m", proto).port("--dport", p.Port).a(externalTarget...).top(topFilterExternal)
 		}
 	}
 	// Node ports.
 	if p.NodePort != 0 {
 		if hasAny {
-			w.line(chainNodePorts).a("-p", proto).comment(pn).a("-m", proto, "--dport", nodePort, "-j", extChain).top(topNATNodePorts)
+			w.line(chainNodePorts).a("-p", proto).comment(pn).a("-m", proto).port("--dport", p.NodePort).a("-j", extChain).top(topNATNodePorts)
 		}
 		if !hasExternal {
-			w.line(chainExternalServices).a("-p", proto).comment(externalComment).a("-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "--dport", nodePort).a(externalTarget...).top(topFilterExternal)
+			w.line(chainExternalServices).a("-p", proto).comment(externalComment).a("-m", "addrtype", "--dst-type", "LOCAL", "-m", proto).port("--dport", p.NodePort).a(externalTarget...).top(topFilterExternal)
 		}
 	}
 	// Health-check node port.
 	if svc.HealthCheckNodePort != 0 {
-		w.line(chainNodePorts).a("-p", "tcp").comment(pn+" health check node port").a("-m", "tcp", "--dport", strconv.Itoa(svc.HealthCheckNodePort), "-j", "ACCEPT").top(topFilterNodePorts)
+		w.line(chainNodePorts).a("-p", "tcp").comment2(pn, " health check node port").a("-m", "tcp").port("--dport", svc.HealthCheckNodePort).a("-j", "ACCEPT").top(topFilterNodePorts)
 	}
 
 	// The service's own chains, in the order kube-proxy declares them.
@@ -479,9 +569,10 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	add := func(name string, sp span) {
 		if n := len(r.chains); n > 0 && r.chains[n-1].name == name && r.chains[n-1].end == sp.start {
 			r.chains[n-1].end = sp.end
+			r.chains[n-1].lines++
 			return
 		}
-		r.chains = append(r.chains, span{name: name, start: sp.start, end: sp.end})
+		r.chains = append(r.chains, span{name: name, start: sp.start, end: sp.end, lines: 1})
 	}
 	// The internal chain starts with its masquerade rule.
 	internalMasq := func() {
@@ -490,20 +581,20 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		}
 		switch {
 		case fc.masqueradeAll:
-			add(internalChain, w.line(internalChain).a("-d", cip, "-p", proto).comment2(pn, " cluster IP").a("-m", proto, "--dport", port, "-j", KubeMarkMasqChain).end())
+			add(internalChain, w.line(internalChain).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", KubeMarkMasqChain).end())
 		case fc.localCIDR.IsValid():
-			add(internalChain, w.line(internalChain).a("!", "-s", fc.localCIDR.String(), "-d", cip, "-p", proto).comment2(pn, " cluster IP").a("-m", proto, "--dport", port, "-j", KubeMarkMasqChain).end())
+			add(internalChain, w.line(internalChain).a("!", "-s", sc.cidr).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", KubeMarkMasqChain).end())
 		}
 	}
 	if usesEXT {
 		if !eLocal {
-			add(extChain, w.line(extChain).comment("masquerade traffic for "+pn+" external destinations").a("-j", KubeMarkMasqChain).end())
+			add(extChain, w.line(extChain).comment3("masquerade traffic for ", pn, " external destinations").a("-j", KubeMarkMasqChain).end())
 		} else {
 			if fc.localCIDR.IsValid() {
-				add(extChain, w.line(extChain).a("-s", fc.localCIDR.String()).comment("pod traffic for "+pn+" external destinations").a("-j", svcChain).end())
+				add(extChain, w.line(extChain).a("-s", sc.cidr).comment3("pod traffic for ", pn, " external destinations").a("-j", svcChain).end())
 			}
-			add(extChain, w.line(extChain).comment("masquerade LOCAL traffic for "+pn+" external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", KubeMarkMasqChain).end())
-			add(extChain, w.line(extChain).comment("route LOCAL traffic for "+pn+" external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", svcChain).end())
+			add(extChain, w.line(extChain).comment3("masquerade LOCAL traffic for ", pn, " external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", KubeMarkMasqChain).end())
+			add(extChain, w.line(extChain).comment3("route LOCAL traffic for ", pn, " external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", svcChain).end())
 		}
 		if hasExternal {
 			add(extChain, w.line(extChain).a("-j", externalPolicyChain).end())
@@ -512,17 +603,17 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	if usesFW {
 		allowNode := false
 		for _, rg := range ranges {
-			add(fwChain, w.line(fwChain).a("-s", rg.String()).comment(pn+" loadbalancer IP").a("-j", extChain).end())
+			add(fwChain, w.line(fwChain).a("-s", rg.String()).comment2(pn, " loadbalancer IP").a("-j", extChain).end())
 			if fc.nodeIP.IsValid() && rg.Contains(fc.nodeIP) {
 				allowNode = true
 			}
 		}
 		if allowNode {
 			for _, ip := range lbIPs {
-				add(fwChain, w.line(fwChain).a("-s", hostPrefix(ip)).comment(pn+" loadbalancer IP").a("-j", extChain).end())
+				add(fwChain, w.line(fwChain).host("-s", ip).comment2(pn, " loadbalancer IP").a("-j", extChain).end())
 			}
 		}
-		add(fwChain, w.line(fwChain).comment("other traffic to "+pn+" will be dropped by KUBE-PROXY-FIREWALL").end())
+		add(fwChain, w.line(fwChain).comment3("other traffic to ", pn, " will be dropped by KUBE-PROXY-FIREWALL").end())
 	}
 	affinity := svc.SessionAffinity != nil
 	toEndpoints := func(chain string, list []endpoint) {
@@ -549,21 +640,6 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			add(chain, w.raw(" -j ").raw(e.chain).end())
 		}
 	}
-	// The KUBE-SEP- chain names of a list, in one string.
-	name := func(list []endpoint) {
-		const n = len(prefixSEP) + 16
-		names := make([]byte, 0, n*len(list))
-		for _, e := range list {
-			h := hashOf(pn, proto, e.str)
-			names = append(append(names, prefixSEP...), h[:]...)
-		}
-		all := string(names)
-		for i := range list {
-			list[i].chain = all[i*n : (i+1)*n]
-		}
-	}
-	name(cluster)
-	name(local)
 	if usesSVC {
 		toEndpoints(svcChain, cluster)
 	}
@@ -612,7 +688,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		sc.keep(&sc.local, local)
 	}
 	sc.keep(&sc.reach, reach)
-	return nil
+	return b, nil
 }
 
 // rejectWith is the ICMP answer of a REJECT rule, as iptables-save prints it.
@@ -648,12 +724,4 @@ func countEndpoints(se *client.ServiceEndpoints, v6 bool) int {
 		}
 	}
 	return n
-}
-
-// estimate is a generous guess of a service's rendered size, so that its
-// buffer is allocated once.
-func estimate(se *client.ServiceEndpoints, v6 bool) int {
-	n := len(se.Endpoints) + 4
-	// About 3 lines of 110 bytes per endpoint.
-	return len(se.Service.Ports) * n * 3 * 110
 }

@@ -94,12 +94,11 @@ func (t *txn) declare(table, chain string) {
 	t.st.Chains++
 }
 
-// lines adds rule lines; text is kept, not copied, until the restore.
-func (t *txn) lines(table string, text []byte) {
+// lines adds n rule lines; text is kept, not copied, until the restore.
+func (t *txn) lines(table string, text []byte, n int) {
 	i := tableIndex(table)
 	t.body[i] = append(t.body[i], text)
 	t.size[i] += len(text)
-	n := bytes.Count(text, []byte("\n"))
 	t.rules += n
 	t.st.Rules += n
 }

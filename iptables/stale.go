@@ -11,12 +11,16 @@ import (
 // staleFlows returns the conntrack targets of a full sync: every service
 // compared with what the family last programmed.
 func (f *family) staleFlows(svcs map[client.ServiceKey]*rendered) []conntrack.Target {
-	keys := make([]client.ServiceKey, 0, len(svcs)+len(f.svcs))
-	for k := range svcs {
-		keys = append(keys, k)
+	// Only services with UDP ports, before or now, can leave UDP flows
+	// stale.
+	var keys []client.ServiceKey
+	for k, r := range svcs {
+		if old := f.svcs[k]; len(r.udp) > 0 || old != nil && len(old.udp) > 0 {
+			keys = append(keys, k)
+		}
 	}
-	for k := range f.svcs {
-		if svcs[k] == nil {
+	for k, old := range f.svcs {
+		if svcs[k] == nil && len(old.udp) > 0 {
 			keys = append(keys, k)
 		}
 	}

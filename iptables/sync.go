@@ -37,7 +37,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	var st SyncStats
 	st.Full = true
 	f.full = true
-	var keys []client.ServiceKey
+	var list []*rendered // in key order
 	var svcs map[client.ServiceKey]*rendered
 	var eps int
 	var errs []error
@@ -47,18 +47,20 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		// does not change, so its services render as they did. Only the
 		// kernel is compared again.
 		for se := range s.All() {
-			if k := se.Service.Key(); f.svcs[k] != nil {
-				keys = append(keys, k)
+			if r := f.svcs[se.Service.Key()]; r != nil {
+				list = append(list, r)
 			}
 		}
 		svcs, eps, errs = f.svcs, f.eps, slices.Clone(f.renderErrs)
 	} else {
 		total := 0
 		for se := range s.All() {
-			total += countEndpoints(se, f.fc.fam == rules.IPv6)
+			if total += countEndpoints(se, f.fc.fam == rules.IPv6); total > p.largeAt {
+				break
+			}
 		}
 		f.large = total > p.largeAt
-		keys, svcs, eps, errs = f.renderAll(s, f.large)
+		list, svcs, eps, errs = f.renderAll(s, f.large)
 		f.renders++
 	}
 	f.from = nil
@@ -111,7 +113,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	writeTop := func(sc staticChain) {
 		if sc.slot >= 0 && progressive[sc.slot] {
 			for _, l := range sc.rules {
-				t.lines(sc.table, []byte(l+"\n"))
+				t.lines(sc.table, []byte(l+"\n"), 1)
 			}
 			return
 		}
@@ -120,8 +122,8 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			lines := slices.Clone(sc.rules)
 			if sc.slot >= 0 {
 				var svcLines []string
-				for _, k := range keys {
-					svcLines = append(svcLines, svcs[k].topLines(sc.slot)...)
+				for _, r := range list {
+					svcLines = append(svcLines, r.topLines(sc.slot)...)
 				}
 				for i := range svcLines {
 					svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
@@ -134,15 +136,16 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		}
 		t.declare(sc.table, sc.chain)
 		if sc.slot >= 0 {
-			for _, k := range keys {
-				r := svcs[k]
-				for _, s := range r.top[sc.slot] {
-					t.lines(sc.table, r.text(s))
+			for _, r := range list {
+				for _, s := range r.tops {
+					if int(s.slot) == sc.slot {
+						t.lines(sc.table, r.topText(s), 1)
+					}
 				}
 			}
 		}
 		for _, l := range sc.rules {
-			t.lines(sc.table, []byte(l+"\n"))
+			t.lines(sc.table, []byte(l+"\n"), 1)
 		}
 	}
 	for _, sc := range statics {
@@ -154,8 +157,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			t.declare(sc.table, sc.chain)
 		}
 	}
-	for _, k := range keys {
-		r := svcs[k]
+	for _, r := range list {
 		for _, c := range r.chains {
 			text := r.text(c)
 			if nat.chains[c.name] {
@@ -165,13 +167,11 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 				}
 			}
 			t.declare("nat", c.name)
-			t.lines("nat", text)
+			t.lines("nat", text, int(c.lines))
 		}
-		for slot, on := range progressive {
-			if on {
-				for _, s := range r.top[slot] {
-					t.lines(topChains[slot].table, r.text(s))
-				}
+		for _, s := range r.tops {
+			if progressive[s.slot] {
+				t.lines(topChains[s.slot].table, r.topText(s), 1)
 			}
 		}
 		if limit > 0 && t.rules >= limit {
@@ -285,7 +285,7 @@ func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []connt
 					}
 				}
 				t.declare("nat", c.name)
-				t.lines("nat", text)
+				t.lines("nat", text, int(c.lines))
 			}
 		}
 		for slot := range numTop {
