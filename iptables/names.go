@@ -79,7 +79,6 @@ func hash16(b []byte) [16]byte {
 	return enc
 }
 
-
 // PortName returns kube-proxy's name of a service port:
 // "namespace/name:port", or "namespace/name" for an unnamed port.
 func PortName(namespace, name, port string) string {
