@@ -66,13 +66,24 @@ func TestPartialSyncSize(t *testing.T) {
 	if diff := cmp.Diff(inputs[0], inputs[1]); diff != "" {
 		t.Errorf("restore input of one endpoint removal differs between 200 and 2,000 services (-200 +2000):\n%s", diff)
 	}
-	svc := ServiceChain("ns3/svc3:http", "tcp")
-	gone := EndpointChain("ns3/svc3:http", "tcp", "10.100.0.4:8080")
-	if !strings.Contains(inputs[0], ":"+svc+" ") || !strings.Contains(inputs[0], "-X "+gone+"\n") {
-		t.Errorf("partial restore input does not rewrite %s and delete %s:\n%s", svc, gone, inputs[0])
+	// The whole input: the service's KUBE-SVC- chain rewritten with its
+	// nine remaining endpoints (large-cluster mode: no comments), the
+	// removed endpoint's chain flushed and deleted; nothing else.
+	pn := "ns3/svc3:http"
+	svc := ServiceChain(pn, "tcp")
+	gone := EndpointChain(pn, "tcp", "10.100.0.4:8080")
+	want := "# iptables-nft-restore --noflush (IPv4)\n*nat\n:" + svc + " - [0:0]\n:" + gone + " - [0:0]\n"
+	for j := 1; j < 10; j++ {
+		sep := EndpointChain(pn, "tcp", fmt.Sprintf("10.%d.0.4:8080", 100+j))
+		if j < 9 {
+			want += "-A " + svc + " -m statistic --mode random --probability " + probability(10-j) + " -j " + sep + "\n"
+		} else {
+			want += "-A " + svc + " -j " + sep + "\n"
+		}
 	}
-	if strings.Contains(inputs[0], "KUBE-SERVICES") {
-		t.Errorf("an endpoint change rewrote a top-level chain:\n%s", inputs[0])
+	want += "-X " + gone + "\nCOMMIT\n"
+	if diff := cmp.Diff(want, inputs[0]); diff != "" {
+		t.Errorf("restore input of one endpoint removal (-want +got):\n%s", diff)
 	}
 }
 
