@@ -648,18 +648,20 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	}
 	// One KUBE-SEP- chain per endpoint either chain reaches, in endpoint
 	// order.
+	// Both lists keep the sorted order of eps, so one of them alone
+	// needs no sorting.
 	reach := sc.reach[:0]
 	if usesCluster {
 		reach = append(reach, cluster...)
 	}
-	if usesLocal {
+	if usesLocal && len(local) > 0 {
 		for _, e := range local {
 			if !slices.ContainsFunc(reach, func(x endpoint) bool { return x.str == e.str }) {
 				reach = append(reach, e)
 			}
 		}
+		slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 	}
-	slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 	for _, e := range reach {
 		w.line(e.chain).host("-s", e.addr.Addr())
 		if !large {
