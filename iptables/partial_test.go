@@ -308,3 +308,43 @@ func TestFirstSyncFillsTopChainsProgressively(t *testing.T) {
 		t.Errorf("KUBE-SERVICES differs from one transaction's (-one +bounded):\n%s", diff)
 	}
 }
+
+// TestFullSyncReusesUnchangedRenders: a full sync of a new snapshot (new
+// objects, equal content) keeps the renderings of the services that did
+// not change and re-renders the changed one; what it writes is what a
+// fresh Proxier writes for that snapshot.
+func TestFullSyncReusesUnchangedRenders(t *testing.T) {
+	dual := func(c *Config) { c.IPv6 = true; c.MaxRestoreRules = -1 }
+	p, out := dryRun(t, dual)
+	if _, err := p.Snapshot(snapshot(broad()...)); err != nil {
+		t.Fatal(err)
+	}
+	before := map[client.ServiceKey]*byte{}
+	for k, r := range p.fams[0].svcs {
+		if len(r.buf) > 0 {
+			before[k] = &r.buf[0]
+		}
+	}
+	specs := broad()
+	specs[0].eps = specs[0].eps[1:] // default/web loses an endpoint
+	s := snapshot(specs...)
+	s.Full = true
+	out.Reset()
+	if st, err := p.Snapshot(s); err != nil || !st.Full {
+		t.Fatalf("full sync: %+v, %v", st, err)
+	}
+	web := client.ServiceKey{Namespace: "default", Name: "web"}
+	for k, first := range before {
+		r := p.fams[0].svcs[k]
+		if reused := &r.buf[0] == first; reused != (k != web) {
+			t.Errorf("%v: rendering reused %v, want %v", k, reused, k != web)
+		}
+	}
+	fresh, freshOut := dryRun(t, dual)
+	if _, err := fresh.Snapshot(snapshot(specs...)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(freshOut.String(), out.String()); diff != "" {
+		t.Errorf("full sync with reused renderings differs from a fresh Proxier's (-fresh +reused):\n%s", diff)
+	}
+}
