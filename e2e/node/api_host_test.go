@@ -15,8 +15,9 @@ import (
 // TestAPIWriterHost runs on the host (no VM): the real-API mode's
 // translation of the cases' manifests, against a real control plane.
 // apply itself fails unless the EndpointSlice controller writes, for every
-// service, the endpoints of the manifest's slices (ready, terminating),
-// so each step below checks the pods, labels and services it made.
+// service, the endpoints of the manifest's slices (ready, serving,
+// terminating), so each step below checks the pods, labels and services
+// it made.
 func TestAPIWriterHost(t *testing.T) {
 	if nstest.InVM() {
 		t.Skip("a host test: the VM runs no control plane")
@@ -61,6 +62,7 @@ func TestAPIWriterHost(t *testing.T) {
 	// and eTP=Local: the controller's slices follow each.
 	apply("replaced", nodeManifest, s("NodePort"), slice("chg", ports, b))
 	apply("terminating", nodeManifest, s("NodePort"), slice("chg", ports, ep{ip: b.ip, terminating: true}, a))
+	apply("terminating alone, still serving", nodeManifest, s("NodePort"), slice("chg", ports, ep{ip: b.ip, terminating: true}))
 	apply("other node", nodeManifest, svc{name: "chg", typ: "NodePort", clusterIP: "10.96.0.21", ports: ports, affinity: true, etpLocal: true, hcNodePort: 32001}.yaml(),
 		slice("chg", ports, ep{ip: a.ip, ready: true, node: "node-2"}))
 	// Dual stack: one pod with both families, one slice of each.

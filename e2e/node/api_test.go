@@ -58,15 +58,16 @@ type apiWriter struct {
 
 // wantPod is a pod the manifests' endpoints call for.
 type wantPod struct {
-	name, node  string
-	ips         []string
+	name, node string
+	ips        []string
+	// ready is the pod's Ready condition: the endpoint's serving.
 	ready, term bool
 	labels      map[string]string
 }
 
 // wantEndpoint is one endpoint address the controller must write.
 type wantEndpoint struct {
-	ready, terminating bool
+	ready, serving, terminating bool
 }
 
 // reset deletes the Services (but the apiserver's own), EndpointSlices
@@ -152,6 +153,12 @@ func (w *apiWriter) apply(ctx context.Context, docs ...string) error {
 				}
 				ready := e.Conditions.Ready == nil || *e.Conditions.Ready
 				term := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+				// A pod's Ready condition is what the controller writes as
+				// serving; a live pod serves when ready.
+				serving := ready
+				if term && e.Conditions.Serving != nil {
+					serving = *e.Conditions.Serving
+				}
 				for _, a := range e.Addresses {
 					name, ok := w.podName(a)
 					if !ok {
@@ -159,17 +166,17 @@ func (w *apiWriter) apply(ctx context.Context, docs ...string) error {
 					}
 					p := pods[name]
 					if p == nil {
-						p = &wantPod{name: name, node: node, ready: ready, term: term, labels: map[string]string{}}
+						p = &wantPod{name: name, node: node, ready: serving, term: term, labels: map[string]string{}}
 						pods[name] = p
 					}
-					if p.node != node || p.ready != ready || p.term != term {
+					if p.node != node || p.ready != serving || p.term != term {
 						return fmt.Errorf("EndpointSlice %s: pod %s (%s) is another endpoint elsewhere with other conditions", es.Name, name, a)
 					}
 					if !slices.Contains(p.ips, a) {
 						p.ips = append(p.ips, a)
 					}
 					p.labels[selectorKey(svc)] = "y"
-					endpoints[svc][a] = wantEndpoint{ready: ready && !term, terminating: term}
+					endpoints[svc][a] = wantEndpoint{ready: ready && !term, serving: serving, terminating: term}
 				}
 			}
 		default:
@@ -242,6 +249,7 @@ func sliceEndpoints(ss []discoveryv1.EndpointSlice) map[string]wantEndpoint {
 			for _, a := range e.Addresses {
 				out[a] = wantEndpoint{
 					ready:       e.Conditions.Ready != nil && *e.Conditions.Ready,
+					serving:     e.Conditions.Serving != nil && *e.Conditions.Serving,
 					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 				}
 			}
