@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -221,24 +222,12 @@ func (w *apiWriter) apply(ctx context.Context, docs ...string) error {
 		var got map[string]wantEndpoint
 		if _, err := w.c.WaitSlices(ctx, testNamespace, name, func(ss []discoveryv1.EndpointSlice) bool {
 			got = sliceEndpoints(ss)
-			return mapsEqual(got, want)
+			return maps.Equal(got, want)
 		}); err != nil {
 			return fmt.Errorf("%w: endpoints %v, want %v", err, got, want)
 		}
 	}
 	return nil
-}
-
-func mapsEqual(a, b map[string]wantEndpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // sliceEndpoints returns the endpoints of a service's slices.
@@ -401,7 +390,7 @@ func (w *apiWriter) applyPods(ctx context.Context, want map[string]*wantPod) err
 				return err
 			}
 		} else if p.DeletionTimestamp == nil {
-			if !mapsEqualString(p.Labels, wp.labels) {
+			if !maps.Equal(p.Labels, wp.labels) {
 				p.Labels = wp.labels
 				if _, err := api.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 					return fmt.Errorf("relabel pod %s: %w", n, err)
@@ -420,18 +409,6 @@ func (w *apiWriter) applyPods(ctx context.Context, want map[string]*wantPod) err
 		}
 	}
 	return nil
-}
-
-func mapsEqualString(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func podReady(p *corev1.Pod) bool {
