@@ -62,6 +62,10 @@ type Result struct {
 	// to flush them (the IPVS changes stand).
 	Flushed      int
 	ConntrackErr error
+	// RulesErr is a failure of Applier.EntryRules (the IPVS and ipset
+	// changes stand; the next plan touching the sets, or the next repair,
+	// tries again).
+	RulesErr error
 }
 
 // Err returns the failures as one error, or nil.
@@ -72,6 +76,9 @@ func (r Result) Err() error {
 	}
 	if r.ConntrackErr != nil {
 		errs = append(errs, r.ConntrackErr)
+	}
+	if r.RulesErr != nil {
+		errs = append(errs, r.RulesErr)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return joinErrors(errs)
@@ -86,6 +93,11 @@ type Applier struct {
 	// Conntrack, when set, flushes the UDP flows of removed UDP
 	// destinations, so that clients do not keep sending to a gone backend.
 	Conntrack conntrack.Flusher
+	// EntryRules, when set, brings the iptables rules that follow from set
+	// members (rules.OutFilterDrops) up to date after a plan changed those
+	// members, for the families given, and reports whether it wrote
+	// (Node.EnsureRules).
+	EntryRules func(families []rules.Family) (bool, error)
 
 	mu sync.Mutex
 	// terminating holds TCP destinations set to weight 0 that are removed
@@ -258,7 +270,35 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 	}
 	a.flushUDP(&res, p.DeleteDests)
+	a.entryRules(&res, p)
 	return res
+}
+
+// entryRules runs EntryRules for the families whose KUBE-LOAD-BALANCER-FW
+// or KUBE-LOAD-BALANCER-SOURCE-IP members the plan changed.
+func (a *Applier) entryRules(res *Result, p Plan) {
+	if a.EntryRules == nil {
+		return
+	}
+	var fams []rules.Family
+	for _, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
+		for _, e := range l {
+			for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
+				if (e.Set == f.SetName(rules.SetLoadBalancerFW) || e.Set == f.SetName(rules.SetLoadBalancerSrcIP)) && !slices.Contains(fams, f) {
+					fams = append(fams, f)
+				}
+			}
+		}
+	}
+	if len(fams) == 0 {
+		return
+	}
+	slices.Sort(fams)
+	wrote, err := a.EntryRules(fams)
+	if wrote {
+		res.Writes++
+	}
+	res.RulesErr = err
 }
 
 // unbind removes addresses from the dummy link, after the virtual servers

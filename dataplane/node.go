@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/proxysinks/proxysinks/dataplane/kernel"
@@ -161,6 +162,29 @@ func (n *Node) Repair() ([]string, error) {
 	if err := n.Cfg.Rules.Validate(); err != nil {
 		return wrote, errors.Join(append(errs, err)...)
 	}
+	w, err := n.ensureRules(n.Cfg.Families)
+	wrote = append(wrote, w...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return wrote, errors.Join(errs...)
+}
+
+// EnsureRules brings the iptables rules of the families (of the node's)
+// to what they must be now: the constant ruleset and the
+// KUBE-IPVS-OUT-FILTER drops that follow from the kernel's
+// KUBE-LOAD-BALANCER-FW and KUBE-LOAD-BALANCER-SOURCE-IP members. It
+// reports whether it wrote. The sinks run it through
+// Applier.EntryRules after a plan changed those members; Repair runs it
+// for every family.
+func (n *Node) EnsureRules(families []rules.Family) (bool, error) {
+	w, err := n.ensureRules(families)
+	return len(w) > 0, err
+}
+
+func (n *Node) ensureRules(families []rules.Family) ([]string, error) {
+	var wrote []string
+	var errs []error
 	run := n.RulesRunner
 	if run == nil {
 		run = rules.Exec
@@ -174,9 +198,17 @@ func (n *Node) Repair() ([]string, error) {
 			}
 			n.backends = append(n.backends, b)
 		}
+		if !slices.Contains(families, f) {
+			continue
+		}
 		b := n.backends[i]
+		drops, err := n.outFilterDrops(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		in := &rules.Installer{Backend: b, Run: run}
-		changed, err := in.Ensure(rules.Build(n.Cfg.Rules, f))
+		changed, err := in.Ensure(rules.Build(n.Cfg.Rules, f).WithOutFilter(drops))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -186,6 +218,35 @@ func (n *Node) Repair() ([]string, error) {
 		}
 	}
 	return wrote, errors.Join(errs...)
+}
+
+// outFilterDrops reads the family's KUBE-LOAD-BALANCER-FW and
+// KUBE-LOAD-BALANCER-SOURCE-IP members and returns the drops they call for
+// (rules.OutFilterDrops).
+func (n *Node) outFilterDrops(f rules.Family) ([]rules.OutFilterDrop, error) {
+	read := func(set string, nodeAccess bool) ([]rules.OutFilterDrop, error) {
+		_, es, err := n.Kernel.IPSet.List(set)
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: list ipset %s: %w", set, err)
+		}
+		out := make([]rules.OutFilterDrop, 0, len(es))
+		for _, e := range es {
+			if nodeAccess && e.IP2 != e.IP {
+				continue
+			}
+			out = append(out, rules.OutFilterDrop{Addr: e.IP, Protocol: uint8(e.Proto), Port: e.Port})
+		}
+		return out, nil
+	}
+	fw, err := read(f.SetName(rules.SetLoadBalancerFW), false)
+	if err != nil || len(fw) == 0 {
+		return nil, err
+	}
+	allowed, err := read(f.SetName(rules.SetLoadBalancerSrcIP), true)
+	if err != nil {
+		return nil, err
+	}
+	return rules.OutFilterDrops(fw, allowed), nil
 }
 
 // dummy makes sure the dummy link exists, and reports whether it created

@@ -176,6 +176,9 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 			continue
 		}
 		port := uint16(p.Port)
+		for _, f := range families {
+			r.loopBack(p, proto, f)
+		}
 
 		// ClusterIP: bound on kube-ipvs0, internal endpoints.
 		for _, ip := range clusterIPs {
@@ -303,28 +306,88 @@ type renderer struct {
 }
 
 // server emits a virtual server with the destinations of the endpoints in
-// scope, in the server's family, and their hairpin entries.
+// scope (serves), in the server's family.
 func (r *renderer) server(vs VirtualServer, p client.Port, sc scope) {
 	r.sink.Server(vs, r.opts)
 	f := familyOf(vs.Addr)
 	// The record that the virtual server is the sink's (see
 	// rules.SetVirtualServers).
 	r.sink.Entry(SetEntry{Set: f.SetName(rules.SetVirtualServers), Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port})
+	in := func(ep *client.Endpoint) bool { return r.serves(ep, sc) }
+	if !r.any(p, f, in) {
+		in = r.fallback(sc)
+	}
+	r.each(p, f, in, func(ip netip.Addr, port uint16) {
+		r.sink.Destination(Destination{Server: vs, Addr: ip, Port: port}, DestOptions{Weight: r.weight})
+	})
+}
+
+// serves reports whether the node sends the scope's traffic to ep (the
+// node-local rules of the client package).
+func (r *renderer) serves(ep *client.Endpoint, sc scope) bool {
+	if sc == internal {
+		return ep.Internal
+	}
+	return ep.External
+}
+
+// fallback returns which endpoints a virtual server of the scope gets when
+// its Local traffic policy leaves it none (no endpoint on this node):
+// kube-proxy's IPVS mode then programs the cluster endpoints, so that pods
+// on this node still reach the service (kubernetes PR 97081; traffic from
+// outside is still not masqueraded, and the replies of a remote backend do
+// not come back). The cluster endpoints are those of the other scope when
+// its policy is Cluster; when both policies are Local they are not known
+// here and the server stays empty.
+func (r *renderer) fallback(sc scope) func(*client.Endpoint) bool {
+	none := func(*client.Endpoint) bool { return false }
+	svc := r.svc
+	if !svc.ExternallyAccessible() {
+		return none
+	}
+	switch {
+	case sc == external && svc.ExternalTrafficLocal && !svc.InternalTrafficLocal:
+		return func(ep *client.Endpoint) bool { return ep.Internal }
+	case sc == internal && svc.InternalTrafficLocal && !svc.ExternalTrafficLocal:
+		return func(ep *client.Endpoint) bool { return ep.External }
+	}
+	return none
+}
+
+// each calls f with every address of family fam and backend port of port p
+// of the endpoints in.
+func (r *renderer) each(p client.Port, fam rules.Family, in func(*client.Endpoint) bool, f func(ip netip.Addr, port uint16)) {
 	for _, ep := range r.eps {
-		if (sc == internal && !ep.Internal) || (sc == external && !ep.External) {
+		if !in(ep) {
 			continue
 		}
 		port, ok := ep.PortFor(p)
 		if !ok || port <= 0 || port > 65535 {
 			continue
 		}
-		for _, ip := range ep.IPs.Family(f == rules.IPv6) {
-			r.sink.Destination(Destination{Server: vs, Addr: ip, Port: uint16(port)}, DestOptions{Weight: r.weight})
-			if ep.Local {
-				r.sink.Entry(SetEntry{Set: f.SetName(rules.SetLoopBack), Addr: ip, Protocol: vs.Protocol, Port: uint16(port), Addr2: ip})
-			}
+		for _, ip := range ep.IPs.Family(fam == rules.IPv6) {
+			f(ip, uint16(port))
 		}
 	}
+}
+
+// any reports whether some endpoint in has an address of family fam and a
+// backend port for p.
+func (r *renderer) any(p client.Port, fam rules.Family, in func(*client.Endpoint) bool) bool {
+	found := false
+	r.each(p, fam, in, func(netip.Addr, uint16) { found = true })
+	return found
+}
+
+// loopBack emits the KUBE-LOOP-BACK entries (hairpin: masquerade a pod
+// reaching itself through the service) of port p in family fam: as
+// kube-proxy, one for every endpoint on this node, whether or not it is a
+// destination (a terminating or not-ready one too).
+func (r *renderer) loopBack(p client.Port, proto Protocol, fam rules.Family) {
+	local := func(ep *client.Endpoint) bool { return ep.Local }
+	r.each(p, fam, local, func(ip netip.Addr, port uint16) {
+		r.sink.Entry(SetEntry{Set: fam.SetName(rules.SetLoopBack), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
+	})
 }
 
 // bind emits an address binding on kube-ipvs0 and its KUBE-IPVS-IPS entry.

@@ -14,6 +14,8 @@ package rules
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -276,8 +278,64 @@ func Build(cfg Config, fam Family) Ruleset {
 	}
 	filter(ChainIPVSFilter, cat(matchSet(SetHealthCheckNodePort, "dst"), jump("RETURN"))...)
 	filter(ChainIPVSFilter, cat([]string{"-m", "conntrack", "--ctstate", "NEW"}, matchSet(SetIPVSIPs, "dst"), jump("REJECT"), []string{"--reject-with", rejectWith(fam)})...)
-	// KUBE-IPVS-OUT-FILTER stays empty, as in kube-proxy: a hook for later.
+	// KUBE-IPVS-OUT-FILTER holds the per-service drops of OutFilter.
 	return rs
+}
+
+// OutFilterDrop is a load-balancer virtual server (an ingress IP with
+// source ranges, none of which holds this node) that the node itself must
+// not reach: with IPVS the node's packets to it carry the ingress IP as
+// their source, which the source-range firewall cannot tell from allowed
+// traffic (kubernetes issue 119656).
+type OutFilterDrop struct {
+	Addr netip.Addr
+	// Protocol is the IP protocol number (6, 17, 132).
+	Protocol uint8
+	Port     uint16
+}
+
+// OutFilterDrops returns the drops that follow from a family's
+// KUBE-LOAD-BALANCER-FW and KUBE-LOAD-BALANCER-SOURCE-IP members, as
+// kube-proxy decides them: every firewalled ingress virtual server (fw)
+// without its node-access member (ingress IP, protocol, port, ingress IP)
+// in allowed. The result is sorted and free of repeats.
+func OutFilterDrops(fw, allowed []OutFilterDrop) []OutFilterDrop {
+	var out []OutFilterDrop
+	for _, d := range fw {
+		if !slices.Contains(allowed, d) && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b OutFilterDrop) int {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		if a.Protocol != b.Protocol {
+			return int(a.Protocol) - int(b.Protocol)
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	return out
+}
+
+// WithOutFilter returns the ruleset with KUBE-IPVS-OUT-FILTER dropping
+// what the node sends from each drop's address to its virtual server
+// (kube-proxy's rule, as iptables-save prints it; the ipvs match needs
+// the xt_ipvs module, used only when there is a drop). Drops of the other
+// family are skipped.
+func (rs Ruleset) WithOutFilter(drops []OutFilterDrop) Ruleset {
+	out := rs
+	out.Rules = slices.Clone(rs.Rules)
+	for _, d := range drops {
+		if d.Addr.Is4() != (rs.Family == IPv4) {
+			continue
+		}
+		out.Rules = append(out.Rules, Rule{Table: "filter", Chain: ChainIPVSOutFilter, Args: []string{
+			"-s", netip.PrefixFrom(d.Addr, d.Addr.BitLen()).String(),
+			"-m", "ipvs", "--vproto", strconv.Itoa(int(d.Protocol)), "--vaddr", d.Addr.String(), "--vport", strconv.Itoa(int(d.Port)),
+			"-j", "DROP"}})
+	}
+	return out
 }
 
 func rejectWith(f Family) string {

@@ -89,3 +89,28 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestOutFilterDrops(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("192.0.2.5")
+	v6 := netip.MustParseAddr("2001:db8::20")
+	fw := []OutFilterDrop{{a, 6, 80}, {a, 17, 53}, {b, 6, 443}, {a, 6, 80}, {v6, 132, 80}}
+	allowed := []OutFilterDrop{{a, 17, 53}}
+	got := OutFilterDrops(fw, allowed)
+	want := []OutFilterDrop{{b, 6, 443}, {a, 6, 80}, {v6, 132, 80}}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+		t.Errorf("drops (-want +got):\n%s", diff)
+	}
+	var lines []string
+	for _, r := range Build(Config{MasqueradeBit: 14}, IPv4).WithOutFilter(got).Rules {
+		if r.Chain == ChainIPVSOutFilter {
+			lines = append(lines, r.String())
+		}
+	}
+	wantLines := []string{
+		"-A KUBE-IPVS-OUT-FILTER -s 192.0.2.5/32 -m ipvs --vproto 6 --vaddr 192.0.2.5 --vport 443 -j DROP",
+		"-A KUBE-IPVS-OUT-FILTER -s 192.0.2.20/32 -m ipvs --vproto 6 --vaddr 192.0.2.20 --vport 80 -j DROP",
+	}
+	if diff := cmp.Diff(wantLines, lines); diff != "" {
+		t.Errorf("IPv4 rules (-want +got):\n%s", diff)
+	}
+}

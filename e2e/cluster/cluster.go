@@ -114,8 +114,9 @@ type Cluster struct {
 	AdminToken string
 	// AdminKubeconfig is the path of a kubeconfig for AdminToken.
 	AdminKubeconfig string
-	// Admin is a client with AdminToken.
-	Admin kubernetes.Interface
+	// Client (its Admin authenticating with AdminToken) creates and
+	// changes the cluster's objects.
+	*Client
 
 	t        testing.TB
 	opt      Options
@@ -123,6 +124,31 @@ type Cluster struct {
 	etcd     *process
 	api      *process
 	kcm      *process
+}
+
+// Client creates and changes a control plane's objects in place of the
+// components a test cluster does not run (kubelet, the serviceaccount
+// controller). It works on any apiserver its Admin may write to: a test in
+// the VM uses one on the host's control plane through the VM's NIC.
+type Client struct {
+	// Admin is a client allowed everything.
+	Admin kubernetes.Interface
+}
+
+// NewClient returns a Client for the kubeconfig file at path.
+func NewClient(path string) (*Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: kubeconfig %s: %w", path, err)
+	}
+	// Tests create and delete objects in bursts: client-go's default of
+	// 5 requests a second would be the slowest part.
+	cfg.QPS, cfg.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: client for %s: %w", path, err)
+	}
+	return &Client{Admin: cs}, nil
 }
 
 // GuestAPIAddr is where a VM with a NIC (vm.NIC) reaches the apiserver.
@@ -134,7 +160,7 @@ const GuestAPIAddr = "10.0.2.100:6443"
 // when the test ends.
 func Start(t testing.TB, opt Options) *Cluster {
 	t.Helper()
-	c := &Cluster{Bin: Require(t), Dir: t.TempDir(), t: t, opt: opt}
+	c := &Cluster{Bin: Require(t), Dir: t.TempDir(), t: t, opt: opt, Client: &Client{}}
 	ports, err := freePorts(3)
 	if err != nil {
 		t.Fatal(err)
@@ -164,11 +190,7 @@ func Start(t testing.TB, opt Options) *Cluster {
 		"--unsafe-no-fsync", "--log-level=warn",
 	)
 	c.StartAPIServer()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.AdminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Admin, err = kubernetes.NewForConfig(cfg); err != nil {
+	if c.Client, err = NewClient(c.AdminKubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -284,7 +306,7 @@ current-context: e2e
 
 // CreateNamespace creates a namespace (if missing) and its default
 // ServiceAccount (Pods need it; the serviceaccount controller is not run).
-func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
+func (c *Client) CreateNamespace(ctx context.Context, name string) error {
 	_, err := c.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("cluster: create namespace %s: %w", name, err)

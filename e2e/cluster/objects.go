@@ -33,7 +33,7 @@ func RBACFile() (string, error) {
 // ApplyRBAC creates or replaces the ServiceAccounts, ClusterRoles and
 // ClusterRoleBindings of a manifest (documents separated by ---). It
 // returns the first ServiceAccount's namespace and name.
-func (c *Cluster) ApplyRBAC(ctx context.Context, file string) (namespace, name string, err error) {
+func (c *Client) ApplyRBAC(ctx context.Context, file string) (namespace, name string, err error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return "", "", fmt.Errorf("cluster: read RBAC manifest: %w", err)
@@ -95,7 +95,7 @@ func (c *Cluster) ApplyRBAC(ctx context.Context, file string) (namespace, name s
 
 // ServiceAccountToken returns a token (valid for a day) of the
 // ServiceAccount namespace/name, from the TokenRequest API.
-func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
+func (c *Client) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
 	exp := int64(24 * 3600)
 	tr, err := c.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
@@ -140,7 +140,7 @@ func (c *Cluster) KubeconfigFor(ctx context.Context, rbacFile, server string) (s
 
 // CreateNode creates a Node with the zone label (when not empty) and the
 // given InternalIP addresses in its status (kube-proxy waits for them).
-func (c *Cluster) CreateNode(ctx context.Context, name, zone string, addrs ...string) error {
+func (c *Client) CreateNode(ctx context.Context, name, zone string, addrs ...string) error {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
 	if zone != "" {
 		n.Labels["topology.kubernetes.io/zone"] = zone
@@ -177,7 +177,7 @@ type Pod struct {
 
 // CreatePod creates the pod (one container, never started) and sets its
 // status as a kubelet would: Running, its IPs, Ready or not.
-func (c *Cluster) CreatePod(ctx context.Context, p Pod) error {
+func (c *Client) CreatePod(ctx context.Context, p Pod) error {
 	grace := int64(3600) // a graceful delete stays terminating: no kubelet finishes it
 	o := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels},
@@ -209,7 +209,7 @@ func (c *Cluster) CreatePod(ctx context.Context, p Pod) error {
 }
 
 // SetPodReady sets a pod's Ready and ContainersReady conditions.
-func (c *Cluster) SetPodReady(ctx context.Context, namespace, name string, ready bool) error {
+func (c *Client) SetPodReady(ctx context.Context, namespace, name string, ready bool) error {
 	o, err := c.Admin.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("cluster: get pod %s/%s: %w", namespace, name, err)
@@ -235,7 +235,7 @@ func setReady(o *corev1.Pod, ready bool) {
 
 // TerminatePod deletes a pod gracefully: with no kubelet to finish the
 // deletion it stays terminating (its endpoints terminating) until DeletePod.
-func (c *Cluster) TerminatePod(ctx context.Context, namespace, name string) error {
+func (c *Client) TerminatePod(ctx context.Context, namespace, name string) error {
 	if err := c.Admin.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("cluster: terminate pod %s/%s: %w", namespace, name, err)
 	}
@@ -243,7 +243,7 @@ func (c *Cluster) TerminatePod(ctx context.Context, namespace, name string) erro
 }
 
 // DeletePod deletes a pod at once (grace period 0).
-func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
+func (c *Client) DeletePod(ctx context.Context, namespace, name string) error {
 	zero := int64(0)
 	if err := c.Admin.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		return fmt.Errorf("cluster: delete pod %s/%s: %w", namespace, name, err)
@@ -253,7 +253,7 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
 
 // WaitSlices polls the EndpointSlices of a service until cond holds, for
 // at most a minute.
-func (c *Cluster) WaitSlices(ctx context.Context, namespace, service string, cond func([]discoveryv1.EndpointSlice) bool) ([]discoveryv1.EndpointSlice, error) {
+func (c *Client) WaitSlices(ctx context.Context, namespace, service string, cond func([]discoveryv1.EndpointSlice) bool) ([]discoveryv1.EndpointSlice, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var last []discoveryv1.EndpointSlice

@@ -118,12 +118,14 @@ type cluster struct {
 	sinkLog  *syncBuffer
 	nextPod  int
 	sinkArgs []string
+	api      *apiWriter // the real-API mode (-kubeconfig), or nil
 }
 
 type pod struct {
 	name string
 	ns   *nstest.NetNS
 	ip   netip.Addr
+	ip6  netip.Addr // with addIPv6
 	cmd  *exec.Cmd
 }
 
@@ -179,6 +181,9 @@ func newCluster(t *testing.T) *cluster {
 	c.ext.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", nodeAddr.String())
 	c.ext2.MustRun(t, "ip", "route", "add", "203.0.113.0/24", "via", "192.168.2.10")
 	t.Cleanup(c.stopAll)
+	if apiMode() {
+		c.startAPI()
+	}
 	return c
 }
 
@@ -269,18 +274,24 @@ func (c *cluster) addIPv6(p *pod) netip.Addr {
 	ip := netip.MustParseAddr(fmt.Sprintf("fd00:244::%d", p.ip.As4()[3]))
 	p.ns.MustRun(c.t, "ip", "-6", "addr", "add", ip.String()+"/64", "dev", "eth0", "nodad")
 	p.ns.MustRun(c.t, "ip", "-6", "route", "add", "default", "via", podGW6)
+	p.ip6 = ip
 	return ip
 }
 
-// startSink runs the sink in the node's namespace on the manifest directory.
+// startSink runs the sink in the node's namespace on the manifest
+// directory, or with its kubeconfig in the real-API mode.
 func (c *cluster) startSink(extra ...string) {
 	t := c.t
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--from-file", c.dir, "--node-name", "node-1", "--node-address", nodeAddr.String() + ",192.168.2.10",
-		"--min-sync-period", "50ms", "--sync-period", "3s", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="}, extra...)
+	source := []string{"--from-file", c.dir}
+	if c.api != nil {
+		source = []string{"--kubeconfig", *sinkKCFlag}
+	}
+	args := append(append(source, "--node-name", "node-1", "--node-address", nodeAddr.String()+",192.168.2.10",
+		"--min-sync-period", "50ms", "--sync-period", "3s", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="), extra...)
 	c.sinkArgs = args
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), roleEnv+"=sink", sinkEnv+"="+*sinkFlag, "SINK_ARGS="+strings.Join(args, " "))
@@ -328,8 +339,14 @@ func (c *cluster) stopAll() {
 	}
 }
 
-// write replaces the manifests with docs (YAML documents).
+// write replaces the manifests with docs (YAML documents); in the
+// real-API mode it makes the control plane hold them (apiWriter.apply).
 func (c *cluster) write(docs ...string) {
+	c.t.Helper()
+	if c.api != nil {
+		c.applyAPI(docs...)
+		return
+	}
 	data := strings.Join(docs, "\n---\n")
 	tmp := filepath.Join(c.dir, ".cluster.yaml.tmp")
 	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {

@@ -100,6 +100,14 @@ func RunShell(t testing.TB, command string, opt Options) (int, string) {
 // so kernel features it finds missing fail instead of skipping.
 func RunTests(t *testing.T, pkg string, args ...string) {
 	t.Helper()
+	RunTestsWith(t, pkg, Options{}, args...)
+}
+
+// RunTestsWith is RunTests with VM options (a NIC, a work directory of
+// its own instead of the package's directory, more memory); the test
+// binary is added to opt.Files.
+func RunTestsWith(t *testing.T, pkg string, opt Options, args ...string) {
+	t.Helper()
 	Require(t)
 	root, err := WorkspaceRoot()
 	if err != nil {
@@ -122,7 +130,15 @@ func RunTests(t *testing.T, pkg string, args ...string) {
 		quoted[i] = shellQuote(a)
 	}
 	cmd := name + " " + strings.Join(quoted, " ")
-	status, _ := RunShell(t, cmd, Options{Files: map[string]string{name: bin}, WorkDir: dir})
+	files := map[string]string{name: bin}
+	for k, v := range opt.Files {
+		files[k] = v
+	}
+	opt.Files = files
+	if opt.WorkDir == "" {
+		opt.WorkDir = dir
+	}
+	status, _ := RunShell(t, cmd, opt)
 	if status != 0 {
 		t.Fatalf("vm: tests of %s failed in the VM (exit status %d)", pkg, status)
 	}

@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/e2e/vm"
 )
@@ -38,6 +43,7 @@ func TestKubeProxyDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cluster.Broad(t, ctx, c)
+	ipvsShapes(t, ctx, c)
 
 	work := t.TempDir()
 	server := "https://" + cluster.GuestAPIAddr
@@ -153,4 +159,58 @@ func captureProxy(t *testing.T, c *cluster.Cluster, work, bin string, args ...st
 	}
 	t.Logf("%s: VM run %s", filepath.Base(bin), time.Since(start).Round(time.Second))
 	return st
+}
+
+// ipvsShapes adds to the broad cluster the shapes where kube-proxy's IPVS
+// mode has rules of its own: a NodePort service with
+// internalTrafficPolicy=Local and no endpoint on this node (its cluster IP
+// gets the cluster endpoints), the same with both policies Local, and a
+// service whose only endpoint is on this node and terminating (the
+// serving-terminating fallback, and its KUBE-LOOP-BACK entry).
+func ipvsShapes(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	local := corev1.ServiceInternalTrafficPolicyLocal
+	tcp := func(nodePort int32) []corev1.ServicePort {
+		return []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http"), NodePort: nodePort}}
+	}
+	services := map[string]corev1.ServiceSpec{
+		"itp-np-remote":     {Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.12.1", InternalTrafficPolicy: &local, Ports: tcp(30096)},
+		"both-local-remote": {Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.12.2", InternalTrafficPolicy: &local, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Ports: tcp(30097)},
+		"ipvs-term-only":    {ClusterIP: "10.96.12.3", Ports: tcp(0)},
+	}
+	pods := []cluster.Pod{
+		{Name: "itp-np-remote-b", Node: "node-b", IPs: []string{"10.244.1.40"}},
+		{Name: "both-local-remote-b", Node: "node-b", IPs: []string{"10.244.1.41"}},
+		{Name: "ipvs-term-only-a", Node: cluster.BroadNode, IPs: []string{"10.244.0.42"}},
+	}
+	names := []string{"itp-np-remote", "both-local-remote", "ipvs-term-only"}
+	for i, name := range names {
+		spec := services[name]
+		spec.Selector = map[string]string{"app": name}
+		spec.ClusterIPs = []string{spec.ClusterIP}
+		if _, err := c.Admin.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create service %s: %v", name, err)
+		}
+		p := pods[i]
+		p.Namespace, p.Labels = "default", map[string]string{"app": name}
+		p.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+		if err := c.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitSlices(ctx, "default", name, func(sl []discoveryv1.EndpointSlice) bool {
+			return len(cluster.ReadyAddresses(sl)) == 1
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.TerminatePod(ctx, "default", "ipvs-term-only-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSlices(ctx, "default", "ipvs-term-only", func(sl []discoveryv1.EndpointSlice) bool {
+		got := cluster.ReadyAddresses(sl)
+		return len(got) == 1 && strings.HasSuffix(got[0], "(terminating)")
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

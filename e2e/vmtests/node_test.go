@@ -1,17 +1,66 @@
 package vmtests
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
+const nodePkg = "github.com/proxysinks/proxysinks/e2e/node"
+
 // TestNodeE2EVM runs the node end-to-end traffic tests in the VM, once
-// with each IPVS sink.
+// with each IPVS sink, fed from manifest files.
 func TestNodeE2EVM(t *testing.T) {
 	for _, sink := range []string{"fullstate", "incremental"} {
 		t.Run(sink, func(t *testing.T) {
-			vm.RunTests(t, "github.com/proxysinks/proxysinks/e2e/node", "-test.v", "-test.timeout", "20m", "-sink", sink)
+			vm.RunTests(t, nodePkg, "-test.v", "-test.timeout", "20m", "-sink", sink)
+		})
+	}
+}
+
+// nodeAPIServer is the server of the sinks' kubeconfig in the node e2e
+// tests' real-API mode: the relay in the node's namespace (node.nodeAPIAddr).
+const nodeAPIServer = "https://127.0.0.1:6443"
+
+// apiSkipped are the node cases TestNodeE2EAPIVM leaves out: they test the
+// sink's kernel side (cleanup, drift, a sysctl warning), which does not
+// depend on where the cluster state comes from; the manifest run has them.
+const apiSkipped = "^(TestCleanup|TestNodeDriftRepaired|TestDriftRepairedForeignUntouched|TestBridgeNetfilterWarning)$"
+
+// TestNodeE2EAPIVM runs the same node end-to-end cases against a real
+// control plane on the host (e2e/cluster): the VM's NIC reaches its
+// apiserver, the cases create Services and Pods through the API, the
+// EndpointSlice controller writes the slices, and each IPVS sink runs with
+// the kubeconfig of the shipped ServiceAccount.
+func TestNodeE2EAPIVM(t *testing.T) {
+	vm.Require(t)
+	c := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "admin.kubeconfig"), c.Kubeconfig("https://"+cluster.GuestAPIAddr, c.AdminToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sinkKC, err := c.SinkKubeconfig(ctx, nodeAPIServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(sinkKC, filepath.Join(work, "sink.kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	for _, sink := range []string{"fullstate", "incremental"} {
+		t.Run(sink, func(t *testing.T) {
+			vm.RunTestsWith(t, nodePkg, vm.Options{
+				WorkDir: work,
+				NIC:     &vm.NIC{Forwards: []vm.Forward{{Guest: cluster.GuestAPIAddr, Host: fmt.Sprintf("127.0.0.1:%d", c.APIPort)}}},
+			}, "-test.v", "-test.timeout", "20m", "-test.skip", apiSkipped, "-sink", sink,
+				"-kubeconfig", "/job/work/admin.kubeconfig", "-sink-kubeconfig", "/job/work/sink.kubeconfig")
 		})
 	}
 }

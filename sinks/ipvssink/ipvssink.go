@@ -168,6 +168,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		env.Log.Warn(w)
 	}
 	applier := dataplane.NewApplier(k)
+	applier.EntryRules = node.EnsureRules
 	if ct, err := conntrack.Dial(nil); err != nil {
 		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
 	} else {
