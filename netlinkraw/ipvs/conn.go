@@ -66,6 +66,14 @@ type Conn struct {
 	// to a dump that a call gave up on before that answer ended (0: none);
 	// see dumpOnce.
 	abandoned uint32
+	// abandonedUnit is set when the abandoned dump went unfenced over a
+	// transport of whole dumps: its answer is the next receive that is
+	// empty or names it.
+	abandonedUnit bool
+	// stale is set when a call gave up waiting (a failed receive): late
+	// answers may be on their way. Over a transport of whole dumps, dumps
+	// are fenced until one sees its fence answered (see dumpOnce).
+	stale bool
 }
 
 const defaultBuffer = 4 << 20
@@ -203,9 +211,17 @@ func (c *Conn) SetReplyTimeout(d time.Duration) {
 // notices the end of an abandoned dump's answer, whichever call reads it.
 func (c *Conn) receive() ([]message, error) {
 	msgs, err := c.t.receive(netlinkraw.ReplyDeadline(c.timeout))
-	if c.abandoned != 0 {
+	if err != nil {
+		// The call gives up: answers to it may still come.
+		c.stale = true
+	}
+	if c.abandoned != 0 && err == nil {
+		// A whole unfenced dump is one receive: empty, or naming it.
+		if c.abandonedUnit && len(msgs) == 0 {
+			c.abandoned = 0
+		}
 		for _, m := range msgs {
-			if m.seq == c.abandoned && (m.typ == typeDone || m.typ == typeError) {
+			if m.seq == c.abandoned && (c.abandonedUnit || m.typ == typeDone || m.typ == typeError) {
 				c.abandoned = 0
 			}
 		}
@@ -319,10 +335,14 @@ var errNoDumpAnswer = fmt.Errorf("%w: the dump's answer is missing (the request 
 // NLMSG_DONE (or an error) carrying the dump's sequence number. A transport
 // that returns whole dumps (connTransport: netlink.Conn hides NLMSG_DONE,
 // so an empty dump is an empty receive that names no request) cannot see
-// it; there the dump request is followed, in the same send, by a fence (an
-// NLMSG_NOOP asking for an ACK, which the kernel answers after the dump)
-// and the dump ends with the fence's ACK: an empty receive before it is
-// this dump's empty answer, and no answer at all before it is an error.
+// it. There, once a call has given up waiting (c.stale: a late answer,
+// perhaps an empty one, may still come), the dump request is followed, in
+// the same send, by a fence (an NLMSG_NOOP asking for an ACK, which the
+// kernel answers after the dump) and the dump ends with the fence's ACK:
+// an empty receive before it is this dump's empty answer, and no answer at
+// all before it is an error. The fence answered, everything sent before it
+// has been read, and dumps go unfenced again (one receive each, as over a
+// socket).
 //
 // A dump given up on before its end (a reply timeout, a failed receive)
 // is recorded in c.abandoned; the next dump first reads the rest of it
@@ -333,7 +353,7 @@ func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) 
 	if err := c.finishAbandoned(); err != nil {
 		return false, err
 	}
-	fenced := c.t.wholeDumps()
+	fenced := c.t.wholeDumps() && c.stale
 	n := 1
 	if fenced {
 		n = 2
@@ -361,15 +381,19 @@ func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) 
 	for {
 		msgs, err := c.receive()
 		if err != nil {
-			c.abandoned = end
+			c.abandoned, c.abandonedUnit = end, c.t.wholeDumps() && !fenced
 			return false, err
 		}
-		if fenced && len(msgs) == 0 {
-			answered = true // an empty dump (finishAbandoned made it ours)
+		if len(msgs) == 0 && c.t.wholeDumps() {
+			if !fenced {
+				return intr, first // an empty dump: nothing stale can pass for it
+			}
+			answered = true // this dump's empty answer (older ones were read)
 			continue
 		}
 		for _, m := range msgs {
 			if fenced && m.seq == end && m.typ == typeError {
+				c.stale = false
 				switch {
 				case failed != nil:
 					return false, failed
@@ -409,6 +433,9 @@ func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) 
 					first = err
 				}
 			}
+		}
+		if answered && c.t.wholeDumps() && !fenced {
+			return intr, first // the whole dump came in this receive
 		}
 	}
 }

@@ -235,7 +235,7 @@ func TestFaultLateReplyThenDump(t *testing.T) {
 				t.Fatalf("call with a late answer: %v, want ErrReplyTimeout", err)
 			}
 			time.Sleep(300 * time.Millisecond) // the late answer is queued now
-			c.SetReplyTimeout(time.Second)
+			c.SetReplyTimeout(5 * time.Second) // generous: a timeout here would be a new fault
 			got, err := c.Services()
 			if err != nil {
 				t.Fatalf("Services after the late answer: %v", err)
@@ -249,6 +249,14 @@ func TestFaultLateReplyThenDump(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, serviceAddrs(t, c)); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
+			}
+			// Every late answer read, dumps take one receive again.
+			before := c.Counters()
+			if _, err := c.Services(); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.Counters().Recvmsg - before.Recvmsg; n != 1 {
+				t.Errorf("a dump after the fault took %d receives, want 1", n)
 			}
 		})
 	}
