@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build image demo test test-unit test-vm bench soak lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench soak soak-vm lint clean
 
 all: build
 
@@ -56,6 +56,12 @@ SOAK_DURATION ?= 10m
 SOAK_INTERVAL ?= 10s
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_INTERVAL=$(SOAK_INTERVAL) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./bench/
+
+## soak-vm: the soak on the real kernel in the VM: 3 minutes (SOAK_VM_DURATION) at 2,000 services (SOAK_VM_SERVICES) through both IPVS sinks
+SOAK_VM_DURATION ?= 3m
+SOAK_VM_SERVICES ?= 2000
+soak-vm:
+	PROXYSINKS_SOAK_VM=1 PROXYSINKS_REQUIRE_VM=1 SOAK_DURATION=$(SOAK_VM_DURATION) SOAK_SERVICES=$(SOAK_VM_SERVICES) $(GO) test -count=1 -timeout 0 -v -run '^TestSoakVM$$' ./e2e/vmtests/
 
 ## lint: gofmt, go vet, staticcheck
 lint:

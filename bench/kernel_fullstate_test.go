@@ -123,31 +123,16 @@ func requireDummy(b *testing.B) {
 // sync, and the ipset connection (for its counters).
 func newKernelSink(b *testing.B) (*fsSink, *ipset.Conn) {
 	b.Helper()
-	ns := nstest.New(b)
-	conn, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	sets, err := ipset.Dial(&ipset.Config{NetNS: ns.FD()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { sets.Close() })
+	k := dialNS(b, nstest.New(b))
+	sets := k.IPSet.(*ipset.Conn)
 	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
 		b.Fatal(err)
 	}
-	links, err := link.Dial(&link.Config{NetNS: ns.FD()})
-	if err != nil {
+	if _, err := k.Link.EnsureDummy(link.DefaultDummy); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { links.Close() })
-	if _, err := links.EnsureDummy(link.DefaultDummy); err != nil {
-		b.Fatal(err)
-	}
-	k := &dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: links, Dummy: link.DefaultDummy}
 	node := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, NodeAddresses: []netip.Addr{fsNodeIP}}}
 	w := newCounting(k)
 	c, last := fsControllerReading(w, node)
-	return &fsSink{c: c, last: last, w: w, conn: conn}, sets
+	return &fsSink{c: c, last: last, w: w, conn: k.IPVSConn}, sets
 }

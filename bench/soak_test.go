@@ -18,8 +18,12 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
+	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
+	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
 // TestSoak (`make soak`; skipped unless SOAK_DURATION is set) churns a
@@ -32,6 +36,11 @@ import (
 // after the warm-up (the first fifth), RSS and goroutines grow by at most
 // 5%, the last sync of each sink left no error, and each fake kernel
 // equals a fresh sync of the final state into an empty fake kernel.
+//
+// With SOAK_KERNEL=real each sink programs the real kernel instead, in a
+// network namespace of its own prepared as the sink prepares a node
+// (dataplane.Node.Setup: sets, kube-ipvs0, rules, sysctls); the VM runs it
+// so (`make soak-vm`, vmtests.TestSoakVM), with fewer services.
 func TestSoak(t *testing.T) {
 	dur, err := time.ParseDuration(os.Getenv("SOAK_DURATION"))
 	if err != nil || dur <= 0 {
@@ -237,8 +246,12 @@ func readKernel(t *testing.T, k *dataplane.Kernel) *dataplane.State {
 	return st
 }
 
-// newSoakKernel returns a fresh fake node.
+// newSoakKernel returns a fresh fake node, or with SOAK_KERNEL=real a
+// fresh network namespace on the real kernel, prepared as a node.
 func newSoakKernel(t *testing.T) *dataplane.Kernel {
+	if os.Getenv("SOAK_KERNEL") == "real" {
+		return newRealSoakKernel(t)
+	}
 	conn, err := ipvstest.New().Conn()
 	if err != nil {
 		t.Fatal(err)
@@ -283,3 +296,39 @@ func rssBytes(t *testing.T) uint64 {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// newRealSoakKernel returns the real kernel in a fresh network namespace,
+// prepared by dataplane.Node.Setup for the node of the soak's cluster (its
+// iptables rules written from inside the namespace).
+func newRealSoakKernel(t *testing.T) *dataplane.Kernel {
+	ns := nstest.New(t)
+	k := dialNS(t, ns)
+	n := &dataplane.Node{Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, Dummy: k.Dummy, NodeAddresses: []netip.Addr{fsNodeIP}}, Kernel: k}
+	if err := ns.Do(n.Setup); err != nil {
+		t.Fatalf("prepare the node: %v", err)
+	}
+	return k
+}
+
+// dialNS connects IPVS, ipset and rtnetlink clients to the network
+// namespace ns (closed when the test ends), kube-ipvs0 the dummy link. It
+// calls nstest.Missing when the kernel has no IPVS.
+func dialNS(tb testing.TB, ns *nstest.NetNS) *dataplane.Kernel {
+	tb.Helper()
+	conn, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
+	if err != nil {
+		nstest.Missing(tb, "IPVS in the kernel: %v", err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	sets, err := ipset.Dial(&ipset.Config{NetNS: ns.FD()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sets.Close() })
+	links, err := link.Dial(&link.Config{NetNS: ns.FD()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { links.Close() })
+	return &dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: links, Dummy: link.DefaultDummy}
+}

@@ -13,12 +13,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/client/logbuf"
 )
 
 // buildSink builds the iptables sink binary as make build does (cgo off).
@@ -33,28 +33,10 @@ func buildSink(t *testing.T) string {
 	return bin
 }
 
-// lockedBuffer collects a process's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // sinkProcess is the iptables sink binary running in node A's namespace.
 type sinkProcess struct {
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *logbuf.Buffer
 	http *http.Client
 }
 
@@ -62,7 +44,7 @@ type sinkProcess struct {
 // metrics are on 127.0.0.1:10249 there.
 func startSink(t *testing.T, n *network, bin string, args ...string) *sinkProcess {
 	t.Helper()
-	p := &sinkProcess{cmd: exec.Command(bin, args...), log: &lockedBuffer{}}
+	p := &sinkProcess{cmd: exec.Command(bin, args...), log: &logbuf.Buffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	// The child inherits the namespace of the thread that starts it.
 	if err := n.node.Do(p.cmd.Start); err != nil {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/proxysinks/proxysinks/client/logbuf"
 	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/e2e/vm"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
@@ -119,7 +120,7 @@ func captureIPTables(t *testing.T, c *cluster.Cluster, bin string, args ...strin
 	must(t, ns, "ip", "link", "set", "node0p", "up")
 	relayLog := apiRelay(t, ns, fmt.Sprintf("127.0.0.1:%d", c.APIPort))
 
-	log := &lockedBuffer{}
+	log := &logbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// The child inherits the namespace of the thread that starts it (no
@@ -234,7 +235,7 @@ func tail(s string, n int) string {
 // apiRelay listens on diffAPIAddr inside ns and copies each connection to
 // target, which the test process dials from the host's namespace (a fresh
 // namespace cannot reach the host's loopback).
-func apiRelay(t *testing.T, ns *nstest.NetNS, target string) *lockedBuffer {
+func apiRelay(t *testing.T, ns *nstest.NetNS, target string) *logbuf.Buffer {
 	t.Helper()
 	var l net.Listener
 	if err := ns.Do(func() error {
@@ -245,7 +246,7 @@ func apiRelay(t *testing.T, ns *nstest.NetNS, target string) *lockedBuffer {
 		t.Fatalf("relay to the apiserver: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
-	rlog := &lockedBuffer{}
+	rlog := &logbuf.Buffer{}
 	go func() {
 		for {
 			in, err := l.Accept()

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxysinks/proxysinks/client/logbuf"
 	"github.com/proxysinks/proxysinks/e2e/netexec"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
@@ -115,7 +115,7 @@ type cluster struct {
 	dir      string        // manifests
 	pods     map[string]*pod
 	sink     *exec.Cmd
-	sinkLog  *syncBuffer
+	sinkLog  *logbuf.Buffer
 	nextPod  int
 	sinkArgs []string
 	api      *apiWriter // the real-API mode (-kubeconfig), or nil
@@ -127,24 +127,6 @@ type pod struct {
 	ip   netip.Addr
 	ip6  netip.Addr // with addIPv6
 	cmd  *exec.Cmd
-}
-
-// syncBuffer is a buffer written by a child process and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Pod network: every pod is a veth port of the node's bridge cbr0, as with
@@ -278,6 +260,10 @@ func (c *cluster) addIPv6(p *pod) netip.Addr {
 	return ip
 }
 
+// syncPeriod is the sinks' --sync-period in these tests: the longest
+// drift may last.
+const syncPeriod = 3 * time.Second
+
 // startSink runs the sink in the node's namespace on the manifest
 // directory, or with its kubeconfig in the real-API mode.
 func (c *cluster) startSink(extra ...string) {
@@ -291,12 +277,12 @@ func (c *cluster) startSink(extra ...string) {
 		source = []string{"--kubeconfig", *sinkKCFlag}
 	}
 	args := append(append(source, "--node-name", "node-1", "--node-address", nodeAddr.String()+",192.168.2.10",
-		"--min-sync-period", "50ms", "--sync-period", "3s", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="), extra...)
+		"--min-sync-period", "50ms", "--sync-period", syncPeriod.String(), "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="), extra...)
 	c.sinkArgs = args
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), roleEnv+"=sink", sinkEnv+"="+*sinkFlag, "SINK_ARGS="+strings.Join(args, " "))
 	if c.sinkLog == nil {
-		c.sinkLog = &syncBuffer{}
+		c.sinkLog = &logbuf.Buffer{}
 	}
 	cmd.Stdout = c.sinkLog
 	cmd.Stderr = c.sinkLog
@@ -324,6 +310,17 @@ func (c *cluster) stopSink() {
 }
 
 func (c *cluster) stopAll() {
+	if c.t.Failed() && c.sink != nil {
+		// The sink's goroutines into its log, for the failure.
+		c.sink.Process.Signal(syscall.SIGQUIT)
+		done := make(chan struct{})
+		go func() { c.sink.Wait(); close(done) }()
+		select {
+		case <-done:
+			c.sink = nil
+		case <-time.After(5 * time.Second):
+		}
+	}
 	c.stopSink()
 	for _, p := range c.pods {
 		if p.cmd != nil {
@@ -333,8 +330,10 @@ func (c *cluster) stopAll() {
 	}
 	if c.t.Failed() && c.sinkLog != nil {
 		c.t.Logf("sink log:\n%s", c.sinkLog.String())
-		if out, err := c.node.Run("ipvsadm", "-Ln"); err == nil {
-			c.t.Logf("ipvsadm -Ln:\n%s", out)
+		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ipset", "save"}, {"iptables-save"}} {
+			if out, err := c.node.Run(cmd[0], cmd[1:]...); err == nil {
+				c.t.Logf("%s:\n%s", strings.Join(cmd, " "), out)
+			}
 		}
 	}
 }

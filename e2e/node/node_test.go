@@ -435,41 +435,6 @@ func TestRestartNoWritesNoDrops(t *testing.T) {
 	}
 }
 
-// Drift and ownership on the real kernel: a destination deleted by hand
-// with ipvsadm comes back at the next resync, and a virtual server and an
-// ipset that are not the sink's (keepalived's, say) are left alone.
-func TestDriftRepairedForeignUntouched(t *testing.T) {
-	c := newCluster(t)
-	a := c.addPod("pod-a", 8080)
-	client := c.addPod("client")
-	c.node.MustRun(t, "ipvsadm", "-A", "-t", "192.168.1.10:443", "-s", "wlc")
-	c.node.MustRun(t, "ipvsadm", "-a", "-t", "192.168.1.10:443", "-r", "192.168.1.100:443", "-m")
-	c.node.MustRun(t, "ipset", "create", "KEEPALIVED-SET", "hash:ip")
-	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.23", ports: web}.yaml(),
-		slice("web", web, ep{ip: a.ip.String(), ready: true}))
-	c.startSink()
-	c.expectFrom(client.ns, "tcp", ap("10.96.0.23:80"), "pod-a")
-
-	c.node.MustRun(t, "ipvsadm", "-d", "-t", "10.96.0.23:80", "-r", a.ip.String()+":8080")
-	c.expectNoAnswer(client.ns, "tcp", ap("10.96.0.23:80"))
-	// --sync-period is 3s in these tests.
-	c.expectFrom(client.ns, "tcp", ap("10.96.0.23:80"), "pod-a")
-
-	// Every service gone: the sink removes its own objects only.
-	c.write(nodeManifest)
-	c.expectNoAnswer(client.ns, "tcp", ap("10.96.0.23:80"))
-	out := c.node.MustRun(t, "ipvsadm", "-Sn")
-	if !strings.Contains(out, "-A -t 192.168.1.10:443 -s wlc") || !strings.Contains(out, "-a -t 192.168.1.10:443 -r 192.168.1.100:443 -m") {
-		t.Errorf("the foreign virtual server was changed:\n%s", out)
-	}
-	if strings.Contains(out, "10.96.0.23") {
-		t.Errorf("the sink's virtual server survived its service:\n%s", out)
-	}
-	if _, err := c.node.Run("ipset", "list", "-n", "KEEPALIVED-SET"); err != nil {
-		t.Errorf("the foreign ipset is gone: %v", err)
-	}
-}
-
 // Dual stack: one service with an IPv4 and an IPv6 cluster IP, each family
 // served by the same pod's address of that family, from a dual-stack client.
 func TestDualStack(t *testing.T) {

@@ -109,22 +109,8 @@ func RunTests(t *testing.T, pkg string, args ...string) {
 func RunTestsWith(t *testing.T, pkg string, opt Options, args ...string) {
 	t.Helper()
 	Require(t)
-	root, err := WorkspaceRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := goOutput(root, "list", "-f", "{{.Dir}}", pkg)
-	if err != nil {
-		t.Fatalf("vm: find package %s: %v", pkg, err)
-	}
-	name := filepath.Base(dir) + ".test"
-	bin := filepath.Join(t.TempDir(), name)
-	if _, err := goOutput(root, "test", "-c", "-o", bin, pkg); err != nil {
-		t.Fatalf("vm: compile tests of %s: %v", pkg, err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("vm: package %s has no tests to run", pkg)
-	}
+	bin, dir := CompileTests(t, pkg)
+	name := filepath.Base(bin)
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = shellQuote(a)
@@ -142,6 +128,30 @@ func RunTestsWith(t *testing.T, pkg string, opt Options, args ...string) {
 	if status != 0 {
 		t.Fatalf("vm: tests of %s failed in the VM (exit status %d)", pkg, status)
 	}
+}
+
+// CompileTests compiles the tests of a workspace package (an import path)
+// as a static binary for the guest, named after the package's directory
+// (for example bench.test) in a temporary directory, and returns its path
+// and the package's directory; it fails t if it cannot.
+func CompileTests(t *testing.T, pkg string) (bin, dir string) {
+	t.Helper()
+	root, err := WorkspaceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err = goOutput(root, "list", "-f", "{{.Dir}}", pkg)
+	if err != nil {
+		t.Fatalf("vm: find package %s: %v", pkg, err)
+	}
+	bin = filepath.Join(t.TempDir(), filepath.Base(dir)+".test")
+	if _, err := goOutput(root, "test", "-c", "-o", bin, pkg); err != nil {
+		t.Fatalf("vm: compile tests of %s: %v", pkg, err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("vm: package %s has no tests to run", pkg)
+	}
+	return bin, dir
 }
 
 // goOutput runs the go command in dir with cgo off (the guest has no libc

@@ -15,11 +15,12 @@ import (
 const nodePkg = "github.com/proxysinks/proxysinks/e2e/node"
 
 // TestNodeE2EVM runs the node end-to-end traffic tests in the VM, once
-// with each IPVS sink, fed from manifest files.
+// with each IPVS sink, fed from manifest files (the hostile suite apart:
+// TestHostileKernelVM).
 func TestNodeE2EVM(t *testing.T) {
 	for _, sink := range []string{"fullstate", "incremental"} {
 		t.Run(sink, func(t *testing.T) {
-			vm.RunTests(t, nodePkg, "-test.v", "-test.timeout", "20m", "-sink", sink)
+			vm.RunTests(t, nodePkg, "-test.v", "-test.skip", "^"+hostileSuite+"$", "-test.timeout", "20m", "-sink", sink)
 		})
 	}
 }
@@ -29,9 +30,9 @@ func TestNodeE2EVM(t *testing.T) {
 const nodeAPIServer = "https://127.0.0.1:6443"
 
 // apiSkipped are the node cases TestNodeE2EAPIVM leaves out: they test the
-// sink's kernel side (cleanup, drift, a sysctl warning), which does not
+// sink's kernel side (cleanup, the hostile suite, a sysctl warning), which does not
 // depend on where the cluster state comes from; the manifest run has them.
-const apiSkipped = "^(TestCleanup|TestNodeDriftRepaired|TestDriftRepairedForeignUntouched|TestBridgeNetfilterWarning)$"
+const apiSkipped = "^(TestCleanup|" + hostileSuite + "|TestBridgeNetfilterWarning)$"
 
 // TestNodeE2EAPIVM runs the same node end-to-end cases against a real
 // control plane on the host (e2e/cluster): the VM's NIC reaches its

@@ -120,6 +120,9 @@ type Conn struct {
 	types map[string]setKind
 	// timeout bounds each wait for a reply datagram (0: none).
 	timeout time.Duration
+	// abandoned is the sequence number of a dump a call gave up on before
+	// its answer ended (0: none); see finishAbandoned.
+	abandoned uint32
 }
 
 type setKind struct {
@@ -216,10 +219,48 @@ func (c *Conn) Close() error {
 	return c.t.close()
 }
 
-// recv reads one datagram within the reply timeout.
+// SetReplyTimeout changes the bound on each wait for a reply datagram
+// (Config.ReplyTimeout: zero means netlinkraw.DefaultReplyTimeout, negative
+// no limit).
+func (c *Conn) SetReplyTimeout(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timeout = netlinkraw.ReplyTimeout(d)
+}
+
+// recv reads one datagram within the reply timeout. It notices the end
+// of an abandoned dump's answer, whichever call reads it.
 func (c *Conn) recv() ([]message, error) {
 	ms, err := c.t.recv(netlinkraw.ReplyDeadline(c.timeout), &c.stats)
+	if c.abandoned != 0 {
+		for _, m := range ms {
+			if m.Seq == c.abandoned && (m.Type == uint16(netlink.Done) || m.Type == uint16(netlink.Error)) {
+				c.abandoned = 0
+			}
+		}
+	}
 	return ms, netlinkraw.ReplyError(err, c.timeout)
+}
+
+// finishAbandoned reads the rest of the answer to a dump that an earlier
+// call gave up on (a reply timeout, a failed receive), skipping it, until
+// its end: the kernel keeps producing such a dump for the socket, and
+// refuses a new one with EBUSY until it is read. The kernel produces the
+// rest as it is read, so this takes no longer than reading it. An end that
+// does not come within the reply timeout is taken as lost and the caller
+// goes on (a kernel still busy then answers EBUSY: an error, never a
+// wrong answer); another failure fails the call and is retried by the next.
+func (c *Conn) finishAbandoned() error {
+	for c.abandoned != 0 {
+		if _, err := c.recv(); err != nil {
+			if errors.Is(err, netlinkraw.ErrReplyTimeout) {
+				c.abandoned = 0
+				return nil
+			}
+			return fmt.Errorf("finish reading the answer to an abandoned dump: %w", err)
+		}
+	}
+	return nil
 }
 
 // msg builds an ipset message.
@@ -325,6 +366,9 @@ func (c *Conn) dump(a *attrs) (*listing, error) {
 
 // dumpOnce runs one LIST dump; intr reports an inconsistent one.
 func (c *Conn) dumpOnce(a *attrs) (_ *listing, intr bool, _ error) {
+	if err := c.finishAbandoned(); err != nil {
+		return nil, false, err
+	}
 	m := c.msg(cmdList, netlink.Dump, a)
 	if c.seq == 0 {
 		c.seq = 1
@@ -340,6 +384,7 @@ func (c *Conn) dumpOnce(a *attrs) (_ *listing, intr bool, _ error) {
 	for {
 		ms, err := c.recv()
 		if err != nil {
+			c.abandoned = seq
 			return nil, false, err
 		}
 		for _, m := range ms {

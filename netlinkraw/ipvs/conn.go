@@ -62,6 +62,18 @@ type Conn struct {
 	ctr      Counters
 	// timeout bounds each wait for a reply datagram (0: none).
 	timeout time.Duration
+	// abandoned is the sequence number of the message ending the answer
+	// to a dump that a call gave up on before that answer ended (0: none);
+	// see dumpOnce.
+	abandoned uint32
+	// abandonedUnit is set when the abandoned dump went unfenced over a
+	// transport of whole dumps: its answer is the next receive that is
+	// empty or names it.
+	abandonedUnit bool
+	// stale is set when a call gave up waiting (a failed receive): late
+	// answers may be on their way. Over a transport of whole dumps, dumps
+	// are fenced until one sees its fence answered (see dumpOnce).
+	stale bool
 }
 
 const defaultBuffer = 4 << 20
@@ -195,9 +207,25 @@ func (c *Conn) SetReplyTimeout(d time.Duration) {
 	c.timeout = netlinkraw.ReplyTimeout(d)
 }
 
-// receive waits for the next reply unit, within the reply timeout.
+// receive waits for the next reply unit, within the reply timeout. It
+// notices the end of an abandoned dump's answer, whichever call reads it.
 func (c *Conn) receive() ([]message, error) {
 	msgs, err := c.t.receive(netlinkraw.ReplyDeadline(c.timeout))
+	if err != nil {
+		// The call gives up: answers to it may still come.
+		c.stale = true
+	}
+	if c.abandoned != 0 && err == nil {
+		// A whole unfenced dump is one receive: empty, or naming it.
+		if c.abandonedUnit && len(msgs) == 0 {
+			c.abandoned = 0
+		}
+		for _, m := range msgs {
+			if m.seq == c.abandoned && (c.abandonedUnit || m.typ == typeDone || m.typ == typeError) {
+				c.abandoned = 0
+			}
+		}
+	}
 	return msgs, netlinkraw.ReplyError(err, c.timeout)
 }
 
@@ -297,37 +325,102 @@ func (c *Conn) dump(cmd uint8, attrs func(*encoder), reset func(), each func(dat
 	}
 }
 
+// errNoDumpAnswer is the error of a dump whose answer never came although
+// the kernel answered the request sent after it (a fenced dump, below).
+var errNoDumpAnswer = fmt.Errorf("%w: the dump's answer is missing (the request after it was answered)", netlinkraw.ErrReplyTimeout)
+
+// dumpOnce runs one dump.
+//
+// A dump's answer is known complete when the message that ends it arrives:
+// NLMSG_DONE (or an error) carrying the dump's sequence number. A transport
+// that returns whole dumps (connTransport: netlink.Conn hides NLMSG_DONE,
+// so an empty dump is an empty receive that names no request) cannot see
+// it. There, once a call has given up waiting (c.stale: a late answer,
+// perhaps an empty one, may still come), the dump request is followed, in
+// the same send, by a fence (an NLMSG_NOOP asking for an ACK, which the
+// kernel answers after the dump) and the dump ends with the fence's ACK:
+// an empty receive before it is this dump's empty answer, and no answer at
+// all before it is an error. The fence answered, everything sent before it
+// has been read, and dumps go unfenced again (one receive each, as over a
+// socket).
+//
+// A dump given up on before its end (a reply timeout, a failed receive)
+// is recorded in c.abandoned; the next dump first reads the rest of it
+// (finishAbandoned). Otherwise the kernel, still producing the old dump
+// for this socket, would refuse the new one with EBUSY, and a fenceless
+// old empty answer could pass for the new dump's.
 func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) error) (intr bool, err error) {
-	seq := c.nextSeq(1)
+	if err := c.finishAbandoned(); err != nil {
+		return false, err
+	}
+	fenced := c.t.wholeDumps() && c.stale
+	n := 1
+	if fenced {
+		n = 2
+	}
+	seq := c.nextSeq(n)
+	end := seq + uint32(n) - 1 // the message whose answer ends the dump's
 	c.enc.b = c.enc.b[:0]
 	off := c.enc.beginMessage(c.family, flagRequest|flagDump, seq, cmd)
 	if attrs != nil {
 		attrs(&c.enc)
 	}
 	c.enc.endMessage(off)
-	c.ctr.MessagesSent++
+	if fenced {
+		c.enc.fence(end)
+	}
+	c.ctr.MessagesSent += uint64(n)
 	if err := c.t.send(c.enc.b); err != nil {
 		return false, err
 	}
-	var first error // a decoding error; the dump is drained regardless
+	var (
+		first    error // a decoding error; the dump is drained regardless
+		answered bool  // fenced: this dump's answer (or error) was seen
+		failed   error // fenced: the kernel's error for the dump request
+	)
 	for {
 		msgs, err := c.receive()
 		if err != nil {
+			c.abandoned, c.abandonedUnit = end, c.t.wholeDumps() && !fenced
 			return false, err
 		}
-		for _, m := range msgs {
-			if m.seq != seq {
-				continue
+		if len(msgs) == 0 && c.t.wholeDumps() {
+			if !fenced {
+				return intr, first // an empty dump: nothing stale can pass for it
 			}
+			answered = true // this dump's empty answer (older ones were read)
+			continue
+		}
+		for _, m := range msgs {
+			if fenced && m.seq == end && m.typ == typeError {
+				c.stale = false
+				switch {
+				case failed != nil:
+					return false, failed
+				case !answered:
+					return false, errNoDumpAnswer
+				}
+				return intr, first
+			}
+			if m.seq != seq {
+				continue // a stale reply of an abandoned request
+			}
+			answered = true
 			if m.flags&flagDumpIntr != 0 {
 				intr = true
 			}
 			switch m.typ {
 			case typeError:
 				if m.errno != 0 {
+					if fenced {
+						failed = errnoError(m)
+						continue
+					}
 					return false, errnoError(m)
 				}
-				return intr, first
+				if !fenced {
+					return intr, first
+				}
 			case typeDone:
 				if len(m.data) >= 4 {
 					if e := -int32(native.Uint32(m.data)); e > 0 {
@@ -341,10 +434,31 @@ func (c *Conn) dumpOnce(cmd uint8, attrs func(*encoder), each func(data []byte) 
 				}
 			}
 		}
-		if c.t.wholeDumps() {
-			return intr, first
+		if answered && c.t.wholeDumps() && !fenced {
+			return intr, first // the whole dump came in this receive
 		}
 	}
+}
+
+// finishAbandoned reads the rest of the answer to a dump that an earlier
+// call gave up on (a reply timeout, a failed receive), skipping it, until
+// its end: the kernel keeps producing such a dump for the socket, and
+// refuses a new one with EBUSY until it is read. The kernel produces the
+// rest as it is read, so this takes no longer than reading it. An end that
+// does not come within the reply timeout is taken as lost and the caller
+// goes on (a kernel still busy then answers EBUSY: an error, never a
+// wrong answer); another failure fails the call and is retried by the next.
+func (c *Conn) finishAbandoned() error {
+	for c.abandoned != 0 {
+		if _, err := c.receive(); err != nil {
+			if errors.Is(err, netlinkraw.ErrReplyTimeout) {
+				c.abandoned = 0
+				return nil
+			}
+			return fmt.Errorf("finish reading the answer to an abandoned dump: %w", err)
+		}
+	}
+	return nil
 }
 
 // Info returns the IPVS version and connection table size.

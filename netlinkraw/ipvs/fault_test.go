@@ -207,3 +207,94 @@ func TestFakeContractWithFaultsCleared(t *testing.T) {
 		schedulers: ipvstest.DefaultSchedulers,
 	})
 }
+
+// TestFaultLateReplyThenDump: after a call gave up on a late reply, the
+// first call on the connection is a dump. The late datagram (an ACK, or
+// the whole answer to a dump, empty or not) reaches that dump first; it is
+// skipped by sequence number, and the dump returns exactly the kernel's
+// state: never an empty list without an error.
+func TestFaultLateReplyThenDump(t *testing.T) {
+	missing := ipvs.ServiceKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.97.0.1"), Port: 1}
+	for _, tc := range []struct {
+		name string
+		late func(c *ipvs.Conn) error // the call whose answer comes late
+	}{
+		{"late ACK", func(c *ipvs.Conn) error { return c.Apply(faultOps(4)[6:]) }},
+		{"late reply", func(c *ipvs.Conn) error { _, err := c.Info(); return err }},
+		{"late dump", func(c *ipvs.Conn) error { _, err := c.Services(); return err }},
+		{"late empty dump", func(c *ipvs.Conn) error { _, err := c.Destinations(missing); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, k := dialFake(t)
+			if err := c.Apply(faultOps(3)); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReplyTimeout(100 * time.Millisecond)
+			k.DelayReplies(2, 300*time.Millisecond)
+			if err := bounded(t, 2*time.Second, func() error { return tc.late(c) }); !errors.Is(err, netlinkraw.ErrReplyTimeout) {
+				t.Fatalf("call with a late answer: %v, want ErrReplyTimeout", err)
+			}
+			time.Sleep(300 * time.Millisecond) // the late answer is queued now
+			c.SetReplyTimeout(5 * time.Second) // generous: a timeout here would be a new fault
+			got, err := c.Services()
+			if err != nil {
+				t.Fatalf("Services after the late answer: %v", err)
+			}
+			want := []string{"10.96.0.1/1", "10.96.0.2/1", "10.96.0.3/1"}
+			if tc.name == "late ACK" {
+				want = append(want, "10.96.0.4/1")
+			}
+			if len(got) != len(want) {
+				t.Fatalf("Services after the late answer: %d services, want %d", len(got), len(want))
+			}
+			if diff := cmp.Diff(want, serviceAddrs(t, c)); diff != "" {
+				t.Errorf("state (-want +got):\n%s", diff)
+			}
+			// Every late answer read, dumps take one receive again.
+			before := c.Counters()
+			if _, err := c.Services(); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.Counters().Recvmsg - before.Recvmsg; n != 1 {
+				t.Errorf("a dump after the fault took %d receives, want 1", n)
+			}
+		})
+	}
+}
+
+// TestFaultLostDumpAnswer: a dump whose answer is lost fails, also when
+// the dump would have been empty; it never returns an empty list.
+func TestFaultLostDumpAnswer(t *testing.T) {
+	for _, n := range []int{0, 2} {
+		t.Run(fmt.Sprintf("services=%d", n), func(t *testing.T) {
+			c, k := dialFake(t)
+			if n > 0 {
+				if err := c.Apply(faultOps(n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.SetReplyTimeout(100 * time.Millisecond)
+			k.DropReplies(1)
+			got, err := bounded2(t, 2*time.Second, c.Services)
+			if !errors.Is(err, netlinkraw.ErrReplyTimeout) {
+				t.Fatalf("Services with its answer lost: %d services, error %v; want ErrReplyTimeout", len(got), err)
+			}
+			got, err = c.Services()
+			if err != nil || len(got) != n {
+				t.Errorf("Services after the fault: %d services, error %v; want %d", len(got), err, n)
+			}
+		})
+	}
+}
+
+// bounded2 is bounded for a call that returns a value.
+func bounded2[T any](t *testing.T, d time.Duration, f func() (T, error)) (T, error) {
+	t.Helper()
+	var v T
+	err := bounded(t, d, func() error {
+		var err error
+		v, err = f()
+		return err
+	})
+	return v, err
+}

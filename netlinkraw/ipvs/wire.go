@@ -96,6 +96,7 @@ const (
 	flagAck      = 0x4
 	flagDumpIntr = 0x10
 	flagDump     = 0x300
+	typeNoop     = 0x1
 	typeError    = 0x2
 	typeDone     = 0x3
 )
@@ -127,6 +128,17 @@ func (e *encoder) beginMessage(family uint16, flags uint16, seq uint32, cmd uint
 	e.b = native.AppendUint32(e.b, 0) // port ID: the kernel is 0
 	e.b = append(e.b, cmd, genlVersion, 0, 0)
 	return off
+}
+
+// fence appends an NLMSG_NOOP that asks for an ACK: the kernel does
+// nothing with it but acknowledge it, after answering the messages sent
+// before it.
+func (e *encoder) fence(seq uint32) {
+	e.b = native.AppendUint32(e.b, nlmsgHdrLen)
+	e.b = native.AppendUint16(e.b, typeNoop)
+	e.b = native.AppendUint16(e.b, flagAck)
+	e.b = native.AppendUint32(e.b, seq)
+	e.b = native.AppendUint32(e.b, 0)
 }
 
 func (e *encoder) endMessage(off int) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/proxysinks/proxysinks/sinks/iptablessink"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -86,5 +88,22 @@ func TestRefusedFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml"}, &stdout, &stderr); status != 2 || !strings.Contains(stderr.String(), "--ipvs-strict-arp") {
 		t.Errorf("IPVS flag from the environment: status %d, stderr %q", status, stderr.String())
+	}
+}
+
+// TestHelpListsNoIPVSFlag: --help shows none of the IPVS flags this sink
+// refuses (iptablessink.IPVSOnly).
+func TestHelpListsNoIPVSFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"iptables", "--help"}, &stdout, &stderr); status != 0 {
+		t.Fatalf("--help: exit status %d: %s", status, stderr.String())
+	}
+	for _, name := range iptablessink.IPVSOnly {
+		if strings.Contains(stdout.String(), "--"+name+" ") {
+			t.Errorf("--help lists --%s, which the iptables sink refuses:\n%s", name, stdout.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "--masquerade-bit") {
+		t.Errorf("--help lacks --masquerade-bit:\n%s", stdout.String())
 	}
 }

@@ -8,12 +8,20 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
+	"github.com/proxysinks/proxysinks/dataplane/kernel"
+	"github.com/proxysinks/proxysinks/sinks/ipvssink"
 )
 
 // TestDryRunSameAsFullState runs the dry run on the example cluster, as a
 // node with an IPv4 and an IPv6 address, and requires exactly the kernel
 // operations the full-state sink prints (its golden file).
 func TestDryRunSameAsFullState(t *testing.T) {
+	// The host's IPv6 decides the families (dataplane.HostFamilies): a
+	// dual-stack host here, whatever this machine has.
+	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
+	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
 	var stdout, stderr bytes.Buffer
 	status := run([]string{"ipvs-incremental", "--dry-run", "--from-file", "../../examples/cluster",
 		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",

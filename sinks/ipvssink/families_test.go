@@ -2,12 +2,10 @@ package ipvssink
 
 import (
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
@@ -20,27 +18,19 @@ import (
 func TestFamiliesFromHost(t *testing.T) {
 	v4only := []netip.Addr{netip.MustParseAddr("192.168.1.10")}
 	for _, tt := range []struct {
-		disable string
-		want    []rules.Family
+		ipv6 bool
+		want []rules.Family
 	}{
-		{"0", []rules.Family{rules.IPv4, rules.IPv6}},
-		{"1", []rules.Family{rules.IPv4}},
+		{true, []rules.Family{rules.IPv4, rules.IPv6}},
+		{false, []rules.Family{rules.IPv4}},
 	} {
-		s := kernel.Sysctl{Root: t.TempDir()}
-		p := filepath.Join(s.Root, "net/ipv6/conf/all/disable_ipv6")
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(tt.disable+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		rc := renderConfig(runtime.Config{}, v4only, s)
+		rc := renderConfig(runtime.Config{}, v4only, dataplanetest.HostSysctl(t, tt.ipv6))
 		nc := nodeConfig(runtime.Config{}, v4only, rc.Families)
 		if d := cmp.Diff(tt.want, rc.Families); d != "" {
-			t.Errorf("disable_ipv6=%s: rendered families -want +got:\n%s", tt.disable, d)
+			t.Errorf("IPv6 %v: rendered families -want +got:\n%s", tt.ipv6, d)
 		}
 		if d := cmp.Diff(rc.Families, nc.Families); d != "" {
-			t.Errorf("disable_ipv6=%s: node families differ from rendered ones:\n%s", tt.disable, d)
+			t.Errorf("IPv6 %v: node families differ from rendered ones:\n%s", tt.ipv6, d)
 		}
 	}
 }

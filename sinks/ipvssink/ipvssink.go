@@ -99,7 +99,7 @@ func cleanup(c runtime.Config, log *slog.Logger) error {
 	}
 	addrs = c.NodePortFilter(addrs)
 	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
-	node := &dataplane.Node{Cfg: nodeConfig(c, addrs, dataplane.HostFamilies(hostSysctl)), Kernel: k, Log: log}
+	node := &dataplane.Node{Cfg: nodeConfig(c, addrs, dataplane.HostFamilies(HostSysctl)), Kernel: k, Log: log}
 	removed, err := node.Cleanup()
 	log.Info("removed", "objects", removed)
 	return err
@@ -114,8 +114,11 @@ func nodeConfig(c runtime.Config, addrs []netip.Addr, families []rules.Family) d
 	}
 }
 
-// hostSysctl is where the host's families are read (a test replaces it).
-var hostSysctl = kernel.Sysctl{}
+// HostSysctl is where the IPVS sinks read the host's IP families
+// (dataplane.HostFamilies), in a dry run too; tests point it at a
+// /proc/sys of their own so that their output does not depend on the
+// machine's IPv6.
+var HostSysctl = kernel.Sysctl{}
 
 // renderConfig is how services are rendered on this node. Its Families are
 // decided once, from the host (dataplane.HostFamilies), and the same list
@@ -129,7 +132,7 @@ func renderConfig(c runtime.Config, addrs []netip.Addr, s kernel.Sysctl) render.
 // printer only.
 func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	c := env.Config
-	rc := renderConfig(c, env.NodeAddresses, hostSysctl)
+	rc := renderConfig(c, env.NodeAddresses, HostSysctl)
 	if env.DryRun != nil {
 		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun})
 		a.Ordered = true

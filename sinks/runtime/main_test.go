@@ -86,3 +86,35 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("--config with a refused flag: status %d, stderr %q; want 2 and %q", status, errs.String(), want)
 	}
 }
+
+// TestHelpHidesUnsupported: a flag that does not apply to a sink is not in
+// its --help, and giving it is still refused by name; every flag of the
+// runtime is of a kind that can be hidden.
+func TestHelpHidesUnsupported(t *testing.T) {
+	for _, f := range Flags() {
+		if !hide(f) {
+			t.Errorf("flag --%s (%T) cannot be hidden", f.Names()[0], f)
+		}
+	}
+	sink := Sink{Name: "test-sink", Mode: "iptables", Unsupported: []string{"weight", "ipvs-udp-timeout"},
+		New: func(Env) (Built, error) { return Built{Controller: cfgSink{}}, nil }}
+	var out, errs bytes.Buffer
+	if status := Main(sink, []string{"test-sink", "--help"}, &out, &errs); status != 0 {
+		t.Fatalf("--help: status %d: %s", status, errs.String())
+	}
+	help := out.String()
+	for _, name := range []string{"--weight", "--ipvs-udp-timeout"} {
+		if strings.Contains(help, name) {
+			t.Errorf("--help lists %s, which the sink refuses:\n%s", name, help)
+		}
+	}
+	if !strings.Contains(help, "--scheduling-method") {
+		t.Errorf("--help lacks --scheduling-method, which applies:\n%s", help)
+	}
+	out.Reset()
+	errs.Reset()
+	status := Main(sink, []string{"test-sink", "--dry-run", "--weight", "2"}, &out, &errs)
+	if want := `--weight: does not apply to proxy mode "iptables"`; status != 2 || !strings.Contains(errs.String(), want) {
+		t.Errorf("--weight given: status %d, %q; want 2 and %q", status, errs.String(), want)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -91,6 +92,41 @@ type Sink struct {
 	Unsupported []string
 }
 
+// flagsFor returns the runtime's flags for sink: those in
+// sink.Unsupported are hidden from --help, and still parsed so that giving
+// one is refused by name.
+func flagsFor(sink Sink) []cli.Flag {
+	fs := Flags()
+	for _, f := range fs {
+		if slices.Contains(sink.Unsupported, f.Names()[0]) {
+			hide(f)
+		}
+	}
+	return fs
+}
+
+// hide hides a flag of the kinds Flags uses from --help; it reports false
+// for another kind.
+func hide(f cli.Flag) bool {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		f.Hidden = true
+	case *cli.BoolFlag:
+		f.Hidden = true
+	case *cli.DurationFlag:
+		f.Hidden = true
+	case *cli.IntFlag:
+		f.Hidden = true
+	case *cli.Int64Flag:
+		f.Hidden = true
+	case *cli.StringSliceFlag:
+		f.Hidden = true
+	default:
+		return false
+	}
+	return true
+}
+
 // Main runs the command line args of sink, printing to stdout (dry-run
 // output) and stderr (logs), until SIGINT or SIGTERM, and returns the exit
 // status: 2 for a bad flag, 1 for a failure.
@@ -98,7 +134,7 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 	app := &cli.App{
 		Name:           sink.Name,
 		Usage:          sink.Usage,
-		Flags:          Flags(),
+		Flags:          flagsFor(sink),
 		Version:        version.Get().String(),
 		Writer:         stdout,
 		ErrWriter:      stderr,

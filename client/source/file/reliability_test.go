@@ -1,7 +1,6 @@
 package file
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/logbuf"
 )
 
 // emptyList is how an operator empties a manifest on purpose.
@@ -216,7 +215,7 @@ func TestInvalidPortSkipsOnlyThatPort(t *testing.T) {
 func TestDuplicateInOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.yaml")
 	write(t, path, join(svcYAML("web", "10.96.0.1", "TCP"), svcYAML("api", "10.96.0.3", "TCP"), svcYAML("web", "10.96.0.2", "TCP")))
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	src := New(Config{Path: path, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	s, _ := src.Load()
 	if got := s.Lookup(client.ServiceKey{Namespace: "default", Name: "web"}).Service.ClusterIPs.All()[0].String(); got != "10.96.0.2" {
@@ -234,23 +233,6 @@ func TestDuplicateInOneFile(t *testing.T) {
 	if strings.Contains(log, "later file") {
 		t.Errorf("log speaks of a later file within one file:\n%s", log)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestSpecialFileDoesNotBlock: a FIFO named *.yaml in the directory is
