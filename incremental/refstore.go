@@ -100,8 +100,8 @@ func (s *refStore[K, V]) mark(i int32) {
 	}
 }
 
-// add records that service svc wants k with value v.
-func (s *refStore[K, V]) add(k K, svc uint32, v V) {
+// add records that service svc wants k with value v, and returns k's slot.
+func (s *refStore[K, V]) add(k K, svc uint32, v V) int32 {
 	i := s.slot(k)
 	r := &s.slab[i]
 	switch {
@@ -127,15 +127,14 @@ func (s *refStore[K, V]) add(k K, svc uint32, v V) {
 		}
 	}
 	s.mark(i)
+	return i
 }
 
-// remove takes back one emission of k by service svc.
-func (s *refStore[K, V]) remove(k K, svc uint32) {
-	i, ok := s.index[k]
-	if !ok {
-		return
-	}
+// remove takes back one emission by service svc of the object in slot i
+// (which add returned).
+func (s *refStore[K, V]) remove(i int32, svc uint32) {
 	r := &s.slab[i]
+	k := r.key
 	var more []contrib[V]
 	if r.others {
 		more = s.more[k]
