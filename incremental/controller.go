@@ -250,6 +250,10 @@ func (c *Controller) render(st *SyncStats) {
 		c.bindings.reserve(len(ids))
 		c.entries.reserve(2 * len(ids))
 	}
+	c.servers.begin()
+	c.dests.begin()
+	c.bindings.begin()
+	c.entries.begin()
 	for _, id := range ids {
 		s := &c.services[id]
 		s.touched = false
@@ -293,6 +297,7 @@ func (c *Controller) render(st *SyncStats) {
 		}
 		copy(s.objs, c.scratch)
 	}
+	c.resolve(ids)
 	if cap(c.touched) > 4096 {
 		// Let the list of a large sync go.
 		c.touched = nil
@@ -301,6 +306,35 @@ func (c *Controller) render(st *SyncStats) {
 	}
 	if cap(c.scratch) > 4096 {
 		c.scratch = nil
+	}
+}
+
+// resolve indexes the objects the rendering of the services ids added in
+// bulk, and points the services' records of duplicates that were merged
+// at the slot that holds their object now.
+func (c *Controller) resolve(ids []uint32) {
+	var moved map[objRef]objRef
+	move := func(kind objRef) func(from, to int32) {
+		return func(from, to int32) {
+			if moved == nil {
+				moved = map[objRef]objRef{}
+			}
+			moved[kind|objRef(from)] = kind | objRef(to)
+		}
+	}
+	c.servers.resolve(move(kindServer))
+	c.dests.resolve(move(kindDest))
+	c.bindings.resolve(move(kindBinding))
+	c.entries.resolve(move(kindEntry))
+	if moved == nil {
+		return
+	}
+	for _, id := range ids {
+		for i, o := range c.services[id].objs {
+			if to, ok := moved[o]; ok {
+				c.services[id].objs[i] = to
+			}
+		}
 	}
 }
 
