@@ -238,9 +238,11 @@ func (c *Controller) render(st *SyncStats) {
 	ids := c.touched
 	slices.SortFunc(ids, func(a, b uint32) int { return c.names[a].Compare(c.names[b]) })
 	if c.servers.len()+c.dests.len()+c.bindings.len()+c.entries.len() == 0 {
-		// A first sync: size the records for what a service usually
-		// renders (a server, its destinations, a binding and two
-		// entries), instead of growing them step by step.
+		// A first sync: size the records for what a ClusterIP service
+		// renders (a server, its destinations, a binding and three set
+		// entries: KUBE-CLUSTER-IP, KUBE-IPVS-IPS and the server's
+		// KUBE-PROXYSINKS-VS record), instead of growing them step by
+		// step.
 		n := 0
 		for _, id := range ids {
 			n += len(c.services[id].eps)
@@ -248,7 +250,7 @@ func (c *Controller) render(st *SyncStats) {
 		c.servers.reserve(len(ids))
 		c.dests.reserve(n)
 		c.bindings.reserve(len(ids))
-		c.entries.reserve(2 * len(ids))
+		c.entries.reserve(3 * len(ids))
 	}
 	c.servers.begin()
 	c.dests.begin()

@@ -32,7 +32,7 @@ import (
 // change must be exactly one kernel write, and at the end the kernel read
 // back must hold every destination.
 //
-// In the VM: `PROXYSINKS_BENCH_VM=1 go test -run IncrementalLatencyVM
+// In the VM: `PROXYSINKS_BENCH_VM=1 go test -run IncrementalLatencyBenchVM
 // ./e2e/vmtests`.
 func BenchmarkLatencyKernel(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
