@@ -49,15 +49,17 @@ type Controller struct {
 	OnSync func(SyncStats)
 
 	mu sync.Mutex
-	// services are by number: a service keeps its number (and its slot
-	// here) for the controller's life, so that the reference counts name
-	// services by a number, not by a key holding strings.
+	// services are by number, so that the reference counts name
+	// services by a number, not by a key holding strings. A service
+	// keeps its number while it has a service, endpoints or rendered
+	// objects; the numbers of the others are reused (free).
 	services []service
 	ids      map[client.ServiceKey]uint32
 	names    []client.ServiceKey // by number
-	touched  []uint32            // numbers of the services touched since the last sync
-	present  int                 // services with a service or endpoints
-	noLocal  int                 // services with a Local policy and no local endpoint
+	free     []uint32
+	touched  []uint32 // numbers of the services touched since the last sync
+	present  int      // services with a service or endpoints
+	noLocal  int      // services with a Local policy and no local endpoint
 	keys     objects.Keys
 	servers  *refStore[objects.ServerKey, render.ServerOptions]
 	dests    *refStore[objects.DestKey, render.DestOptions]
@@ -120,10 +122,16 @@ var _ client.Sink = (*Controller)(nil)
 func (c *Controller) get(k client.ServiceKey) *service {
 	id, ok := c.ids[k]
 	if !ok {
-		id = uint32(len(c.names))
+		if n := len(c.free); n > 0 {
+			id = c.free[n-1]
+			c.free = c.free[:n-1]
+			c.names[id] = k
+		} else {
+			id = uint32(len(c.names))
+			c.names = append(c.names, k)
+			c.services = append(c.services, service{})
+		}
 		c.ids[k] = id
-		c.names = append(c.names, k)
-		c.services = append(c.services, service{})
 	}
 	s := &c.services[id]
 	if !s.touched {
@@ -157,9 +165,13 @@ func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
 	defer c.mu.Unlock()
 	s := c.get(k)
 	i, found := slices.BinarySearchFunc(s.eps, ep.Key, byKey)
-	if found {
+	switch {
+	case found:
 		s.eps[i] = ep
-	} else {
+	case cap(s.eps) == 0:
+		// Endpoints come one at a time: room for a few at once.
+		s.eps = append(make([]*client.Endpoint, 0, 8), ep)
+	default:
 		s.eps = slices.Insert(s.eps, i, ep)
 	}
 }
@@ -274,9 +286,13 @@ func (c *Controller) render(st *SyncStats) {
 		s.present = present
 		if s.svc == nil {
 			// Deleted; or endpoints whose service has not come yet,
-			// kept until it does.
+			// kept until it does. A deleted service's number is free:
+			// nothing refers to it any more.
 			if !present {
-				s.objs = nil
+				delete(c.ids, c.names[id])
+				c.names[id] = client.ServiceKey{}
+				*s = service{}
+				c.free = append(c.free, id)
 			}
 			continue
 		}
