@@ -20,7 +20,6 @@ import (
 	"cmp"
 	"errors"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -49,12 +48,18 @@ type Controller struct {
 	// OnSync, when set, is called after every sync (metrics).
 	OnSync func(SyncStats)
 
-	mu       sync.Mutex
-	services map[client.ServiceKey]*service
-	touched  map[client.ServiceKey]struct{}
+	mu sync.Mutex
+	// services are by number, so that the reference counts name
+	// services by a number, not by a key holding strings. A service
+	// keeps its number while it has a service, endpoints or rendered
+	// objects; the numbers of the others are reused (free).
+	services []service
 	ids      map[client.ServiceKey]uint32
 	names    []client.ServiceKey // by number
-	noLocal  int                 // services with a Local policy and no local endpoint
+	free     []uint32
+	touched  []uint32 // numbers of the services touched since the last sync
+	present  int      // services with a service or endpoints
+	noLocal  int      // services with a Local policy and no local endpoint
 	keys     objects.Keys
 	servers  *refStore[objects.ServerKey, render.ServerOptions]
 	dests    *refStore[objects.DestKey, render.DestOptions]
@@ -63,17 +68,38 @@ type Controller struct {
 	adopted  bool
 	synced   bool
 	changes  objects.Changes // reused between syncs
+	// scratch collects a rendering's objects, and se is the rendered
+	// service; both reused between renderings.
+	scratch []objRef
+	se      client.ServiceEndpoints
 }
 
-// service is one service as the events left it, and what its kernel
-// objects were last rendered from.
+// service is one service as the events left it, and the objects its last
+// rendering emitted.
 type service struct {
-	id       uint32
-	svc      *client.Service          // nil: deleted
-	eps      []*client.Endpoint       // sorted by key
-	rendered *client.ServiceEndpoints // nil: nothing rendered
-	noLocal  bool
+	svc *client.Service    // nil: deleted
+	eps []*client.Endpoint // sorted by key
+	// objs are the objects the last rendering emitted, in order: taking
+	// them back needs no rendering and no key lookup.
+	objs    []objRef
+	touched bool
+	present bool // counted in Controller.present
+	noLocal bool
 }
+
+// objRef is a kind of object (the top two bits) and its slot in that
+// kind's refStore.
+type objRef uint32
+
+const (
+	kindServer objRef = iota << 30
+	kindDest
+	kindBinding
+	kindEntry
+	kindMask objRef = 3 << 30
+)
+
+func (o objRef) slot() int32 { return int32(o &^ kindMask) }
 
 // New returns a controller that renders with cfg, writes through applier
 // and adopts the kernel's state through reader (nil for none).
@@ -81,9 +107,7 @@ func New(cfg render.Config, applier *dataplane.Applier, reader Reader, log *slog
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Controller{cfg: cfg, applier: applier, reader: reader, log: log,
-		services: map[client.ServiceKey]*service{}, touched: map[client.ServiceKey]struct{}{},
-		ids: map[client.ServiceKey]uint32{}}
+	c := &Controller{cfg: cfg, applier: applier, reader: reader, log: log, ids: map[client.ServiceKey]uint32{}}
 	greater := func(a, b uint32) bool { return c.names[a].Compare(c.names[b]) > 0 }
 	c.servers = newRefStore[objects.ServerKey, render.ServerOptions](greater)
 	c.dests = newRefStore[objects.DestKey, render.DestOptions](greater)
@@ -94,19 +118,26 @@ func New(cfg render.Config, applier *dataplane.Applier, reader Reader, log *slog
 
 var _ client.Sink = (*Controller)(nil)
 
+// get returns k's service, numbering it when new, and marks it touched.
 func (c *Controller) get(k client.ServiceKey) *service {
-	s := c.services[k]
-	if s == nil {
-		id, ok := c.ids[k]
-		if !ok {
+	id, ok := c.ids[k]
+	if !ok {
+		if n := len(c.free); n > 0 {
+			id = c.free[n-1]
+			c.free = c.free[:n-1]
+			c.names[id] = k
+		} else {
 			id = uint32(len(c.names))
-			c.ids[k] = id
 			c.names = append(c.names, k)
+			c.services = append(c.services, service{})
 		}
-		s = &service{id: id}
-		c.services[k] = s
+		c.ids[k] = id
 	}
-	c.touched[k] = struct{}{}
+	s := &c.services[id]
+	if !s.touched {
+		s.touched = true
+		c.touched = append(c.touched, id)
+	}
 	return s
 }
 
@@ -121,10 +152,10 @@ func (c *Controller) SetService(svc *client.Service) {
 func (c *Controller) DeleteService(k client.ServiceKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s := c.services[k]; s != nil {
+	if _, ok := c.ids[k]; ok {
+		s := c.get(k)
 		s.svc = nil
 		s.eps = nil
-		c.touched[k] = struct{}{}
 	}
 }
 
@@ -134,9 +165,13 @@ func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
 	defer c.mu.Unlock()
 	s := c.get(k)
 	i, found := slices.BinarySearchFunc(s.eps, ep.Key, byKey)
-	if found {
+	switch {
+	case found:
 		s.eps[i] = ep
-	} else {
+	case cap(s.eps) == 0:
+		// Endpoints come one at a time: room for a few at once.
+		s.eps = append(make([]*client.Endpoint, 0, 8), ep)
+	default:
 		s.eps = slices.Insert(s.eps, i, ep)
 	}
 }
@@ -145,11 +180,11 @@ func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
 func (c *Controller) DeleteEndpoint(k client.ServiceKey, key client.EndpointKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s := c.services[k]; s != nil {
+	if _, ok := c.ids[k]; ok {
+		s := c.get(k)
 		if i, found := slices.BinarySearchFunc(s.eps, key, byKey); found {
 			s.eps = slices.Delete(s.eps, i, i+1)
 		}
-		c.touched[k] = struct{}{}
 	}
 }
 
@@ -198,7 +233,7 @@ func (c *Controller) sync(reread bool) SyncStats {
 	}
 	c.adopted = true
 	c.render(&st)
-	st.Services = len(c.services)
+	st.Services = c.present
 	st.NoLocalEndpoints = c.noLocal
 	c.apply(&st)
 	c.synced = true
@@ -212,107 +247,158 @@ func (c *Controller) render(st *SyncStats) {
 	if len(c.touched) == 0 {
 		return
 	}
-	keys := slices.SortedFunc(maps.Keys(c.touched), client.ServiceKey.Compare)
-	if len(keys) > 256 {
-		// A cleared map keeps its size, and walking it costs that
-		// size: after a large sync, start a small one.
-		c.touched = map[client.ServiceKey]struct{}{}
-	} else {
-		clear(c.touched)
-	}
+	ids := c.touched
+	slices.SortFunc(ids, func(a, b uint32) int { return c.names[a].Compare(c.names[b]) })
 	if c.servers.len()+c.dests.len()+c.bindings.len()+c.entries.len() == 0 {
-		// A first sync: size the records for what a service usually
-		// renders (a server, its destinations, a binding and two
-		// entries), instead of growing them step by step.
+		// A first sync: size the records for what a ClusterIP service
+		// renders (a server, its destinations, a binding and three set
+		// entries: KUBE-CLUSTER-IP, KUBE-IPVS-IPS and the server's
+		// KUBE-PROXYSINKS-VS record), instead of growing them step by
+		// step.
 		n := 0
-		for _, k := range keys {
-			if s := c.services[k]; s != nil {
-				n += len(s.eps)
-			}
+		for _, id := range ids {
+			n += len(c.services[id].eps)
 		}
-		c.servers.reserve(len(keys))
+		c.servers.reserve(len(ids))
 		c.dests.reserve(n)
-		c.bindings.reserve(len(keys))
-		c.entries.reserve(2 * len(keys))
+		c.bindings.reserve(len(ids))
+		c.entries.reserve(3 * len(ids))
 	}
-	for _, k := range keys {
-		s := c.services[k]
-		if s == nil {
-			continue
-		}
-		if s.rendered != nil {
-			render.Render(s.rendered, c.cfg, collector{c, s.id, false})
-		}
-		s.rendered = nil
+	c.servers.begin()
+	c.dests.begin()
+	c.bindings.begin()
+	c.entries.begin()
+	for _, id := range ids {
+		s := &c.services[id]
+		s.touched = false
+		c.takeBack(id, s)
 		if s.noLocal {
 			c.noLocal--
 			s.noLocal = false
 		}
+		present := s.svc != nil || len(s.eps) > 0
+		switch {
+		case present && !s.present:
+			c.present++
+		case !present && s.present:
+			c.present--
+		}
+		s.present = present
 		if s.svc == nil {
 			// Deleted; or endpoints whose service has not come yet,
-			// kept until it does.
-			if len(s.eps) == 0 {
-				delete(c.services, k)
+			// kept until it does. A deleted service's number is free:
+			// nothing refers to it any more.
+			if !present {
+				delete(c.ids, c.names[id])
+				c.names[id] = client.ServiceKey{}
+				*s = service{}
+				c.free = append(c.free, id)
 			}
 			continue
 		}
-		// The rendered state keeps its own copy: s.eps changes in place.
-		se := &client.ServiceEndpoints{Service: s.svc, Endpoints: slices.Clone(s.eps)}
-		for _, err := range render.Render(se, c.cfg, collector{c, s.id, true}) {
+		se := &c.se
+		se.Service, se.Endpoints = s.svc, s.eps
+		c.scratch = c.scratch[:0]
+		for _, err := range render.Render(se, c.cfg, collector{c, id}) {
 			st.RenderErrors++
 			c.log.Warn("service skipped in part", "error", err)
 		}
-		s.rendered = se
 		if se.NoLocalEndpoints() {
 			s.noLocal = true
 			c.noLocal++
 		}
+		se.Service, se.Endpoints = nil, nil
+		if cap(s.objs) < len(c.scratch) || cap(s.objs) > 2*len(c.scratch)+8 {
+			s.objs = make([]objRef, len(c.scratch))
+		} else {
+			s.objs = s.objs[:len(c.scratch)]
+		}
+		copy(s.objs, c.scratch)
 	}
+	c.resolve(ids)
+	if cap(c.touched) > 4096 {
+		// Let the list of a large sync go.
+		c.touched = nil
+	} else {
+		c.touched = c.touched[:0]
+	}
+	if cap(c.scratch) > 4096 {
+		c.scratch = nil
+	}
+}
+
+// resolve indexes the objects the rendering of the services ids added in
+// bulk, and points the services' records of duplicates that were merged
+// at the slot that holds their object now.
+func (c *Controller) resolve(ids []uint32) {
+	var moved map[objRef]objRef
+	move := func(kind objRef) func(from, to int32) {
+		return func(from, to int32) {
+			if moved == nil {
+				moved = map[objRef]objRef{}
+			}
+			moved[kind|objRef(from)] = kind | objRef(to)
+		}
+	}
+	c.servers.resolve(move(kindServer))
+	c.dests.resolve(move(kindDest))
+	c.bindings.resolve(move(kindBinding))
+	c.entries.resolve(move(kindEntry))
+	if moved == nil {
+		return
+	}
+	for _, id := range ids {
+		for i, o := range c.services[id].objs {
+			if to, ok := moved[o]; ok {
+				c.services[id].objs[i] = to
+			}
+		}
+	}
+}
+
+// takeBack takes back the objects the service's last rendering emitted.
+func (c *Controller) takeBack(id uint32, s *service) {
+	for _, o := range s.objs {
+		switch o & kindMask {
+		case kindServer:
+			c.servers.remove(o.slot(), id)
+		case kindDest:
+			c.dests.remove(o.slot(), id)
+		case kindBinding:
+			c.bindings.remove(o.slot(), id)
+		default:
+			c.entries.remove(o.slot(), id)
+		}
+	}
+	s.objs = s.objs[:0]
 }
 
 func byKey(e *client.Endpoint, k client.EndpointKey) int { return cmp.Compare(e.Key, k) }
 
-// collector adds (or takes back) one service's rendered objects.
+// collector adds one service's rendered objects and records their slots.
 type collector struct {
 	c   *Controller
 	svc uint32
-	add bool
 }
 
 func (r collector) Server(vs render.VirtualServer, o render.ServerOptions) {
-	k := r.c.keys.Server(vs)
-	if r.add {
-		r.c.servers.add(k, r.svc, o)
-	} else {
-		r.c.servers.remove(k, r.svc)
-	}
+	i := r.c.servers.add(r.c.keys.Server(vs), r.svc, o)
+	r.c.scratch = append(r.c.scratch, kindServer|objRef(i))
 }
 
 func (r collector) Destination(d render.Destination, o render.DestOptions) {
-	k := r.c.keys.Dest(d)
-	if r.add {
-		r.c.dests.add(k, r.svc, o)
-	} else {
-		r.c.dests.remove(k, r.svc)
-	}
+	i := r.c.dests.add(r.c.keys.Dest(d), r.svc, o)
+	r.c.scratch = append(r.c.scratch, kindDest|objRef(i))
 }
 
 func (r collector) Bind(a netip.Addr) {
-	k := r.c.keys.Addr(a)
-	if r.add {
-		r.c.bindings.add(k, r.svc, struct{}{})
-	} else {
-		r.c.bindings.remove(k, r.svc)
-	}
+	i := r.c.bindings.add(r.c.keys.Addr(a), r.svc, struct{}{})
+	r.c.scratch = append(r.c.scratch, kindBinding|objRef(i))
 }
 
 func (r collector) Entry(e render.SetEntry) {
-	k := r.c.keys.Entry(e)
-	if r.add {
-		r.c.entries.add(k, r.svc, struct{}{})
-	} else {
-		r.c.entries.remove(k, r.svc)
-	}
+	i := r.c.entries.add(r.c.keys.Entry(e), r.svc, struct{}{})
+	r.c.scratch = append(r.c.scratch, kindEntry|objRef(i))
 }
 
 // apply writes the dirty objects and records the outcome.

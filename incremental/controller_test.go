@@ -171,3 +171,37 @@ func TestEmptyThenFullAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceNumbersReused: services come and go under new names (a
+// cluster's churn); the numbers of the deleted ones are reused, so the
+// controller's per-service records do not grow, and the kernel holds
+// exactly the services that exist, shared objects included.
+func TestServiceNumbersReused(t *testing.T) {
+	n := newFakeNode(t)
+	a, nd := n.parts(t)
+	cfg := render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}
+	c := New(cfg, a, nd, quiet)
+	// "keep" shares its cluster IP with every churned service.
+	keep := &client.ServiceEndpoints{Service: clusterIPService("keep", "10.96.0.1"), Endpoints: []*client.Endpoint{endpoint("e1", "10.244.0.1")}}
+	keep.Service.Ports[0].Port = 443
+	c.SetService(keep.Service)
+	c.SetEndpoint(keep.Service.Key(), keep.Endpoints[0])
+	for round := range 20 {
+		cur := &client.ServiceEndpoints{Service: clusterIPService(fmt.Sprint("churn-", round), "10.96.0.1"),
+			Endpoints: []*client.Endpoint{endpoint("e1", fmt.Sprintf("10.244.1.%d", round+1))}}
+		c.SetService(cur.Service)
+		c.SetEndpoint(cur.Service.Key(), cur.Endpoints[0])
+		if round > 0 {
+			c.DeleteService(client.ServiceKey{Namespace: "ns", Name: fmt.Sprint("churn-", round-1)})
+		}
+		c.Sync()
+		if d := stateDiff(wantState([]*client.ServiceEndpoints{cur, keep}, cfg), read(t, nd)); d != "" {
+			t.Fatalf("round %d: kernel (-want +got):\n%s", round, d)
+		}
+	}
+	// keep, the current service, and the one deleted in the last sync
+	// (its number freed as that sync rendered it).
+	if got := len(c.names); got > 3 {
+		t.Errorf("%d service numbers after 20 services came and went, want at most 3", got)
+	}
+}

@@ -8,6 +8,7 @@ require (
 	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/fullstate v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
+	golang.org/x/sys v0.50.0
 )
 
 require (
@@ -20,7 +21,6 @@ require (
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 )
 
 replace github.com/proxysinks/proxysinks/client => ../client

@@ -34,7 +34,7 @@ var probeIPVS struct {
 
 // requireKernel stops the test unless IPVS, dummy links and the tools are
 // there (the VM); elsewhere it skips.
-func requireKernel(t *testing.T) {
+func requireKernel(t testing.TB) {
 	probeIPVS.once.Do(func() {
 		ns := nstest.New(t)
 		c, err := ipvs.Dial(&ipvs.Options{NetNS: ns.FD()})
@@ -58,7 +58,9 @@ func requireKernel(t *testing.T) {
 	}
 }
 
-func newKernelNode(t *testing.T) testNode {
+func newKernelNode(t *testing.T) testNode { return newKernelNodeTB(t) }
+
+func newKernelNodeTB(t testing.TB) *kernelNode {
 	ns := nstest.New(t)
 	n := &kernelNode{ns: ns}
 	var err error

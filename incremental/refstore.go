@@ -33,6 +33,11 @@ type refStore[K comparable, V comparable] struct {
 	changedAt, deletedAt []int32
 	// greater reports whether service a's key sorts after service b's.
 	greater func(a, b uint32) bool
+	// bulk is set while a rendering fills an empty store (a first
+	// sync): add takes a new slot without looking the key up, and
+	// resolve indexes the new slots at the end, merging duplicates.
+	bulk    bool
+	pending []int32
 }
 
 type ref[K comparable, V any] struct {
@@ -65,6 +70,7 @@ func (s *refStore[K, V]) reserve(n int) {
 		s.slab = make([]ref[K, V], 0, n)
 		s.free = nil
 		s.dirty = make([]int32, 0, n)
+		s.pending = make([]int32, 0, n)
 	}
 }
 
@@ -73,6 +79,13 @@ func (s *refStore[K, V]) slot(k K) int32 {
 	if i, ok := s.index[k]; ok {
 		return i
 	}
+	i := s.alloc(k)
+	s.index[k] = i
+	return i
+}
+
+// alloc returns a free slot holding a new object with key k, not indexed.
+func (s *refStore[K, V]) alloc(k K) int32 {
 	var i int32
 	if n := len(s.free); n > 0 {
 		i = s.free[n-1]
@@ -82,8 +95,64 @@ func (s *refStore[K, V]) slot(k K) int32 {
 		s.slab = append(s.slab, ref[K, V]{})
 	}
 	s.slab[i] = ref[K, V]{key: k, live: true}
-	s.index[k] = i
 	return i
+}
+
+// begin starts a rendering: when the store is empty, adds go in bulk until
+// resolve.
+func (s *refStore[K, V]) begin() { s.bulk = len(s.index) == 0 }
+
+// resolve ends a rendering begun by begin: it indexes the objects added in
+// bulk, one hash each, and when some were added more than once (an object
+// two services want, or one rendering emitted twice), merges each
+// duplicate into the last slot of its key and calls moved with the slot
+// that went and the one that holds its object now.
+func (s *refStore[K, V]) resolve(moved func(from, to int32)) {
+	s.bulk = false
+	if len(s.pending) == 0 {
+		return
+	}
+	before := len(s.index)
+	for _, i := range s.pending {
+		s.index[s.slab[i].key] = i
+	}
+	if len(s.index)-before < len(s.pending) {
+		// Backwards, so that a service's value is that of its last
+		// emission, as add keeps it.
+		for p := len(s.pending) - 1; p >= 0; p-- {
+			i := s.pending[p]
+			r := &s.slab[i]
+			j := s.index[r.key]
+			if j == i {
+				continue
+			}
+			c := r.first
+			s.slab[i] = ref[K, V]{}
+			s.free = append(s.free, i)
+			s.merge(j, c)
+			moved(i, j)
+		}
+	}
+	s.pending = s.pending[:0]
+}
+
+// merge adds c, an earlier emission than those the object in slot j has
+// of c's service, to that object's services.
+func (s *refStore[K, V]) merge(j int32, c contrib[V]) {
+	r := &s.slab[j]
+	if r.first.svc == c.svc {
+		r.first.n += c.n
+		return
+	}
+	more := s.more[r.key]
+	for m := range more {
+		if more[m].svc == c.svc {
+			more[m].n += c.n
+			return
+		}
+	}
+	s.more[r.key] = append(more, c)
+	r.others = true
 }
 
 // drop removes the object in slot i.
@@ -100,8 +169,15 @@ func (s *refStore[K, V]) mark(i int32) {
 	}
 }
 
-// add records that service svc wants k with value v.
-func (s *refStore[K, V]) add(k K, svc uint32, v V) {
+// add records that service svc wants k with value v, and returns k's slot.
+func (s *refStore[K, V]) add(k K, svc uint32, v V) int32 {
+	if s.bulk {
+		i := s.alloc(k)
+		s.slab[i].first = contrib[V]{svc, 1, v}
+		s.pending = append(s.pending, i)
+		s.mark(i)
+		return i
+	}
 	i := s.slot(k)
 	r := &s.slab[i]
 	switch {
@@ -127,15 +203,14 @@ func (s *refStore[K, V]) add(k K, svc uint32, v V) {
 		}
 	}
 	s.mark(i)
+	return i
 }
 
-// remove takes back one emission of k by service svc.
-func (s *refStore[K, V]) remove(k K, svc uint32) {
-	i, ok := s.index[k]
-	if !ok {
-		return
-	}
+// remove takes back one emission by service svc of the object in slot i
+// (which add returned).
+func (s *refStore[K, V]) remove(i int32, svc uint32) {
 	r := &s.slab[i]
+	k := r.key
 	var more []contrib[V]
 	if r.others {
 		more = s.more[k]

@@ -1,0 +1,110 @@
+package incremental
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/client/diff"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+)
+
+// BenchmarkLatencyKernel is the time from an event reaching the sink to
+// the kernel programmed, on the running kernel (the VM: IPVS and dummy
+// links; elsewhere it skips), at 1,000 and 10,000 services x 10 endpoints.
+// After an untimed initial sync, every iteration adds one endpoint to one
+// service (a scaled-up pod): the source's snapshot (made untimed) goes
+// through client/diff.Events into the controller, whose Sync returns when
+// the kernel has acknowledged the write. The time of each is one sample;
+// p50, p99 and the maximum are reported (the runtime's coalescing
+// interval, which delays a snapshot on purpose, is not in them).
+// thread-cpu-p50-us and thread-cpu-p99-us are the CPU time of the syncing
+// thread over the same spans: what a change costs when nothing else
+// competes for the CPU (on a loaded host, or a VM whose virtual CPUs wait
+// for the host's, the wall-clock tail is mostly waiting for a CPU), and
+// cpu-us/op is the whole process's CPU time over the spans, the garbage
+// collector's work on other threads included. Every
+// change must be exactly one kernel write, and at the end the kernel read
+// back must hold every destination.
+//
+// In the VM: `PROXYSINKS_BENCH_VM=1 go test -run IncrementalLatencyBenchVM
+// ./e2e/vmtests`.
+func BenchmarkLatencyKernel(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			requireKernel(b)
+			node := newKernelNodeTB(b)
+			a, nd := node.parts(b)
+			c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, benchLog)
+			var last SyncStats
+			c.OnSync = func(s SyncStats) { last = s }
+			ev := diff.NewEvents(c)
+			tr := client.NewTracker()
+			ses := benchCluster(n, benchEndpoints)
+			for _, se := range ses {
+				tr.Set(se.Service.Key(), se)
+			}
+			t0 := time.Now()
+			ev.Apply(tr.Snapshot())
+			initial := time.Since(t0)
+			if want := n*benchEndpoints + 5*n; last.Err != nil || last.Writes != want {
+				b.Fatalf("initial sync: %d writes (want %d), %d failed: %v", last.Writes, want, last.Failed, last.Err)
+			}
+			var lat, onCPU []time.Duration
+			var cpu float64
+			i := 0
+			// The syncing goroutine keeps its thread, whose CPU time is
+			// then the change's own (its system calls and the kernel's
+			// work in them included).
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for b.Loop() {
+				j := i % n
+				old := ses[j]
+				eps := append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)],
+					benchEndpoint(fmt.Sprint("ep-new-", i), benchEndpointAddr(n*benchEndpoints+i)))
+				ses[j] = &client.ServiceEndpoints{Service: old.Service, Endpoints: eps}
+				tr.Set(old.Service.Key(), ses[j])
+				snap := tr.Snapshot()
+				c0, th, t := cpuSeconds(), threadCPU(), time.Now()
+				ev.Apply(snap)
+				lat = append(lat, time.Since(t))
+				onCPU = append(onCPU, threadCPU()-th)
+				cpu += cpuSeconds() - c0
+				if last.Err != nil || last.Writes != 1 {
+					b.Fatalf("one endpoint added: %d writes, want 1: %v", last.Writes, last.Err)
+				}
+				i++
+			}
+			if got, want := len(read(b, nd).Dests), n*benchEndpoints+i; got != want {
+				b.Fatalf("the kernel holds %d destinations, want %d", got, want)
+			}
+			pct := func(l []time.Duration, p float64) float64 {
+				return float64(l[min(len(l)-1, int(p*float64(len(l))))].Microseconds())
+			}
+			slices.Sort(lat)
+			slices.Sort(onCPU)
+			b.ReportMetric(pct(lat, 0.5), "p50-us")
+			b.ReportMetric(pct(lat, 0.99), "p99-us")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-us")
+			b.ReportMetric(pct(onCPU, 0.5), "thread-cpu-p50-us")
+			b.ReportMetric(pct(onCPU, 0.99), "thread-cpu-p99-us")
+			b.ReportMetric(cpu*1e6/float64(i), "cpu-us/op")
+			b.ReportMetric(initial.Seconds(), "initial-s")
+		})
+	}
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
