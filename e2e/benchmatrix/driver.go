@@ -71,7 +71,7 @@ type Sample struct {
 	// ProbeSeconds is the mean time of one kernel probe of the cell: the
 	// resolution of Seconds is about twice that.
 	ProbeSeconds float64 `json:"probeSeconds"`
-	Error         string `json:"error,omitempty"`
+	Error        string  `json:"error,omitempty"`
 }
 
 // Config is one driver run: one proxy against one loaded cluster.
@@ -95,7 +95,7 @@ type Config struct {
 	// Work is a scratch directory.
 	Work string
 	// Emit receives every sample as it is measured; Logf progress.
-	Emit func(Sample)                    `json:"-"`
+	Emit func(Sample)                     `json:"-"`
 	Logf func(format string, args ...any) `json:"-"`
 }
 
@@ -415,7 +415,9 @@ func (d *driver) endpoint(ctx context.Context, rep int) {
 	}
 	ref := []endpointRef{{name: name, vip: VIP(i), ep: nth(extraEPBase, rep)}}
 	d.change(ctx, ScEndpointAdd, rep,
-		func() error { return setEndpoints(ctx, d.Client, name, append(append([]netip.Addr{}, base...), ref[0].ep)) },
+		func() error {
+			return setEndpoints(ctx, d.Client, name, append(append([]netip.Addr{}, base...), ref[0].ep))
+		},
 		func() (bool, error) { return d.pr.endpoints(ref, true) })
 	d.change(ctx, ScEndpointRemove, rep,
 		func() error { return setEndpoints(ctx, d.Client, name, base) },

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/e2e/vm"
 )
