@@ -2,6 +2,8 @@ package benchmatrix
 
 import (
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +98,17 @@ func TestCountDNAT(t *testing.T) {
 	}
 	if !strings.Contains(text, dnatTo(netip.MustParseAddr("10.128.0.1"))) || strings.Contains(text, dnatTo(netip.MustParseAddr("10.128.0.12"))) {
 		t.Error("dnatTo does not single out an endpoint")
+	}
+}
+
+func TestChildOf(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	defer cmd.Process.Kill()
+	got, err := childOf(os.Getpid())
+	if err != nil || got != cmd.Process.Pid {
+		t.Errorf("childOf = %d, %v; want %d", got, err, cmd.Process.Pid)
 	}
 }

@@ -170,16 +170,38 @@ func (p *proxy) pid() (int, error) {
 	if p.straceOut == "" {
 		return p.cmd.Process.Pid, nil
 	}
-	pid := p.cmd.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return 0, fmt.Errorf("benchmatrix: children of strace: %w", err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
+	return childOf(p.cmd.Process.Pid)
+}
+
+// childOf returns a child process of pid, from /proc/<pid>/task/<pid>/children
+// or, on kernels without it (CONFIG_PROC_CHILDREN), by scanning /proc.
+func childOf(pid int) (int, error) {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return strconv.Atoi(f[0])
+		}
 		return 0, errors.New("benchmatrix: strace has no child yet")
 	}
-	return strconv.Atoi(f[0])
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if f := strings.Fields(st[i+1:]); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return c, nil
+		}
+	}
+	return 0, errors.New("benchmatrix: strace has no child yet")
 }
 
 // done reports whether the process has exited, with its log tail.
