@@ -186,7 +186,11 @@ func (d *driver) sample(sc string, rep int) Sample {
 // wait polls cond until it holds, the proxy exits or the timeout passes;
 // it returns when cond held.
 func (d *driver) wait(ctx context.Context, cond func() (bool, error)) (time.Time, error) {
-	deadline := time.Now().Add(d.Timeout)
+	timeout := d.Timeout
+	if d.p.straceOut != "" {
+		timeout *= 4 // strace slows a proxy several times (far more under TCG)
+	}
+	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		t0 := time.Now()
@@ -204,7 +208,7 @@ func (d *driver) wait(ctx context.Context, cond func() (bool, error)) (time.Time
 			return now, err
 		}
 		if now.After(deadline) {
-			return now, fmt.Errorf("%w after %s (last probe error: %v)", errTimeout, d.Timeout, last)
+			return now, fmt.Errorf("%w after %s (last probe error: %v)", errTimeout, timeout, last)
 		}
 		if ctx.Err() != nil {
 			return now, ctx.Err()

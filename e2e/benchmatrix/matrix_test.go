@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,8 +25,13 @@ const (
 	MatrixEnv = "PROXYSINKS_BENCH_MATRIX"
 	// SizesEnv overrides the sizes, e.g. "1000x10,10000x10".
 	SizesEnv = "PROXYSINKS_BENCH_SIZES"
-	// SinksEnv keeps only the named sinks (comma-separated row names).
+	// SinksEnv keeps only the named sinks (comma-separated row names), in
+	// that order.
 	SinksEnv = "PROXYSINKS_BENCH_SINKS"
+	// StraceEnv=0 skips the initial sync under strace.
+	StraceEnv = "PROXYSINKS_BENCH_STRACE"
+	// EndpointRepsEnv overrides the number of one-endpoint changes.
+	EndpointRepsEnv = "PROXYSINKS_BENCH_ENDPOINT_REPS"
 	// RepsEnv overrides the repetitions of the cells.
 	RepsEnv = "PROXYSINKS_BENCH_REPS"
 	// SteadyEnv overrides the steady window (a Go duration).
@@ -45,7 +51,7 @@ type plan struct {
 	reps, endpointReps int
 	steady             time.Duration
 	label              string
-	sinks              map[string]bool // nil: all
+	sinks              []string // nil: all
 }
 
 func planFromEnv(t *testing.T) plan {
@@ -79,10 +85,16 @@ func planFromEnv(t *testing.T) plan {
 		}
 		p.steady = d
 	}
+	if v := os.Getenv(EndpointRepsEnv); v != "" {
+		r, err := strconv.Atoi(v)
+		if err != nil || r < 1 {
+			t.Fatalf("%s: bad count %q", EndpointRepsEnv, v)
+		}
+		p.endpointReps = r
+	}
 	if v := os.Getenv(SinksEnv); v != "" {
-		p.sinks = map[string]bool{}
 		for _, s := range strings.Split(v, ",") {
-			p.sinks[strings.TrimSpace(s)] = true
+			p.sinks = append(p.sinks, strings.TrimSpace(s))
 		}
 	}
 	if v := os.Getenv(LabelEnv); v != "" {
@@ -132,7 +144,21 @@ func TestMatrix(t *testing.T) {
 			sinks[i].Args = append(sinks[i].Args, "--node-name="+NodeName, "--nodeport-addresses="+NodeCIDR)
 		}
 	}
+	if pl.sinks != nil {
+		var keep []Sink
+		for _, name := range pl.sinks {
+			i := slices.IndexFunc(sinks, func(s Sink) bool { return s.Name == name })
+			if i < 0 {
+				t.Fatalf("%s: no sink %q", SinksEnv, name)
+			}
+			keep = append(keep, sinks[i])
+		}
+		sinks = keep
+	}
 	strace, _ := exec.LookPath("strace")
+	if os.Getenv(StraceEnv) == "0" {
+		strace = ""
+	}
 
 	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl)}
 	var mu sync.Mutex
@@ -189,9 +215,6 @@ func TestMatrix(t *testing.T) {
 			}
 			timeout := 120*time.Second + time.Duration(n*m)*2*time.Millisecond
 			for _, s := range sinks {
-				if pl.sinks != nil && !pl.sinks[s.Name] {
-					continue
-				}
 				kc := sinkKC
 				if s.KubeProxy {
 					kc = kpKC
