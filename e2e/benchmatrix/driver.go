@@ -321,6 +321,7 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 		}
 	}
 	if errors.Is(err, errTimeout) {
+		s.Seconds = end.Sub(d.p.start).Seconds() // a lower bound
 		d.Logf("%s: kernel state at the timeout:\n%s\nproxy log tail:\n%s", d.Sink.Name, d.pr.dump(), tail(d.p.log.String(), 30))
 	}
 	d.emit(s, err)

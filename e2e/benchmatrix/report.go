@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -319,6 +320,24 @@ func fmtCount(v float64) string {
 	return thousands(int(math.Round(v)))
 }
 
+// timedOut returns the longest time a cell's failed samples waited before
+// giving up (0 when none timed out): a lower bound of the cell's time.
+func (c *cell) timedOut() float64 {
+	longest := 0.0
+	for _, e := range c.err {
+		m := afterRE.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		if d, err := time.ParseDuration(m[1]); err == nil && d.Seconds() > longest {
+			longest = d.Seconds()
+		}
+	}
+	return longest
+}
+
+var afterRE = regexp.MustCompile(`not programmed in time after (\S+) `)
+
 func fmtRatio(base, v float64) string {
 	if math.IsNaN(base) || math.IsNaN(v) || v <= 0 || base <= 0 {
 		return "—"
@@ -364,6 +383,9 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 		}
 		if len(c.ok) == 0 {
 			w("| %s | 0 | failed: %s |\n", s, strings.ReplaceAll(firstLine(c.err[0]), "|", "/"))
+			if sc == ScInitial {
+				w("| | | (every later cell of %s needs a programmed kernel: none measured at this size) |\n", s)
+			}
 			continue
 		}
 		tv := c.values(seconds)
@@ -377,6 +399,9 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 			bc := t.get(bl, sc)
 			ratioT = fmtRatio(median(bc.values(seconds)), median(tv))
 			ratioC = fmtRatio(mean(bc.values(cpu)), mean(cv))
+			if len(bc.ok) == 0 && bc.timedOut() > 0 {
+				ratioT = "> " + fmtRatio(bc.timedOut(), median(tv))
+			}
 		}
 		changed := 0
 		for _, x := range c.ok {
@@ -463,6 +488,19 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			w("- %s: **met**, %.1f%s (target %.0f%s).\n", name, got, unit, want, unit)
 		default:
 			w("- %s: **missed**, %.1f%s against %.0f%s: short by a factor %.1f.\n", name, got, unit, want, unit, want/got)
+		}
+	}
+	for _, s := range []string{"ipvs-fullstate", "ipvs-incremental"} {
+		// kube-proxy did not finish where the sink did: a lower bound.
+		for _, k := range keys {
+			t := tables[k]
+			kc := t.get("kube-proxy ipvs", ScInitial)
+			if k.m != 10 || len(kc.ok) > 0 || kc.timedOut() == 0 || len(t.get(s, ScInitial).ok) == 0 {
+				continue
+			}
+			r := kc.timedOut() / median(t.get(s, ScInitial).values(seconds))
+			w("- %s initial sync at %s, run %s: kube-proxy ipvs had not programmed the kernel after %.0f s; %s's median %.1f s: **more than %.1fx faster** (the 10x target is %s at this size).\n",
+				s, k, t.run.Label, kc.timedOut(), s, median(t.get(s, ScInitial).values(seconds)), r, map[bool]string{true: "met", false: "not shown"}[r >= 10])
 		}
 	}
 	ratio := func(t *table, sink, bl, sc string, f func(Sample) float64, agg func([]float64) float64) float64 {
