@@ -160,7 +160,7 @@ func TestMatrix(t *testing.T) {
 		strace = ""
 	}
 
-	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl)}
+	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl), HostLoad: []float64{hostLoad()}}
 	var mu sync.Mutex
 	emit := func(s Sample) {
 		mu.Lock()
@@ -175,6 +175,7 @@ func TestMatrix(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		run.Finished = time.Now().UTC()
+		run.HostLoad = append(run.HostLoad, hostLoad())
 		b, _ := json.MarshalIndent(run, "", " ")
 		if err := os.WriteFile(filepath.Join(out, "results-"+pl.label+".json"), b, 0o644); err != nil {
 			t.Error(err)
@@ -354,10 +355,17 @@ func TestMatrixGuest(t *testing.T) {
 
 // commandLine is the make command that reproduces a plan.
 func commandLine(p plan) string {
-	if p.label == "short" {
-		return "make bench-report SHORT=1"
+	var env []string
+	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, LabelEnv} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+strconv.Quote(v))
+		}
 	}
-	return "make bench-report"
+	cmd := "make bench-report"
+	if testing.Short() {
+		cmd += " SHORT=1"
+	}
+	return strings.TrimSpace(strings.Join(env, " ") + " " + cmd)
 }
 
 // RenderEnv=1 makes TestMatrixRender rewrite bench/REPORT.md from the

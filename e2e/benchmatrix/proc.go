@@ -173,14 +173,18 @@ func (p *proxy) pid() (int, error) {
 	return childOf(p.cmd.Process.Pid)
 }
 
-// childOf returns a child process of pid, from /proc/<pid>/task/<pid>/children
-// or, on kernels without it (CONFIG_PROC_CHILDREN), by scanning /proc.
+// childOf returns a child process of pid, from /proc/<pid>/task/*/children
+// or, when none is listed there (kernels without CONFIG_PROC_CHILDREN), by
+// scanning /proc for its parent id.
 func childOf(pid int) (int, error) {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			return strconv.Atoi(f[0])
+	// Each thread lists the children it forked.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		if b, err := os.ReadFile(t); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
 		}
-		return 0, errors.New("benchmatrix: strace has no child yet")
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
