@@ -275,18 +275,23 @@ func (p *iptablesProber) full(n, m int) (bool, error) {
 	return dnat == n*m && svcs >= n, nil
 }
 
+// endpoints looks for the service chain's jump to the endpoint's chain:
+// kube-proxy leaves a removed endpoint's KUBE-SEP chain in place until its
+// next full sync, so the chain itself proves nothing.
 func (p *iptablesProber) endpoints(refs []endpointRef, present bool) (bool, error) {
+	var out string
+	var err error
 	if len(refs) == 1 {
 		// One chain: iptables -S reads far less than iptables-save.
-		_, err := p.n.ns.Run("iptables", "-w", "-t", "nat", "-S", SEPChain(refs[0].name, refs[0].ep))
-		return (err == nil) == present, nil
+		out, err = p.n.ns.Run("iptables", "-w", "-t", "nat", "-S", SVCChain(refs[0].name))
+	} else {
+		out, err = p.natSave()
 	}
-	out, err := p.natSave()
 	if err != nil {
 		return false, err
 	}
 	for _, r := range refs {
-		if strings.Contains(out, ":"+SEPChain(r.name, r.ep)+" ") != present {
+		if strings.Contains(out, "-j "+SEPChain(r.name, r.ep)+"\n") != present {
 			return false, nil
 		}
 	}
@@ -302,7 +307,7 @@ func (p *iptablesProber) service(name string, _ netip.Addr, eps []netip.Addr) (b
 		return false, nil
 	}
 	for _, ep := range eps {
-		if !strings.Contains(out, "-j "+SEPChain(name, ep)) {
+		if !strings.Contains(out, "-j "+SEPChain(name, ep)+"\n") {
 			return false, nil
 		}
 	}

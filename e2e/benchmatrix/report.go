@@ -133,11 +133,38 @@ type cell struct {
 	err []string
 }
 
-// table indexes one run's samples of one size.
+// table indexes the samples of one size.
 type table struct {
-	run   *Results
 	cells map[string]map[string]*cell // sink, scenario
 	kinds map[string]string
+	runOf map[string]*Results // the run each sink's samples come from
+}
+
+// group is the set of proxies measured together: in the VM or on the host.
+func group(kind string) string {
+	if kind == KindIPVS {
+		return "VM"
+	}
+	return "host"
+}
+
+// labels lists the runs a table's rows come from.
+func (t *table) labels() string {
+	var l []string
+	for _, s := range sinkOrder {
+		if r := t.runOf[s]; r != nil && !slices.Contains(l, r.Label) {
+			l = append(l, r.Label)
+		}
+	}
+	return strings.Join(l, ", ")
+}
+
+// label is the run of one sink's row.
+func (t *table) label(sink string) string {
+	if r := t.runOf[sink]; r != nil {
+		return r.Label
+	}
+	return "—"
 }
 
 func (t *table) get(sink, sc string) *cell {
@@ -213,15 +240,32 @@ func Render(dir, report string) error {
 	slices.SortFunc(runs, func(a, b *Results) int { return a.Started.Compare(b.Started) })
 	// Each size from the newest run that measured it: ratios stay within
 	// one run.
+	// Each size and group of proxies (the VM's, the host's) from the
+	// newest run that measured it: a sink and the kube-proxy it is
+	// compared with always come from one run.
 	tables := map[sizeKey]*table{}
 	for _, r := range runs {
-		seen := map[sizeKey]*table{}
+		fresh := map[sizeKey]map[string]bool{} // size, group replaced by r
 		for _, s := range r.Samples {
 			k := sizeKey{s.Services, s.Endpoints}
-			t := seen[k]
+			t := tables[k]
 			if t == nil {
-				t = &table{run: r, cells: map[string]map[string]*cell{}, kinds: map[string]string{}}
-				seen[k] = t
+				t = &table{cells: map[string]map[string]*cell{}, kinds: map[string]string{}, runOf: map[string]*Results{}}
+				tables[k] = t
+			}
+			g := group(s.Kind)
+			if fresh[k] == nil {
+				fresh[k] = map[string]bool{}
+			}
+			if !fresh[k][g] {
+				fresh[k][g] = true
+				for sink, kind := range t.kinds {
+					if group(kind) == g {
+						delete(t.cells, sink)
+						delete(t.kinds, sink)
+						delete(t.runOf, sink)
+					}
+				}
 			}
 			if t.cells[s.Sink] == nil {
 				t.cells[s.Sink] = map[string]*cell{}
@@ -232,14 +276,12 @@ func Render(dir, report string) error {
 				t.cells[s.Sink][s.Scenario] = c
 			}
 			t.kinds[s.Sink] = s.Kind
+			t.runOf[s.Sink] = r
 			if s.Error != "" {
 				c.err = append(c.err, s.Error)
 			} else {
 				c.ok = append(c.ok, s)
 			}
-		}
-		for k, t := range seen {
-			tables[k] = t
 		}
 	}
 	if len(tables) == 0 {
@@ -261,8 +303,11 @@ func Render(dir, report string) error {
 	for _, r := range runs {
 		var sizes []string
 		for _, k := range keys {
-			if tables[k].run == r {
-				sizes = append(sizes, k.String())
+			for _, x := range tables[k].runOf {
+				if x == r {
+					sizes = append(sizes, k.String())
+					break
+				}
 			}
 		}
 		if len(sizes) == 0 {
@@ -290,7 +335,7 @@ func Render(dir, report string) error {
 
 	for _, k := range keys {
 		t := tables[k]
-		w("## %s endpoints (run %s)\n\n", k, t.run.Label)
+		w("## %s endpoints (runs: %s)\n\n", k, t.labels())
 		for _, sc := range scenarioOrder {
 			sectionTable(&b, t, sc)
 		}
@@ -498,11 +543,11 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 		}
 		return k, tables[k]
 	}
-	at := func(k sizeKey, t *table) string {
+	at := func(k sizeKey, t *table, sink string) string {
 		if k.n == 10000 {
-			return fmt.Sprintf("at %s, run %s", k, t.run.Label)
+			return fmt.Sprintf("at %s, run %s", k, t.label(sink))
 		}
-		return fmt.Sprintf("at %s, run %s (**no 10,000 x 10 measurement of these proxies: the target's size**)", k, t.run.Label)
+		return fmt.Sprintf("at %s, run %s (**no 10,000 x 10 measurement of these proxies: the target's size**)", k, t.label(sink))
 	}
 	check := func(name string, got, want float64, unit string) {
 		switch {
@@ -524,7 +569,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			}
 			r := kc.timedOut() / median(t.get(s, ScInitial).values(seconds))
 			w("- %s initial sync at %s, run %s: kube-proxy ipvs had not programmed the kernel after %.0f s; %s's median %.1f s: **more than %.1fx faster** (the 10x target is %s at this size).\n",
-				s, k, t.run.Label, kc.timedOut(), s, median(t.get(s, ScInitial).values(seconds)), r, map[bool]string{true: "met", false: "not shown"}[r >= 10])
+				s, k, t.label(s), kc.timedOut(), s, median(t.get(s, ScInitial).values(seconds)), r, map[bool]string{true: "met", false: "not shown"}[r >= 10])
 		}
 	}
 	ratio := func(t *table, sink, bl, sc string, f func(Sample) float64, agg func([]float64) float64) float64 {
@@ -541,8 +586,8 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			w("- %s against kube-proxy ipvs: not measured.\n", s)
 			continue
 		}
-		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
-		check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f) "+at(k, t), ratio(t, s, "kube-proxy ipvs", ScInitialStrace, sys, median), 100, "x")
+		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
+		check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f) "+at(k, t, "kube-proxy ipvs"), ratio(t, s, "kube-proxy ipvs", ScInitialStrace, sys, median), 100, "x")
 	}
 	w("- Whole initial sync ≤ 1.3x the pre-encoded IPVS floor: not part of this matrix (the floor is bench.BenchmarkFullStateKernel's pre-encoded case, `make bench`).\n")
 	if k, t := pick("ipvs-incremental", "kube-proxy ipvs"); t != nil {
@@ -555,9 +600,9 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 		case math.IsNaN(kc) || math.IsNaN(ic):
 			w("- ipvs-incremental one-endpoint change CPU vs kube-proxy ipvs: not measured.\n")
 		case ic == 0:
-			w("- ipvs-incremental one-endpoint change CPU vs kube-proxy ipvs %s: kube-proxy %.1f CPU-ms per change, ipvs-incremental below one 10 ms tick in every sample: not measurable with /proc's ticks.\n", at(k, t), 1000*kc)
+			w("- ipvs-incremental one-endpoint change CPU vs kube-proxy ipvs %s: kube-proxy %.1f CPU-ms per change, ipvs-incremental below one 10 ms tick in every sample: not measurable with /proc's ticks.\n", at(k, t, "kube-proxy ipvs"), 1000*kc)
 		default:
-			check("ipvs-incremental one-endpoint change, CPU vs kube-proxy ipvs "+at(k, t), kc/ic, 100, "x")
+			check("ipvs-incremental one-endpoint change, CPU vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), kc/ic, 100, "x")
 		}
 		if len(lat) > 0 {
 			p99 := 1000 * percentile(lat, 99)
@@ -565,11 +610,11 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			if p99 > 10 {
 				verdict = "**missed**"
 			}
-			w("- ipvs-incremental API-write-to-programmed p99 ≤ 10 ms %s: %s, %.1f ms over %d changes. This is measured from the API write in the VM (the write and the watch's delivery through qemu's user network included), a wider interval than the target's event-to-programmed.\n", at(k, t), verdict, p99, len(lat))
+			w("- ipvs-incremental API-write-to-programmed p99 ≤ 10 ms %s: %s, %.1f ms over %d changes. This is measured from the API write in the VM (the write and the watch's delivery through qemu's user network included), a wider interval than the target's event-to-programmed.\n", at(k, t, "kube-proxy ipvs"), verdict, p99, len(lat))
 		}
 	}
 	if k, t := pick("iptables", "kube-proxy iptables"); t != nil {
-		check("iptables initial sync, CPU vs kube-proxy iptables "+at(k, t), ratio(t, "iptables", "kube-proxy iptables", ScInitial, cpu, mean), 2, "x")
+		check("iptables initial sync, CPU vs kube-proxy iptables "+at(k, t, "kube-proxy iptables"), ratio(t, "iptables", "kube-proxy iptables", ScInitial, cpu, mean), 2, "x")
 		rb := func(s, sc string) float64 {
 			return median(t.get(s, sc).values(func(x Sample) float64 { return float64(x.RestoreBytes) }))
 		}
@@ -579,11 +624,11 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			if ours > kp {
 				verdict = "**missed**"
 			}
-			w("- iptables initial sync, bytes to iptables-restore ≤ kube-proxy's %s: %s, %s against %s.\n", at(k, t), verdict, fmtCount(ours), fmtCount(kp))
+			w("- iptables initial sync, bytes to iptables-restore ≤ kube-proxy's %s: %s, %s against %s.\n", at(k, t, "kube-proxy iptables"), verdict, fmtCount(ours), fmtCount(kp))
 		}
 		oe, ke := rb("iptables", ScEndpointAdd), rb("kube-proxy iptables", ScEndpointAdd)
 		if !math.IsNaN(oe) && !math.IsNaN(ke) {
-			w("- iptables one endpoint added %s: %s bytes to iptables-restore per change against kube-proxy's %s; the bytes do not show which chains were written (the iptables package's EndpointChange benchmark checks that only the service's chains are).\n", at(k, t), fmtCount(oe), fmtCount(ke))
+			w("- iptables one endpoint added %s: %s bytes to iptables-restore per change against kube-proxy's %s; the bytes do not show which chains were written (the iptables package's EndpointChange benchmark checks that only the service's chains are).\n", at(k, t, "kube-proxy iptables"), fmtCount(oe), fmtCount(ke))
 		}
 	} else {
 		w("- iptables against kube-proxy iptables: not measured.\n")
