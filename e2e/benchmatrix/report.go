@@ -661,6 +661,7 @@ func plotCost(dir string, tables map[sizeKey]*table, keys []sizeKey) error {
 		pl.X.Scale, pl.Y.Scale = plot.LogScale{}, plot.LogScale{}
 		pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 		var args []any
+		var all plotter.XYs
 		for _, s := range sinkOrder {
 			var xy plotter.XYs
 			for _, k := range keys {
@@ -673,6 +674,7 @@ func plotCost(dir string, tables map[sizeKey]*table, keys []sizeKey) error {
 			}
 			if len(xy) > 0 {
 				args = append(args, s, xy)
+				all = append(all, xy...)
 			}
 		}
 		if len(args) == 0 {
@@ -681,12 +683,30 @@ func plotCost(dir string, tables map[sizeKey]*table, keys []sizeKey) error {
 		if err := plotutil.AddLinePoints(pl, args...); err != nil {
 			return err
 		}
+		decades(&pl.X, all, func(p plotter.XY) float64 { return p.X })
+		decades(&pl.Y, all, func(p plotter.XY) float64 { return p.Y })
 		pl.Legend.Top, pl.Legend.Left = true, true
 		if err := pl.Save(16*vg.Centimeter, 12*vg.Centimeter, filepath.Join(dir, p.file)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// decades widens a log axis to whole powers of ten around the data, so
+// that LogTicks labels at least two ticks.
+func decades(a *plot.Axis, xy plotter.XYs, f func(plotter.XY) float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range xy {
+		lo, hi = math.Min(lo, f(p)), math.Max(hi, f(p))
+	}
+	if lo <= 0 || math.IsInf(lo, 0) {
+		return
+	}
+	a.Min, a.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+	if a.Max <= a.Min {
+		a.Max = a.Min * 10
+	}
 }
 
 // plotLatency writes endpoint-latency.png: the cumulative distribution of
@@ -728,6 +748,11 @@ func plotLatency(dir string, tables map[sizeKey]*table, keys []sizeKey) (sizeKey
 	if err := plotutil.AddLines(pl, args...); err != nil {
 		return k, err
 	}
+	var all plotter.XYs
+	for i := 1; i < len(args); i += 2 {
+		all = append(all, args[i].(plotter.XYs)...)
+	}
+	decades(&pl.X, all, func(p plotter.XY) float64 { return p.X })
 	pl.Legend.Top, pl.Legend.Left = true, true
 	return k, pl.Save(16*vg.Centimeter, 12*vg.Centimeter, filepath.Join(dir, "endpoint-latency.png"))
 }
