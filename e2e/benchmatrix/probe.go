@@ -299,10 +299,16 @@ func (p *iptablesProber) endpoints(refs []endpointRef, present bool) (bool, erro
 }
 
 func (p *iptablesProber) service(name string, _ netip.Addr, eps []netip.Addr) (bool, error) {
-	out, err := p.n.ns.Run("iptables", "-w", "-t", "nat", "-S", SVCChain(name))
 	if len(eps) == 0 {
-		return err != nil, nil
+		// Gone: KUBE-SERVICES no longer jumps to it (kube-proxy deletes
+		// stale chains only at its next full sync).
+		out, err := p.n.ns.Run("iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES")
+		if err != nil {
+			return false, err
+		}
+		return !strings.Contains(out, "-j "+SVCChain(name)+"\n"), nil
 	}
+	out, err := p.n.ns.Run("iptables", "-w", "-t", "nat", "-S", SVCChain(name))
 	if err != nil {
 		return false, nil
 	}
