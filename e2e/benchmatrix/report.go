@@ -468,7 +468,7 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 			bc := t.get(bl, sc)
 			ratioT = fmtRatio(median(bc.values(seconds)), median(tv))
 			ratioC = fmtRatio(mean(bc.values(cpu)), mean(cv))
-			if len(bc.ok) == 0 && bc.timedOut() > 0 {
+			if sc == ScInitial && len(bc.ok) == 0 && bc.timedOut() > 0 {
 				ratioT = "> " + fmtRatio(bc.timedOut(), median(tv))
 			}
 		}
@@ -583,7 +583,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 	for _, s := range []string{"ipvs-fullstate", "ipvs-incremental"} {
 		k, t := pick(s, "kube-proxy ipvs")
 		if t == nil {
-			w("- %s against kube-proxy ipvs: not measured.\n", s)
+			w("- %s against kube-proxy ipvs: no size where both finished the initial sync (lower bounds above, if any).\n", s)
 			continue
 		}
 		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
