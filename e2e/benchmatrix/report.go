@@ -350,7 +350,7 @@ func Render(dir, report string) error {
 		return err
 	}
 	w("## Plots\n\n")
-	w("Initial sync against cluster size (x 10 endpoints), log-log: wall time and CPU.\n\n")
+	w("Initial sync against cluster size (x 10 endpoints), log-log: wall time and CPU. The IPVS proxies ran in the emulated VM, the others on the host: compare within a kernel back end. A proxy that never finished has no point.\n\n")
 	w("![initial sync time](report/initial-sync-time.png)\n![initial sync CPU](report/initial-sync-cpu.png)\n\n")
 	w("One-endpoint changes (added and removed) at %s endpoints: cumulative distribution of the API-write-to-kernel latency.\n\n", lk)
 	w("![endpoint latency](report/endpoint-latency.png)\n")
