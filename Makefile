@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build image demo test test-unit test-vm bench soak soak-vm lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench bench-report soak soak-vm lint clean
 
 all: build
 
@@ -50,6 +50,11 @@ test-vm:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem work
 	PROXYSINKS_BENCH_VM=1 $(GO) test -count=1 -timeout 60m -v -run 'BenchVM' ./e2e/vmtests/
+
+## bench-report: the scenario matrix (every sink and kube-proxy v1.37.2, real kernels, one apiserver) into
+## bench/REPORT.md and bench/report/; SHORT=1 runs the short subset (1,000 x 10, about 15 minutes)
+bench-report: deps
+	PROXYSINKS_BENCH_MATRIX=1 $(GO) test -count=1 -timeout 0 -v $(if $(SHORT),-short) -run '^TestMatrix$$' ./e2e/benchmatrix/
 
 ## soak: 10 minutes (SOAK_DURATION) of churn at 10,000 services through both IPVS sinks on fake kernels; flat RSS and goroutines, kernels equal to a fresh sync
 SOAK_DURATION ?= 10m

@@ -1,0 +1,17 @@
+// Package benchmatrix is the scenario-matrix benchmark: every sink and
+// kube-proxy v1.37.2 (ipvs, iptables and nftables modes) against the same
+// real apiserver loaded with N services x M endpoints, on real kernels (the
+// IPVS proxies in the VM, the iptables and nftables ones in a fresh network
+// namespace of this host). For each proxy it measures, against the kernel
+// (never the proxy's logs): the initial sync from empty, a restart with the
+// cluster unchanged, one endpoint added and removed, one service added and
+// removed, 1% of the services changed, and a steady window with nothing
+// changed; each cell's wall time, CPU (the process and its waited children),
+// peak RSS, bytes piped to iptables-restore, and syscalls (strace -c
+// -f on one extra initial sync).
+//
+// `make bench-report` runs it (TestMatrix, PROXYSINKS_BENCH_MATRIX=1) and
+// writes bench/REPORT.md with its PNG plots; `make bench-report SHORT=1` is
+// the short subset. The driver (Driver) runs next to the kernel it measures:
+// in this process for the host's namespaces, as TestMatrixGuest in the VM.
+package benchmatrix

@@ -1,0 +1,498 @@
+package benchmatrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Scenarios, in the order the driver runs them.
+const (
+	ScInitial        = "initial sync"
+	ScInitialStrace  = "initial sync under strace"
+	ScRestart        = "restart, cluster unchanged"
+	ScSteady         = "steady, nothing changed (per minute)"
+	ScEndpointAdd    = "one endpoint added"
+	ScEndpointRemove = "one endpoint removed"
+	ScServiceAdd     = "one service added"
+	ScServiceRemove  = "one service removed"
+	ScOnePercent     = "1% of services changed"
+)
+
+// Sink is one proxy under test.
+type Sink struct {
+	// Name is the row's name, e.g. "ipvs-fullstate" or "kube-proxy ipvs".
+	Name string `json:"name"`
+	// Kind is the kernel back end it programs (KindIPVS, ...).
+	Kind string `json:"kind"`
+	// Bin is the executable; Args its arguments but --kubeconfig.
+	Bin  string   `json:"bin"`
+	Args []string `json:"args"`
+	// Kubeconfig is the file the proxy reads (its server is apiListen).
+	Kubeconfig string `json:"kubeconfig"`
+	// KubeProxy marks kube-proxy itself (the baseline of its Kind).
+	KubeProxy bool `json:"kubeProxy"`
+}
+
+// Sample is one measured cell repetition.
+type Sample struct {
+	Sink      string `json:"sink"`
+	Kind      string `json:"kind"`
+	KubeProxy bool   `json:"kubeProxy"`
+	Scenario  string `json:"scenario"`
+	Services  int    `json:"services"`
+	Endpoints int    `json:"endpoints"`
+	Rep       int    `json:"rep"`
+	// Seconds is from process start (or the first API write) until the
+	// kernel was seen programmed; for the steady window, its length.
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds is the process's (and its waited children's) CPU over
+	// the same interval.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// PeakRSSMB is the process's VmHWM at the end of the interval.
+	PeakRSSMB float64 `json:"peakRssMB"`
+	// RestoreBytes went to iptables-restore and ip6tables-restore.
+	RestoreBytes int64 `json:"restoreBytes"`
+	// Syscalls counted by strace -f -c (ScInitialStrace only).
+	Syscalls int64 `json:"syscalls,omitempty"`
+	// KernelOps and NetlinkSyscalls are the sinks' own counters
+	// (proxysinks_kernel_operations_total, proxysinks_netlink_syscalls_total)
+	// over the interval; -1 when the proxy has none.
+	KernelOps       float64 `json:"kernelOps"`
+	NetlinkSyscalls float64 `json:"netlinkSyscalls"`
+	// KernelChanged is set when a restart changed the kernel's state.
+	KernelChanged bool `json:"kernelChanged,omitempty"`
+	// ProbeSeconds is the mean time of one kernel probe of the cell: the
+	// resolution of Seconds is about twice that.
+	ProbeSeconds float64 `json:"probeSeconds"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// Config is one driver run: one proxy against one loaded cluster.
+type Config struct {
+	Sink                Sink
+	Services, Endpoints int
+	// Reps repeats the initial sync, restart, service and 1% cells;
+	// EndpointReps the one-endpoint cells.
+	Reps, EndpointReps int
+	// Steady is the length of the nothing-changed window.
+	Steady time.Duration
+	// Strace, when not empty, is strace's path: one more initial sync
+	// runs under strace -f -c.
+	Strace string
+	// APITarget is the apiserver's host:port as the driver reaches it;
+	// Client writes to it.
+	APITarget string
+	Client    kubernetes.Interface `json:"-"`
+	// Timeout bounds each wait for the kernel.
+	Timeout time.Duration
+	// Work is a scratch directory.
+	Work string
+	// Emit receives every sample as it is measured; Logf progress.
+	Emit func(Sample)                     `json:"-"`
+	Logf func(format string, args ...any) `json:"-"`
+}
+
+// errTimeout marks a kernel that was not programmed in time.
+var errTimeout = errors.New("kernel not programmed in time")
+
+// driver holds one run's state.
+type driver struct {
+	Config
+	wrapDir string
+	node    *node
+	pr      prober
+	p       *proxy
+	// probeTime and probes add up the kernel probes of the current cell.
+	probeTime time.Duration
+	probes    int
+}
+
+// Run measures every scenario for one proxy. A cell that fails is emitted
+// with its error; the run goes on where it can.
+func Run(ctx context.Context, cfg Config) error {
+	d := &driver{Config: cfg}
+	d.wrapDir = cfg.Work + "/wrap"
+	if err := os.MkdirAll(d.wrapDir, 0o755); err != nil {
+		return err
+	}
+	if err := writeWrappers(d.wrapDir); err != nil {
+		return err
+	}
+	defer d.teardown()
+	// Initial syncs: each from an empty kernel in a fresh namespace; the
+	// last one's proxy stays for the other scenarios.
+	for rep := range d.Reps {
+		if err := d.initial(ctx, rep, ""); err != nil {
+			return err
+		}
+		if rep < d.Reps-1 {
+			d.teardown()
+		}
+	}
+	if d.Strace != "" {
+		node, pr, p := d.node, d.pr, d.p
+		d.node, d.pr, d.p = nil, nil, nil
+		if err := d.initial(ctx, 0, d.Strace); err != nil {
+			d.Logf("%s: strace run: %v", d.Sink.Name, err)
+		}
+		d.teardown()
+		d.node, d.pr, d.p = node, pr, p
+	}
+	for rep := range d.Reps {
+		if err := d.restart(ctx, rep); err != nil {
+			return err
+		}
+	}
+	d.steady(ctx)
+	for rep := range d.EndpointReps {
+		d.endpoint(ctx, rep)
+	}
+	for rep := range d.Reps {
+		d.service(ctx, rep)
+	}
+	for rep := range d.Reps {
+		d.onePercent(ctx, rep)
+	}
+	return nil
+}
+
+func (d *driver) teardown() {
+	if d.p != nil {
+		d.p.stop()
+		d.p = nil
+	}
+	if d.pr != nil {
+		d.pr.close()
+		d.pr = nil
+	}
+	if d.node != nil {
+		d.node.close()
+		d.node = nil
+	}
+}
+
+func (d *driver) sample(sc string, rep int) Sample {
+	return Sample{Sink: d.Sink.Name, Kind: d.Sink.Kind, KubeProxy: d.Sink.KubeProxy, Scenario: sc,
+		Services: d.Services, Endpoints: d.Endpoints, Rep: rep, KernelOps: -1, NetlinkSyscalls: -1}
+}
+
+// wait polls cond until it holds, the proxy exits or the timeout passes;
+// it returns when cond held.
+func (d *driver) wait(ctx context.Context, cond func() (bool, error)) (time.Time, error) {
+	timeout := d.Timeout
+	if d.p.straceOut != "" {
+		timeout *= 4 // strace slows a proxy several times (far more under TCG)
+	}
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		t0 := time.Now()
+		ok, err := cond()
+		now := time.Now()
+		d.probeTime += now.Sub(t0)
+		d.probes++
+		if ok && err == nil {
+			return now, nil
+		}
+		if err != nil {
+			last = err
+		}
+		if err := d.p.done(); err != nil {
+			return now, err
+		}
+		if now.After(deadline) {
+			return now, fmt.Errorf("%w after %s (last probe error: %v)", errTimeout, timeout, last)
+		}
+		if ctx.Err() != nil {
+			return now, ctx.Err()
+		}
+		// As long as the probe took: the probes take at most half a core.
+		time.Sleep(max(2*time.Millisecond, now.Sub(t0)))
+	}
+}
+
+// counters reads the sinks' own counters (-1 when absent).
+func (d *driver) counters(ctx context.Context) (ops, calls float64) {
+	m, err := d.p.metrics(ctx)
+	if err != nil {
+		return -1, -1
+	}
+	ops, calls = -1, -1
+	if v, ok := m["proxysinks_kernel_operations_total"]; ok {
+		ops = v
+	}
+	if v, ok := m["proxysinks_netlink_syscalls_total"]; ok {
+		calls = v
+	}
+	return ops, calls
+}
+
+// measured is the state of the proxy at one instant.
+type measured struct {
+	at           time.Time
+	u            usage
+	restoreBytes int64
+	ops, calls   float64
+}
+
+func (d *driver) measure(ctx context.Context, at time.Time) measured {
+	u, _ := d.p.usage()
+	ops, calls := d.counters(ctx)
+	return measured{at: at, u: u, restoreBytes: d.p.restoreBytes(), ops: ops, calls: calls}
+}
+
+// fill sets the sample's interval fields from two measurements.
+func fill(s *Sample, a, b measured) {
+	s.Seconds = b.at.Sub(a.at).Seconds()
+	s.CPUSeconds = (b.u.CPU - a.u.CPU).Seconds()
+	s.PeakRSSMB = float64(b.u.HWMKB) / 1024
+	s.RestoreBytes = b.restoreBytes - a.restoreBytes
+	if a.ops >= 0 && b.ops >= 0 {
+		s.KernelOps = b.ops - a.ops
+	}
+	if a.calls >= 0 && b.calls >= 0 {
+		s.NetlinkSyscalls = b.calls - a.calls
+	}
+}
+
+func (d *driver) emit(s Sample, err error) {
+	if d.probes > 0 {
+		s.ProbeSeconds = d.probeTime.Seconds() / float64(d.probes)
+	}
+	d.probeTime, d.probes = 0, 0
+	if err != nil {
+		s.Error = err.Error()
+		d.Logf("%s %s rep %d: %v", s.Sink, s.Scenario, s.Rep, err)
+	} else {
+		d.Logf("%s %dx%d %s rep %d: %.3f s, %.2f CPU-s, %.0f MB, %d restore bytes, %d syscalls, %.0f kernel ops",
+			s.Sink, s.Services, s.Endpoints, s.Scenario, s.Rep, s.Seconds, s.CPUSeconds, s.PeakRSSMB, s.RestoreBytes, s.Syscalls, s.KernelOps)
+	}
+	d.Emit(s)
+}
+
+func (d *driver) startProxy(strace string) error {
+	p, err := startProxy(d.node, d.Work, d.wrapDir, strace, d.Sink.Bin, append([]string{"--kubeconfig=" + d.Sink.Kubeconfig}, d.Sink.Args...)...)
+	if err != nil {
+		return err
+	}
+	d.p = p
+	return nil
+}
+
+// initial measures one initial sync from an empty kernel.
+func (d *driver) initial(ctx context.Context, rep int, strace string) error {
+	sc := ScInitial
+	if strace != "" {
+		sc = ScInitialStrace
+	}
+	s := d.sample(sc, rep)
+	n, err := newNode(d.APITarget)
+	if err != nil {
+		return err
+	}
+	d.node = n
+	if d.pr, err = newProber(d.Sink.Kind, n); err != nil {
+		return err
+	}
+	if err := d.startProxy(strace); err != nil {
+		return err
+	}
+	start := measured{at: d.p.start, ops: 0, calls: 0}
+	poll := 0
+	end, err := d.wait(ctx, func() (bool, error) {
+		// The full check reads the whole state: at most every 500 ms.
+		if poll++; poll > 1 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		return d.pr.full(d.Services, d.Endpoints)
+	})
+	if err == nil {
+		fill(&s, start, d.measure(ctx, end))
+		if strace != "" {
+			s.Syscalls, err = d.p.stop()
+			d.p = nil
+		}
+	}
+	if errors.Is(err, errTimeout) {
+		s.Seconds = end.Sub(d.p.start).Seconds() // a lower bound
+		d.Logf("%s: kernel state at the timeout:\n%s\nproxy log tail:\n%s", d.Sink.Name, d.pr.dump(), tail(d.p.log.String(), 30))
+	}
+	d.emit(s, err)
+	if err != nil && !errors.Is(err, errTimeout) && strace == "" {
+		return err
+	}
+	if errors.Is(err, errTimeout) && strace == "" {
+		return err // nothing else can be measured on an unprogrammed node
+	}
+	return nil
+}
+
+// restart stops the proxy and starts it again on the programmed kernel;
+// it is done at its first completed sync
+// (kubeproxy_sync_proxy_rules_last_timestamp_seconds set), and the kernel
+// must be unchanged.
+func (d *driver) restart(ctx context.Context, rep int) error {
+	s := d.sample(ScRestart, rep)
+	before, err := d.pr.fingerprint()
+	if err != nil {
+		return err
+	}
+	d.p.stop()
+	if err := d.startProxy(""); err != nil {
+		return err
+	}
+	end, err := d.wait(ctx, func() (bool, error) {
+		m, err := d.p.metrics(ctx)
+		if err != nil {
+			return false, nil
+		}
+		return m["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] > 0, nil
+	})
+	if err == nil {
+		fill(&s, measured{at: d.p.start, ops: 0, calls: 0}, d.measure(ctx, end))
+		// Let a late write show before comparing.
+		time.Sleep(2 * time.Second)
+		after, ferr := d.pr.fingerprint()
+		if ferr != nil {
+			err = ferr
+		}
+		s.KernelChanged = after != before
+	}
+	d.emit(s, err)
+	return err
+}
+
+// steady measures the proxy's cost over a window with nothing changed,
+// normalised to one minute.
+func (d *driver) steady(ctx context.Context) {
+	s := d.sample(ScSteady, 0)
+	a := d.measure(ctx, time.Now())
+	select {
+	case <-time.After(d.Steady):
+	case <-ctx.Done():
+	}
+	b := d.measure(ctx, time.Now())
+	fill(&s, a, b)
+	k := 60 / s.Seconds
+	s.CPUSeconds *= k
+	s.RestoreBytes = int64(float64(s.RestoreBytes) * k)
+	if s.KernelOps >= 0 {
+		s.KernelOps *= k
+	}
+	if s.NetlinkSyscalls >= 0 {
+		s.NetlinkSyscalls *= k
+	}
+	d.emit(s, d.p.done())
+}
+
+// change writes with write, then waits for cond and emits the sample.
+func (d *driver) change(ctx context.Context, sc string, rep int, write func() error, cond func() (bool, error)) {
+	s := d.sample(sc, rep)
+	// Outside the proxies' minimum sync period (1 s) since the last change.
+	time.Sleep(1200 * time.Millisecond)
+	a := d.measure(ctx, time.Now())
+	a.at = time.Now()
+	err := write()
+	var end time.Time
+	if err == nil {
+		end, err = d.wait(ctx, cond)
+	}
+	if err == nil {
+		fill(&s, a, d.measure(ctx, end))
+	}
+	d.emit(s, err)
+}
+
+// endpoint adds an endpoint to one service and removes it again.
+func (d *driver) endpoint(ctx context.Context, rep int) {
+	i := (rep * 7919) % d.Services
+	name := ServiceName(i)
+	base := make([]netip.Addr, d.Endpoints)
+	for j := range base {
+		base[j] = EndpointIP(i, j, d.Endpoints)
+	}
+	ref := []endpointRef{{name: name, vip: VIP(i), ep: nth(extraEPBase, rep)}}
+	d.change(ctx, ScEndpointAdd, rep,
+		func() error {
+			return setEndpoints(ctx, d.Client, name, append(append([]netip.Addr{}, base...), ref[0].ep))
+		},
+		func() (bool, error) { return d.pr.endpoints(ref, true) })
+	d.change(ctx, ScEndpointRemove, rep,
+		func() error { return setEndpoints(ctx, d.Client, name, base) },
+		func() (bool, error) { return d.pr.endpoints(ref, false) })
+}
+
+// service adds a service with its endpoints and deletes it again.
+func (d *driver) service(ctx context.Context, rep int) {
+	name := fmt.Sprintf("extra-%03d", rep)
+	vip := nth(extraVIP, rep)
+	eps := make([]netip.Addr, d.Endpoints)
+	for j := range eps {
+		eps[j] = nth(extraEPBase, 10000+rep*d.Endpoints+j)
+	}
+	d.change(ctx, ScServiceAdd, rep, func() error {
+		if _, err := d.Client.CoreV1().Services(Namespace).Create(ctx, service(name, vip), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("benchmatrix: create service %s: %w", name, err)
+		}
+		if _, err := d.Client.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, slice(name, eps), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("benchmatrix: create EndpointSlice of %s: %w", name, err)
+		}
+		return nil
+	}, func() (bool, error) { return d.pr.service(name, vip, eps) })
+	d.change(ctx, ScServiceRemove, rep, func() error {
+		if err := d.Client.CoreV1().Services(Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("benchmatrix: delete service %s: %w", name, err)
+		}
+		if err := d.Client.DiscoveryV1().EndpointSlices(Namespace).Delete(ctx, name+"-1", metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("benchmatrix: delete EndpointSlice of %s: %w", name, err)
+		}
+		return nil
+	}, func() (bool, error) { return d.pr.service(name, vip, nil) })
+}
+
+// onePercent replaces one endpoint in each of 1% of the services, then
+// puts them back (two samples).
+func (d *driver) onePercent(ctx context.Context, rep int) {
+	k := max(d.Services/100, 1)
+	var changed, orig []endpointRef
+	for x := range k {
+		i := (rep*k + x) % d.Services
+		changed = append(changed, endpointRef{name: ServiceName(i), vip: VIP(i), ep: nth(changedBase, rep*k+x)})
+		orig = append(orig, endpointRef{name: ServiceName(i), vip: VIP(i), ep: EndpointIP(i, 0, d.Endpoints)})
+	}
+	set := func(first func(x int) netip.Addr) func() error {
+		return func() error {
+			return parallel(k, 8, func(x int) error {
+				i := (rep*k + x) % d.Services
+				ips := []netip.Addr{first(x)}
+				for j := 1; j < d.Endpoints; j++ {
+					ips = append(ips, EndpointIP(i, j, d.Endpoints))
+				}
+				return setEndpoints(ctx, d.Client, ServiceName(i), ips)
+			})
+		}
+	}
+	d.change(ctx, ScOnePercent, 2*rep, set(func(x int) netip.Addr { return changed[x].ep }),
+		func() (bool, error) {
+			ok, err := d.pr.endpoints(changed, true)
+			if ok && err == nil {
+				return d.pr.endpoints(orig, false)
+			}
+			return ok, err
+		})
+	d.change(ctx, ScOnePercent, 2*rep+1, set(func(x int) netip.Addr { return orig[x].ep }),
+		func() (bool, error) {
+			ok, err := d.pr.endpoints(orig, true)
+			if ok && err == nil {
+				return d.pr.endpoints(changed, false)
+			}
+			return ok, err
+		})
+}

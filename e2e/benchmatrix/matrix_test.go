@@ -1,0 +1,387 @@
+package benchmatrix
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proxysinks/proxysinks/e2e/cluster"
+	"github.com/proxysinks/proxysinks/e2e/vm"
+)
+
+// Environment variables steering TestMatrix (make bench-report).
+const (
+	// MatrixEnv=1 runs the matrix (it takes minutes to hours).
+	MatrixEnv = "PROXYSINKS_BENCH_MATRIX"
+	// SizesEnv overrides the sizes, e.g. "1000x10,10000x10".
+	SizesEnv = "PROXYSINKS_BENCH_SIZES"
+	// SinksEnv keeps only the named sinks (comma-separated row names), in
+	// that order.
+	SinksEnv = "PROXYSINKS_BENCH_SINKS"
+	// StraceEnv=0 skips the initial sync under strace.
+	StraceEnv = "PROXYSINKS_BENCH_STRACE"
+	// EndpointRepsEnv overrides the number of one-endpoint changes.
+	EndpointRepsEnv = "PROXYSINKS_BENCH_ENDPOINT_REPS"
+	// RepsEnv overrides the repetitions of the cells.
+	RepsEnv = "PROXYSINKS_BENCH_REPS"
+	// SteadyEnv overrides the steady window (a Go duration).
+	SteadyEnv = "PROXYSINKS_BENCH_STEADY"
+	// LabelEnv names the run's results file (default short or full).
+	LabelEnv = "PROXYSINKS_BENCH_LABEL"
+	// guestEnv tells TestMatrixGuest, in the VM, where its Config is.
+	guestEnv = "PROXYSINKS_BENCH_GUEST"
+)
+
+// samplePrefix starts the console lines carrying a guest's samples.
+const samplePrefix = "MATRIX-SAMPLE "
+
+// plan is what one run measures.
+type plan struct {
+	sizes              [][2]int
+	reps, endpointReps int
+	steady             time.Duration
+	label              string
+	sinks              []string // nil: all
+}
+
+func planFromEnv(t *testing.T) plan {
+	p := plan{sizes: [][2]int{{1000, 10}, {10000, 10}, {30000, 10}, {1000, 100}}, reps: 3, endpointReps: 20, steady: 61 * time.Second, label: "full"}
+	if testing.Short() {
+		p = plan{sizes: [][2]int{{1000, 10}}, reps: 2, endpointReps: 10, steady: 31 * time.Second, label: "short"}
+	}
+	if v := os.Getenv(SizesEnv); v != "" {
+		p.sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			a, b, _ := strings.Cut(f, "x")
+			n, err1 := strconv.Atoi(a)
+			m, err2 := strconv.Atoi(b)
+			if err1 != nil || err2 != nil || n < 1 || m < 1 {
+				t.Fatalf("%s: bad size %q (want NxM)", SizesEnv, f)
+			}
+			p.sizes = append(p.sizes, [2]int{n, m})
+		}
+	}
+	if v := os.Getenv(RepsEnv); v != "" {
+		r, err := strconv.Atoi(v)
+		if err != nil || r < 1 {
+			t.Fatalf("%s: bad count %q", RepsEnv, v)
+		}
+		p.reps = r
+	}
+	if v := os.Getenv(SteadyEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("%s: bad duration %q", SteadyEnv, v)
+		}
+		p.steady = d
+	}
+	if v := os.Getenv(EndpointRepsEnv); v != "" {
+		r, err := strconv.Atoi(v)
+		if err != nil || r < 1 {
+			t.Fatalf("%s: bad count %q", EndpointRepsEnv, v)
+		}
+		p.endpointReps = r
+	}
+	if v := os.Getenv(SinksEnv); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			p.sinks = append(p.sinks, strings.TrimSpace(s))
+		}
+	}
+	if v := os.Getenv(LabelEnv); v != "" {
+		p.label = v
+	}
+	return p
+}
+
+// TestMatrix runs the scenario matrix (see the package doc) and writes
+// bench/report/results-<label>.json, then bench/REPORT.md and its plots
+// from every results file there.
+func TestMatrix(t *testing.T) {
+	if os.Getenv(MatrixEnv) != "1" {
+		t.Skip("the benchmark matrix runs only with " + MatrixEnv + "=1 (make bench-report)")
+	}
+	vm.Require(t)
+	kubeBin := cluster.Require(t)
+	pl := planFromEnv(t)
+	root, err := vm.WorkspaceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := t.TempDir()
+	build := func(out string, args ...string) string {
+		path := filepath.Join(tools, out)
+		cmd := exec.Command("go", append(args[:1:1], append([]string{"-o", path}, args[1:]...)...)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		return path
+	}
+	guestBin := build("benchmatrix.test", "test", "-c", "./e2e/benchmatrix")
+	sinks := []Sink{
+		{Name: "ipvs-fullstate", Kind: KindIPVS, Bin: build("ipvs-fullstate", "build", "./sinks/ipvs-fullstate")},
+		{Name: "ipvs-incremental", Kind: KindIPVS, Bin: build("ipvs-incremental", "build", "./sinks/ipvs-incremental")},
+		{Name: "kube-proxy ipvs", Kind: KindIPVS, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=ipvs"}},
+		{Name: "iptables", Kind: KindIPTables, Bin: build("iptables", "build", "./sinks/iptables")},
+		{Name: "kube-proxy iptables", Kind: KindIPTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=iptables"}},
+		{Name: "kube-proxy nftables", Kind: KindNFTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=nftables"}},
+	}
+	for i := range sinks {
+		if sinks[i].KubeProxy {
+			sinks[i].Args = append(sinks[i].Args, "--hostname-override="+NodeName, "--nodeport-addresses="+NodeCIDR, "--conntrack-max-per-core=0", "--v=1")
+		} else {
+			sinks[i].Args = append(sinks[i].Args, "--node-name="+NodeName, "--nodeport-addresses="+NodeCIDR)
+		}
+	}
+	if pl.sinks != nil {
+		var keep []Sink
+		for _, name := range pl.sinks {
+			i := slices.IndexFunc(sinks, func(s Sink) bool { return s.Name == name })
+			if i < 0 {
+				t.Fatalf("%s: no sink %q", SinksEnv, name)
+			}
+			keep = append(keep, sinks[i])
+		}
+		sinks = keep
+	}
+	strace, _ := exec.LookPath("strace")
+	if os.Getenv(StraceEnv) == "0" {
+		strace = ""
+	}
+
+	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl), HostLoad: []float64{hostLoad()}}
+	var mu sync.Mutex
+	emit := func(s Sample) {
+		mu.Lock()
+		run.Samples = append(run.Samples, s)
+		mu.Unlock()
+	}
+	out := filepath.Join(root, "bench", "report")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	save := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		run.Finished = time.Now().UTC()
+		run.HostLoad = append(run.HostLoad, hostLoad())
+		b, _ := json.MarshalIndent(run, "", " ")
+		if err := os.WriteFile(filepath.Join(out, "results-"+pl.label+".json"), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, size := range pl.sizes {
+		n, m := size[0], size[1]
+		t.Run(fmt.Sprintf("%dx%d", n, m), func(t *testing.T) {
+			c := cluster.Start(t, cluster.Options{NoControllerManager: true})
+			ctx := context.Background()
+			for _, nd := range [][2]string{{NodeName, NodeIP}, {remoteNode, "192.168.50.11"}} {
+				if err := c.CreateNode(ctx, nd[0], "", nd[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writer, err := Writer(c.AdminKubeconfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := Load(ctx, writer, n, m); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("loaded %d services x %d endpoints in %s", n, m, time.Since(start).Round(time.Second))
+			work := t.TempDir()
+			server := "https://" + apiListen
+			kpKC := filepath.Join(work, "kube-proxy.kubeconfig")
+			if err := os.WriteFile(kpKC, c.Kubeconfig(server, c.AdminToken), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sinkKC, err := c.SinkKubeconfig(ctx, server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			adminGuest := filepath.Join(work, "admin-guest.kubeconfig")
+			if err := os.WriteFile(adminGuest, c.Kubeconfig("https://"+cluster.GuestAPIAddr, c.AdminToken), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			timeout := 120*time.Second + time.Duration(n*m)*2*time.Millisecond
+			for _, s := range sinks {
+				kc := sinkKC
+				if s.KubeProxy {
+					kc = kpKC
+				}
+				cfg := Config{Sink: s, Services: n, Endpoints: m, Reps: pl.reps, EndpointReps: pl.endpointReps,
+					Steady: pl.steady, Timeout: timeout, Emit: emit, Logf: t.Logf}
+				cfg.Sink.Kubeconfig = kc
+				if s.Kind == KindIPVS {
+					// TCG on a loaded host: kube-proxy took over 140 s for
+					// 1,000 x 10 there.
+					cfg.Timeout *= 3
+					runGuest(t, c, cfg, guestBin, adminGuest, strace, emit)
+				} else {
+					cfg.Strace, cfg.Client, cfg.APITarget, cfg.Work = strace, writer, fmt.Sprintf("127.0.0.1:%d", c.APIPort), t.TempDir()
+					if err := Run(ctx, cfg); err != nil {
+						t.Errorf("%s at %dx%d: %v", s.Name, n, m, err)
+					}
+				}
+				save()
+			}
+		})
+	}
+	save()
+	if err := Render(out, filepath.Join(root, "bench", "REPORT.md")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runGuest runs the driver for an IPVS proxy in a fresh VM reaching the
+// cluster's apiserver, and emits the samples it prints.
+func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, adminKC, strace string, emit func(Sample)) {
+	t.Helper()
+	work := t.TempDir()
+	files := map[string]string{"benchmatrix.test": guestBin, "proxy": cfg.Sink.Bin}
+	copyTo := func(src, name string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyTo(cfg.Sink.Kubeconfig, "proxy.kubeconfig")
+	copyTo(adminKC, "admin.kubeconfig")
+	cfg.Sink.Bin, cfg.Sink.Kubeconfig = "/job/bin/proxy", "/job/work/proxy.kubeconfig"
+	if strace != "" {
+		// strace and the libraries it links beyond libc, found by ldd.
+		files["strace"] = strace
+		if out, err := exec.Command("ldd", strace).Output(); err == nil {
+			for _, l := range strings.Split(string(out), "\n") {
+				f := strings.Fields(l)
+				if len(f) >= 3 && f[1] == "=>" && !strings.HasPrefix(f[0], "libc.so") {
+					files[f[0]] = f[2]
+				}
+			}
+		}
+		cfg.Strace = "/job/bin/strace"
+	}
+	gc := guestConfig{Config: cfg, AdminKubeconfig: "/job/work/admin.kubeconfig"}
+	gc.APITarget = cluster.GuestAPIAddr
+	b, err := json.Marshal(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "guest.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mem := 3072
+	if cfg.Services*cfg.Endpoints > 100000 {
+		mem = 6144
+	}
+	script := `for m in ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh nf_conntrack veth; do modprobe $m; done
+benchmatrix.test -test.run '^TestMatrixGuest$' -test.v -test.timeout 0`
+	status, console := vm.RunShell(t, script, vm.Options{
+		Files: files, WorkDir: work, MemoryMB: mem,
+		Env:     []string{guestEnv + "=/job/work/guest.json"},
+		Timeout: 4*cfg.Timeout + 20*time.Minute,
+		NIC:     &vm.NIC{Forwards: []vm.Forward{{Guest: cluster.GuestAPIAddr, Host: fmt.Sprintf("127.0.0.1:%d", c.APIPort)}}},
+	})
+	s := bufio.NewScanner(strings.NewReader(console))
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	got := 0
+	for s.Scan() {
+		if _, js, ok := strings.Cut(s.Text(), samplePrefix); ok {
+			var smp Sample
+			if err := json.Unmarshal([]byte(js), &smp); err != nil {
+				t.Errorf("%s: bad sample line %q: %v", cfg.Sink.Name, js, err)
+				continue
+			}
+			emit(smp)
+			got++
+		}
+	}
+	if status != 0 {
+		t.Errorf("%s at %dx%d: the guest driver failed (exit status %d)", cfg.Sink.Name, cfg.Services, cfg.Endpoints, status)
+	}
+	if got == 0 {
+		t.Errorf("%s: no samples from the VM", cfg.Sink.Name)
+	}
+}
+
+// guestConfig is what the host hands TestMatrixGuest.
+type guestConfig struct {
+	Config
+	AdminKubeconfig string
+}
+
+// TestMatrixGuest is the driver's side in the VM (runGuest starts it): it
+// prints each sample as a console line.
+func TestMatrixGuest(t *testing.T) {
+	path := os.Getenv(guestEnv)
+	if path == "" {
+		t.Skip("runs only inside the VM under TestMatrix")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gc guestConfig
+	if err := json.Unmarshal(b, &gc); err != nil {
+		t.Fatal(err)
+	}
+	if gc.Client, err = Writer(gc.AdminKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	gc.Work = t.TempDir()
+	gc.Logf = t.Logf
+	gc.Emit = func(s Sample) {
+		b, _ := json.Marshal(s)
+		fmt.Println(samplePrefix + string(b))
+	}
+	if err := Run(context.Background(), gc.Config); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandLine is the make command that reproduces a plan.
+func commandLine(p plan) string {
+	var env []string
+	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, LabelEnv} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+strconv.Quote(v))
+		}
+	}
+	cmd := "make bench-report"
+	if testing.Short() {
+		cmd += " SHORT=1"
+	}
+	return strings.TrimSpace(strings.Join(env, " ") + " " + cmd)
+}
+
+// RenderEnv=1 makes TestMatrixRender rewrite bench/REPORT.md from the
+// results files already in bench/report (no measurement).
+const RenderEnv = "PROXYSINKS_BENCH_RENDER"
+
+// TestMatrixRender rewrites the report from the saved results.
+func TestMatrixRender(t *testing.T) {
+	if os.Getenv(RenderEnv) != "1" {
+		t.Skip("renders the report only with " + RenderEnv + "=1")
+	}
+	root, err := vm.WorkspaceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(filepath.Join(root, "bench", "report"), filepath.Join(root, "bench", "REPORT.md")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,114 @@
+package benchmatrix
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The chain names kube-proxy v1.37.2 wrote for default/web port "http" TCP
+// and its endpoint 10.244.1.5:8080 (checked against a real run; see
+// REFERENCE.md).
+func TestKubeChainNames(t *testing.T) {
+	if got := svcChain("default/web:http"); got != "KUBE-SVC-CDGGSHYLG3RE2FKL" {
+		t.Errorf("service chain %s, want KUBE-SVC-CDGGSHYLG3RE2FKL", got)
+	}
+	if got := sepChain("default/web:http", "10.244.1.5:8080"); got != "KUBE-SEP-AFGSLHOD2HFNCBX4" {
+		t.Errorf("endpoint chain %s, want KUBE-SEP-AFGSLHOD2HFNCBX4", got)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	got := []string{VIP(0).String(), VIP(300).String(), EndpointIP(2, 3, 10).String(), nth(netip.MustParseAddr("10.0.0.255"), 1).String()}
+	want := []string{"10.96.1.0", "10.96.2.44", "10.128.0.23", "10.0.1.0"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("addresses (-want +got):\n%s", d)
+	}
+	// The largest full size stays inside the service range and below the
+	// scenarios' extra services.
+	if last := VIP(30000 - 1); last.Compare(extraVIP) >= 0 {
+		t.Errorf("VIP of service 29999 %s reaches the extra services' %s", last, extraVIP)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// Fields 14..17: utime 150, stime 50, cutime 30, cstime 20 ticks.
+	stat := "1234 (kube proxy) S 1 1234 1234 0 -1 4194560 100 0 0 0 150 50 30 20 20 0 12 0 100 1000 100"
+	got, err := parseStatCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2500 * time.Millisecond; got != want {
+		t.Errorf("CPU %s, want %s", got, want)
+	}
+	if _, err := parseStatCPU("1234 no parenthesis"); err == nil {
+		t.Error("a stat line without ')' parsed")
+	}
+}
+
+func TestParseStraceTotal(t *testing.T) {
+	out := "    calls syscall\n--------- ----------------\n       20 read\n        9 write\n--------- ----------------\n       29 total\n"
+	got, err := parseStraceTotal(out)
+	if err != nil || got != 29 {
+		t.Errorf("total %d, %v; want 29", got, err)
+	}
+	if _, err := parseStraceTotal("garbage"); err == nil {
+		t.Error("no total line parsed")
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP x y
+kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09
+proxysinks_kernel_operations_total{kind="ipvs"} 10
+proxysinks_kernel_operations_total{kind="set, entry"} 5
+`
+	got, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "proxysinks_kernel_operations_total": 15}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("metrics (-want +got):\n%s", d)
+	}
+}
+
+func TestStats(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if got := []float64{median(v), percentile(v, 50), percentile(v, 90), percentile(v, 99), mean(v)}; !cmp.Equal(got, []float64{5.5, 5, 9, 10, 5.5}) {
+		t.Errorf("median, p50, p90, p99, mean = %v", got)
+	}
+}
+
+func TestCountDNAT(t *testing.T) {
+	text := `	chain service-X {
+		meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.128.0.10 . 8080, 1 : 10.128.0.11 . 8080 }
+	}
+	chain service-Y {
+		meta l4proto tcp dnat ip to numgen random mod 1 map { 0 : 10.128.0.1 . 8080 }
+	}
+`
+	if n := countDNAT(text); n != 3 {
+		t.Errorf("%d endpoints counted, want 3", n)
+	}
+	if !strings.Contains(text, dnatTo(netip.MustParseAddr("10.128.0.1"))) || strings.Contains(text, dnatTo(netip.MustParseAddr("10.128.0.12"))) {
+		t.Error("dnatTo does not single out an endpoint")
+	}
+}
+
+func TestChildOf(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	defer cmd.Process.Kill()
+	got, err := childOf(os.Getpid())
+	if err != nil || got != cmd.Process.Pid {
+		t.Errorf("childOf = %d, %v; want %d", got, err, cmd.Process.Pid)
+	}
+}

@@ -1,0 +1,423 @@
+package benchmatrix
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+)
+
+// apiListen is where a proxy in its namespace reaches the apiserver: a
+// relay on the namespace's loopback (a fresh namespace cannot reach the
+// host's loopback, nor the VM's NIC).
+const apiListen = "127.0.0.1:6443"
+
+// metricsAddr is where kube-proxy and the sinks serve /metrics by default.
+const metricsAddr = "127.0.0.1:10249"
+
+// restoreLogEnv names the file the restore wrappers append input sizes to.
+const restoreLogEnv = "PROXYSINKS_BENCH_RESTORE_LOG"
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's CPU times.
+const clockTick = 100
+
+// node is a fresh network namespace with the node address and the relay
+// to the apiserver: where a proxy runs.
+type node struct {
+	ns    *nstest.NetNS
+	relay net.Listener
+}
+
+// newNode creates the namespace, gives it the node address on a veth link
+// (the host has no dummy links) and starts the relay to target.
+func newNode(target string) (*node, error) {
+	ns, err := nstest.Create()
+	if err != nil {
+		return nil, err
+	}
+	n := &node{ns: ns}
+	for _, args := range [][]string{
+		{"link", "add", "node0", "type", "veth", "peer", "name", "node0p"},
+		{"addr", "add", NodeIP + "/24", "dev", "node0"},
+		{"link", "set", "node0", "up"},
+		{"link", "set", "node0p", "up"},
+	} {
+		if _, err := ns.Run("ip", args...); err != nil {
+			ns.Close()
+			return nil, fmt.Errorf("benchmatrix: node namespace: %w", err)
+		}
+	}
+	if err := ns.Do(func() error {
+		var err error
+		n.relay, err = net.Listen("tcp", apiListen)
+		return err
+	}); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("benchmatrix: relay to the apiserver: %w", err)
+	}
+	go relay(n.relay, target)
+	return n, nil
+}
+
+// relay copies every connection accepted on l to target.
+func relay(l net.Listener, target string) {
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer in.Close()
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer out.Close()
+			go func() { io.Copy(out, in); out.(*net.TCPConn).CloseWrite() }()
+			io.Copy(in, out)
+		}()
+	}
+}
+
+func (n *node) close() {
+	n.relay.Close()
+	n.ns.Close()
+}
+
+// proxy is one proxy process in a node namespace.
+type proxy struct {
+	name       string
+	cmd        *exec.Cmd
+	node       *node
+	start      time.Time
+	log        *lockedBuffer
+	exited     chan struct{}
+	waitErr    error
+	restoreLog string
+	straceOut  string // strace -c output when run under strace
+}
+
+// lockedBuffer is a bytes.Buffer safe for the process's two output streams.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 {
+		l.b.Reset() // keep the tail of a chatty proxy
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startProxy starts bin in n's namespace with wrapDir first on its PATH
+// (the restore wrappers) and, when strace is not empty, under strace -f -c.
+func startProxy(n *node, work, wrapDir, strace, bin string, args ...string) (*proxy, error) {
+	f, err := os.CreateTemp(work, "restore-*.log")
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	p := &proxy{name: filepath.Base(bin), node: n, log: &lockedBuffer{}, exited: make(chan struct{}), restoreLog: f.Name()}
+	path := bin
+	if strace != "" {
+		p.straceOut = f.Name() + ".strace"
+		args = append([]string{"-f", "-c", "-U", "calls,name", "-o", p.straceOut, bin}, args...)
+		path = strace
+	}
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Env = append(os.Environ(), "PATH="+wrapDir+":"+os.Getenv("PATH"), restoreLogEnv+"="+p.restoreLog)
+	if strace != "" {
+		p.cmd.Env = append(p.cmd.Env, "LD_LIBRARY_PATH="+filepath.Dir(strace))
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.start = time.Now()
+	// The child inherits the namespace of the thread that starts it.
+	if err := n.ns.Do(p.cmd.Start); err != nil {
+		return nil, fmt.Errorf("benchmatrix: start %s: %w", p.name, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// pid returns the proxy's process id (strace's child under strace).
+func (p *proxy) pid() (int, error) {
+	if p.straceOut == "" {
+		return p.cmd.Process.Pid, nil
+	}
+	return childOf(p.cmd.Process.Pid)
+}
+
+// childOf returns a child process of pid, from /proc/<pid>/task/*/children
+// or, when none is listed there (kernels without CONFIG_PROC_CHILDREN), by
+// scanning /proc for its parent id.
+func childOf(pid int) (int, error) {
+	// Each thread lists the children it forked.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		if b, err := os.ReadFile(t); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
+		}
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if f := strings.Fields(st[i+1:]); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return c, nil
+		}
+	}
+	return 0, errors.New("benchmatrix: strace has no child yet")
+}
+
+// done reports whether the process has exited, with its log tail.
+func (p *proxy) done() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("benchmatrix: %s exited (%v); log tail:\n%s", p.name, p.waitErr, tail(p.log.String(), 40))
+	default:
+		return nil
+	}
+}
+
+// usage is what /proc says about a running process.
+type usage struct {
+	CPU   time.Duration // user+system of the process and its waited children
+	HWMKB int64         // peak resident set (VmHWM) of the process itself
+}
+
+// usage reads the proxy's CPU and peak RSS.
+func (p *proxy) usage() (usage, error) {
+	pid, err := p.pid()
+	if err != nil {
+		return usage{}, err
+	}
+	return readUsage(pid)
+}
+
+func readUsage(pid int) (usage, error) {
+	var u usage
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, fmt.Errorf("benchmatrix: read stat of %d: %w", pid, err)
+	}
+	if u.CPU, err = parseStatCPU(string(b)); err != nil {
+		return u, err
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, fmt.Errorf("benchmatrix: read status of %d: %w", pid, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			u.HWMKB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return u, nil
+}
+
+// parseStatCPU returns utime+stime+cutime+cstime of a /proc/<pid>/stat line.
+func parseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("benchmatrix: bad stat line %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state); utime..cstime are fields 14..17.
+	if len(f) < 15 {
+		return 0, fmt.Errorf("benchmatrix: short stat line %q", stat)
+	}
+	var ticks int64
+	for _, s := range f[11:15] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("benchmatrix: stat field %q: %w", s, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTick, nil
+}
+
+// restoreBytes returns the bytes the proxy has piped to iptables-restore
+// and ip6tables-restore so far. (nft is not wrapped: kube-proxy's
+// nftables mode never programmed anything through such a wrapper.)
+func (p *proxy) restoreBytes() int64 {
+	b, err := os.ReadFile(p.restoreLog)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			v, _ := strconv.ParseInt(f[0], 10, 64)
+			n += v
+		}
+	}
+	return n
+}
+
+// metrics scrapes the proxy's /metrics and returns the sum over label sets
+// of each sample name.
+func (p *proxy) metrics(ctx context.Context) (map[string]float64, error) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := p.node.ns.Do(func() error {
+				var err error
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("benchmatrix: %s /metrics: %s", p.name, resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics sums the Prometheus text format's samples by name.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		l := s.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(l, " ")
+		if i := strings.IndexByte(l, '{'); i >= 0 && i < len(name) {
+			name = l[:i]
+			j := strings.LastIndexByte(l, '}')
+			rest = strings.TrimSpace(l[j+1:])
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out, s.Err()
+}
+
+// stop ends the proxy (SIGTERM, SIGKILL after 20 s) and, under strace,
+// returns the syscalls strace counted.
+func (p *proxy) stop() (syscalls int64, err error) {
+	if pid, err := p.pid(); err == nil {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		if pid, err := p.pid(); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		<-p.exited
+	}
+	if p.straceOut == "" {
+		return 0, nil
+	}
+	b, err := os.ReadFile(p.straceOut)
+	if err != nil {
+		return 0, fmt.Errorf("benchmatrix: strace output: %w", err)
+	}
+	return parseStraceTotal(string(b))
+}
+
+// parseStraceTotal returns the calls of strace -c -U calls,name's total
+// line.
+func parseStraceTotal(out string) (int64, error) {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[1] == "total" {
+			return strconv.ParseInt(f[0], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("benchmatrix: no total in strace output %q", tail(out, 5))
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// writeWrappers writes into dir a wrapper per restore tool found on PATH
+// (iptables-restore, ip6tables-restore, their -nft- and -legacy- variants)
+// that appends its input's size
+// to $PROXYSINKS_BENCH_RESTORE_LOG and runs the real tool on it.
+func writeWrappers(dir string) error {
+	for _, tool := range []string{"iptables-restore", "ip6tables-restore", "iptables-nft-restore", "ip6tables-nft-restore",
+		"iptables-legacy-restore", "ip6tables-legacy-restore"} {
+		real, err := exec.LookPath(tool)
+		if err != nil {
+			continue
+		}
+		script := fmt.Sprintf(`#!/bin/sh
+f=$(mktemp) || exit 1
+cat > "$f"
+echo "$(wc -c < "$f") %[1]s" >> "$%[2]s"
+%[3]s "$@" < "$f"
+rc=$?
+rm -f "$f"
+exit $rc
+`, tool, restoreLogEnv, real)
+		if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
