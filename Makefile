@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build image demo test test-unit test-vm bench soak lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench soak lint clean kind-deps kind-e2e
 
 all: build
 
@@ -62,6 +62,11 @@ lint:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' work)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet work
 	$(GO) run $(STATICCHECK) work
+
+## kind-deps: Docker for kind (docker.io, the runc-nocap runtime, dockerd) and the kit's Go binaries (scripts/kindbin.sh)
+kind-deps:
+	@./scripts/docker.sh
+	@./scripts/kindbin.sh
 
 ## clean: remove binaries, VM images and the test cache (keeps the downloaded kernel)
 clean:
