@@ -68,6 +68,10 @@ kind-deps:
 	@./scripts/docker.sh
 	@./scripts/kindbin.sh
 
+## kind-e2e: upstream's Services conformance tests against SINK (default iptables) in a kind cluster without kube-proxy; offline unless KIND_OFFLINE=0 (see e2e/README.md, "kind conformance")
+kind-e2e:
+	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
+
 ## clean: remove binaries, VM images and the test cache (keeps the downloaded kernel)
 clean:
 	rm -rf bin .cache/vm
