@@ -78,7 +78,7 @@ if has etcd; then
 	mv "$tmp/etcd" "$BIN/"
 fi
 if has e2e.test; then
-	(cd "$ROOT/tools/kindbin/kubernetes" && "$GO" test -c -ldflags "$ldflags" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e)
+	(cd "$ROOT/tools/kindbin/kubernetes" && "$GO" test -c -vet=off -ldflags "$ldflags" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e)
 	mv "$tmp/e2e.test" "$BIN/"
 fi
 rmdir "$tmp"

@@ -169,7 +169,9 @@ ctr -a "$work/ctrd.sock" -n k8s.io images ls -q >&2
 kill "$ctrd_pid"; wait "$ctrd_pid" 2>/dev/null || true; ctrd_pid=
 
 tar --numeric-owner -C "$n" -c . | "$DOCKER" import \
-	-c 'ENV container=docker' -c 'STOPSIGNAL SIGRTMIN+3' \
-	-c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' - "$NODE" >/dev/null
+	-c 'ENV container=docker' -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' - "$NODE-rootfs" >/dev/null
+# docker import takes no STOPSIGNAL; systemd stops cleanly on SIGRTMIN+3.
+printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\n' "$NODE-rootfs" | "$DOCKER" build -q -t "$NODE" - >/dev/null
+"$DOCKER" rmi "$NODE-rootfs" >/dev/null
 echo "kindimage: built $NODE ($("$DOCKER" image inspect -f '{{.Size}}' "$NODE" | numfmt --to=iec))" >&2
 echo "$NODE"

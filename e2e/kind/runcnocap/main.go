@@ -3,10 +3,11 @@
 // every privileged container there with "unable to apply caps: operation not
 // permitted", because a privileged container asks for all capabilities.
 //
-// On "create" and "run" it removes the capabilities named in
+// On "create" and "run" (and "exec" with a --process file: docker exec
+// --privileged) it removes the capabilities named in
 // RUNC_NOCAP_DROP (default CAP_SYS_RESOURCE), or, when RUNC_NOCAP_DROP is
 // "auto", those missing from its own bounding set, from every capability set
-// of the bundle's config.json, then executes the real runc (RUNC_NOCAP_RUNC,
+// of the bundle's config.json (or the process file), then executes the real runc (RUNC_NOCAP_RUNC,
 // default /usr/sbin/runc, else runc on PATH) with the same arguments. Every
 // other command goes to runc unchanged.
 //
@@ -33,12 +34,18 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if cmd, bundle := parse(args); cmd == "create" || cmd == "run" {
+	cmd, bundle, process := parse(args)
+	if cmd == "create" || cmd == "run" || (cmd == "exec" && process != "") {
 		drop, err := dropList(os.Getenv("RUNC_NOCAP_DROP"))
 		if err != nil {
 			return err
 		}
-		if err := editBundle(bundle, drop); err != nil {
+		if cmd == "exec" {
+			err = editProcess(process, drop)
+		} else {
+			err = editBundle(bundle, drop)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -16,9 +16,10 @@ var globalFlagsWithValue = map[string]bool{
 	"--root": true, "--log": true, "--log-format": true, "--criu": true, "--rootless": true,
 }
 
-// parse returns runc's command and the bundle directory of create/run
-// (--bundle/-b, default the working directory).
-func parse(args []string) (cmd, bundle string) {
+// parse returns runc's command, the bundle directory of create/run
+// (--bundle/-b, default the working directory) and the process file of exec
+// (--process/-p, empty when the process is given on the command line).
+func parse(args []string) (cmd, bundle, process string) {
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -30,7 +31,7 @@ func parse(args []string) (cmd, bundle string) {
 		}
 	}
 	if i >= len(args) {
-		return "", ""
+		return "", "", ""
 	}
 	cmd = args[i]
 	bundle = "."
@@ -46,9 +47,16 @@ func parse(args []string) (cmd, bundle string) {
 			bundle = strings.TrimPrefix(a, "--bundle=")
 		case strings.HasPrefix(a, "-b="):
 			bundle = strings.TrimPrefix(a, "-b=")
+		case a == "--process" || a == "-p":
+			if j+1 < len(args) {
+				process = args[j+1]
+			}
+			j++
+		case strings.HasPrefix(a, "--process="):
+			process = strings.TrimPrefix(a, "--process=")
 		}
 	}
-	return cmd, bundle
+	return cmd, bundle, process
 }
 
 // capNames are the capabilities by number (linux/capability.h).
@@ -115,12 +123,21 @@ func missingCaps(hexMask string) ([]string, error) {
 // editBundle removes the capabilities in drop from every set of
 // bundle/config.json, rewriting the file only when something changed.
 func editBundle(bundle string, drop []string) error {
-	path := filepath.Join(bundle, "config.json")
+	return editFile(filepath.Join(bundle, "config.json"), drop, dropCaps)
+}
+
+// editProcess does the same for the process file of runc exec, which holds
+// an OCI process (capabilities at the top level).
+func editProcess(path string, drop []string) error {
+	return editFile(path, drop, dropProcessCaps)
+}
+
+func editFile(path string, drop []string, edit func([]byte, []string) ([]byte, bool, error)) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read OCI spec: %w", err)
 	}
-	out, changed, err := dropCaps(data, drop)
+	out, changed, err := edit(data, drop)
 	if err != nil {
 		return fmt.Errorf("edit OCI spec %s: %w", path, err)
 	}
@@ -151,17 +168,31 @@ func dropCaps(spec []byte, drop []string) ([]byte, bool, error) {
 	if !ok {
 		return spec, false, nil
 	}
+	out, changed, err := dropProcessCaps(rawProc, drop)
+	if err != nil || !changed {
+		if err != nil {
+			err = fmt.Errorf("process: %w", err)
+		}
+		return spec, false, err
+	}
+	doc["process"] = out
+	out, err = json.Marshal(doc)
+	return out, true, err
+}
+
+// dropProcessCaps removes drop from the capabilities of an OCI process.
+func dropProcessCaps(process []byte, drop []string) ([]byte, bool, error) {
 	var proc map[string]json.RawMessage
-	if err := decode(rawProc, &proc); err != nil {
-		return nil, false, fmt.Errorf("process: %w", err)
+	if err := decode(process, &proc); err != nil {
+		return nil, false, err
 	}
 	rawCaps, ok := proc["capabilities"]
 	if !ok || string(rawCaps) == "null" {
-		return spec, false, nil
+		return process, false, nil
 	}
 	var caps map[string]json.RawMessage
 	if err := decode(rawCaps, &caps); err != nil {
-		return nil, false, fmt.Errorf("process.capabilities: %w", err)
+		return nil, false, fmt.Errorf("capabilities: %w", err)
 	}
 	gone := make(map[string]bool, len(drop))
 	for _, d := range drop {
@@ -175,7 +206,7 @@ func dropCaps(spec []byte, drop []string) ([]byte, bool, error) {
 		}
 		var names []string
 		if err := json.Unmarshal(raw, &names); err != nil {
-			return nil, false, fmt.Errorf("process.capabilities.%s: %w", set, err)
+			return nil, false, fmt.Errorf("capabilities.%s: %w", set, err)
 		}
 		kept := names[:0:0]
 		for _, n := range names {
@@ -194,16 +225,13 @@ func dropCaps(spec []byte, drop []string) ([]byte, bool, error) {
 		caps[set] = b
 	}
 	if !changed {
-		return spec, false, nil
+		return process, false, nil
 	}
 	var err error
 	if proc["capabilities"], err = json.Marshal(caps); err != nil {
 		return nil, false, err
 	}
-	if doc["process"], err = json.Marshal(proc); err != nil {
-		return nil, false, err
-	}
-	out, err := json.Marshal(doc)
+	out, err := json.Marshal(proc)
 	return out, true, err
 }
 

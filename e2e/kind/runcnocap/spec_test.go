@@ -11,19 +11,22 @@ import (
 
 func TestParse(t *testing.T) {
 	for _, tc := range []struct {
-		args        []string
-		cmd, bundle string
+		args                 []string
+		cmd, bundle, process string
 	}{
-		{[]string{"--root", "/run/runc", "--log", "/x/log.json", "--log-format", "json", "create", "--bundle", "/b", "id"}, "create", "/b"},
-		{[]string{"--systemd-cgroup", "create", "-b", "/b2", "--pid-file", "/p", "id"}, "create", "/b2"},
-		{[]string{"run", "--bundle=/b3", "id"}, "run", "/b3"},
-		{[]string{"run", "id"}, "run", "."},
-		{[]string{"--root", "/r", "start", "id"}, "start", "."},
-		{[]string{"--version"}, "", ""},
+		{[]string{"--root", "/run/runc", "--log", "/x/log.json", "--log-format", "json", "create", "--bundle", "/b", "id"}, "create", "/b", ""},
+		{[]string{"--systemd-cgroup", "create", "-b", "/b2", "--pid-file", "/p", "id"}, "create", "/b2", ""},
+		{[]string{"run", "--bundle=/b3", "id"}, "run", "/b3", ""},
+		{[]string{"run", "id"}, "run", ".", ""},
+		{[]string{"--root", "/r", "start", "id"}, "start", ".", ""},
+		{[]string{"--root", "/r", "exec", "--process", "/tmp/p.json", "--detach", "id"}, "exec", ".", "/tmp/p.json"},
+		{[]string{"exec", "--process=/q.json", "id"}, "exec", ".", "/q.json"},
+		{[]string{"exec", "id", "ls"}, "exec", ".", ""},
+		{[]string{"--version"}, "", "", ""},
 	} {
-		cmd, bundle := parse(tc.args)
-		if cmd != tc.cmd || bundle != tc.bundle {
-			t.Errorf("parse(%q) = %q, %q; want %q, %q", tc.args, cmd, bundle, tc.cmd, tc.bundle)
+		cmd, bundle, process := parse(tc.args)
+		if cmd != tc.cmd || bundle != tc.bundle || process != tc.process {
+			t.Errorf("parse(%q) = %q, %q, %q; want %q, %q, %q", tc.args, cmd, bundle, process, tc.cmd, tc.bundle, tc.process)
 		}
 	}
 }
@@ -89,6 +92,23 @@ func TestEditBundle(t *testing.T) {
 	}
 	if err := editBundle(filepath.Join(dir, "missing"), nil); err == nil {
 		t.Error("editBundle of a missing bundle: no error")
+	}
+}
+
+func TestEditProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "process.json")
+	if err := os.WriteFile(path, []byte(`{"args":["cat"],"capabilities":{"bounding":["CAP_SYS_RESOURCE","CAP_KILL"],"effective":["CAP_KILL"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := editProcess(path, []string{"CAP_SYS_RESOURCE"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"args":["cat"],"capabilities":{"bounding":["CAP_KILL"],"effective":["CAP_KILL"]}}`; string(out) != want {
+		t.Errorf("process.json = %s, want %s", out, want)
 	}
 }
 
