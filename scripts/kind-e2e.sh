@@ -54,6 +54,8 @@ trap 'rm -rf "$cfg"' EXIT
 	echo "  - role: control-plane"
 	if [ "$KIND_OFFLINE" != 1 ]; then for _ in $(seq "$KIND_WORKERS"); do echo "  - role: worker"; done; fi
 	cat "$ROOT/e2e/kind/kubeadm-patches.yaml"
+	# The offline node's entrypoint writes the pods' resolv.conf (see it).
+	if [ "$KIND_OFFLINE" = 1 ]; then echo "    resolvConf: /kind/resolv.conf"; fi
 } >"$cfg/cluster.yaml"
 
 if [ "$KIND_OFFLINE" = 1 ]; then
