@@ -136,7 +136,7 @@ step "waiting for the nodes and kube-system"
 
 step "e2e.test: focus $FOCUS, skip $SKIP"
 set +e
-(cd "$RESULTS" && "$BIN/e2e.test" --kubeconfig="$KUBECONFIG" --provider=skeleton \
+(cd "$RESULTS" && "$BIN/e2e.test" --kubeconfig="$KUBECONFIG" --provider=skeleton --kubectl-path="$KUBECTL" \
 	--report-dir="$RESULTS" --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" \
 	--ginkgo.timeout=2h --ginkgo.v --ginkgo.no-color ${E2E_ARGS:-} >"$RESULTS/e2e.log" 2>&1)
 e2e_rc=$?

@@ -87,6 +87,8 @@ for name in "${!TAGS[@]}"; do
 	pause) cp "$BIN/pause" "$r/pause"; entry='["/pause"]' ;;
 	agnhost)
 		deb_unpack "$KIND/debs" "$r" bash curl netcat-openbsd iproute2 dnsutils socat
+		# dpkg-deb -x runs no update-alternatives: nc is OpenBSD's, as upstream's.
+		ln -s nc.openbsd "$r/bin/nc"
 		busybox_links "$r"
 		cp "$BIN/agnhost" "$r/agnhost"
 		ln -s agnhost "$r/agnhost-2"
