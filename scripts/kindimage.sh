@@ -89,6 +89,9 @@ for name in "${!TAGS[@]}"; do
 		deb_unpack "$KIND/debs" "$r" bash curl netcat-openbsd iproute2 dnsutils socat
 		# dpkg-deb -x runs no update-alternatives: nc is OpenBSD's, as upstream's.
 		ln -s nc.openbsd "$r/bin/nc"
+		# sh is bash: Debian's busybox sh runs its own applets (nc, wget)
+		# before PATH, and busybox nc lacks the -v the tests pass.
+		ln -s bash "$r/bin/sh"
 		busybox_links "$r"
 		cp "$BIN/agnhost" "$r/agnhost"
 		ln -s agnhost "$r/agnhost-2"
