@@ -83,6 +83,16 @@ step "creating cluster $CLUSTER (${NODE_IMAGE:-the default node image of kind})"
 	--kubeconfig "$RESULTS/kubeconfig" --wait 0s
 export KUBECONFIG=$RESULTS/kubeconfig
 
+# A cluster IP on a port no Service has is routed off the node: to the
+# Docker host and on. On machines whose network answers any TCP connection
+# to port 80 (a transparent proxy), "the port stops forwarding" checks then
+# see a connection succeed. Make the service range unreachable past the
+# sink's rules, as it is in a real cluster network (DNAT happens before
+# routing, so served ports are not affected).
+for n in $("$KIND" get nodes --name "$CLUSTER"); do
+	docker exec "$n" ip route replace unreachable 10.96.0.0/16
+done
+
 step "loading images"
 "$KIND" load image-archive "$cfg/images/$SINK.tar" --name "$CLUSTER"
 
