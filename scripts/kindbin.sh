@@ -46,7 +46,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 start=$(date +%s)
-echo "kindbin: building ${missing[*]} into $BIN (cold: kubelet and friends about 10 min, e2e.test about 15 min on 2 cores)"
+echo "kindbin: building ${missing[*]} into $BIN (cold: up to an hour on a busy 2-core machine, e2e.test the longest)"
 tmp=$BIN/tmp
 mkdir -p "$tmp"
 if has kind; then
