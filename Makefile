@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build image demo test test-unit test-vm bench bench-report soak soak-vm lint clean
+.PHONY: all deps build image demo test test-unit test-vm bench bench-report soak soak-vm lint clean kind-deps kind-e2e
 
 all: build
 
@@ -73,6 +73,15 @@ lint:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' work)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet work
 	$(GO) run $(STATICCHECK) work
+
+## kind-deps: Docker for kind (docker.io, the runc-nocap runtime, dockerd) and the kit's Go binaries (scripts/kindbin.sh)
+kind-deps:
+	@./scripts/docker.sh
+	@./scripts/kindbin.sh
+
+## kind-e2e: upstream's Services conformance tests against SINK (default iptables) in a kind cluster without kube-proxy; offline unless KIND_OFFLINE=0 (see e2e/README.md, "kind conformance")
+kind-e2e:
+	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
 
 ## clean: remove binaries, VM images and the test cache (keeps the downloaded kernel)
 clean:

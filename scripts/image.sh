@@ -25,6 +25,8 @@ REPO=${REPO:-proxysinks}
 PACKAGES=(iptables kmod)
 
 cd "$top"
+# shellcheck source=scripts/oci.sh
+. "$top/scripts/oci.sh"
 if [ -z "${SINKS:-}" ]; then
 	SINKS=$($GO list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./sinks/... | xargs -n1 basename | tr '\n' ' ')
 fi
@@ -35,19 +37,8 @@ trap 'rm -rf "$work"' EXIT
 
 # The Debian packages, resolved once per package list and cached.
 debs=$CACHE/image/debs
-mkdir -p "$debs"
-closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-	--no-replaces --no-enhances "${PACKAGES[@]}" | grep '^[a-z]' | sort -u)
-for p in $closure; do
-	if ! ls "$debs/${p}_"*.deb >/dev/null 2>&1; then
-		(cd "$debs" && apt-get download -q "$p" 2>&1 | grep -v 'unsandboxed as root' || true)
-		ls "$debs/${p}_"*.deb >/dev/null || { echo "image: cannot download $p" >&2; exit 1; }
-	fi
-done
-
 base=$work/base
-mkdir -p "$base"
-for p in $closure; do dpkg-deb -x "$(ls "$debs/${p}_"*.deb | tail -n1)" "$base"; done
+deb_unpack "$debs" "$base" "${PACKAGES[@]}"
 # What the image does not need: documentation, manuals, locales, iconv
 # modules, init scripts.
 rm -rf "$base/usr/share/doc" "$base/usr/share/man" "$base/usr/share/locale" "$base/usr/share/lintian" \
@@ -62,46 +53,13 @@ chmod 1777 "$base/tmp"
 printf 'root:x:0:0:root:/root:/sbin/nologin\n' >"$base/etc/passwd"
 printf 'root:x:0:\n' >"$base/etc/group"
 
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
 for sink in $SINKS; do
 	root=$work/$sink
 	cp -a "$base" "$root"
 	mkdir -p "$root/usr/local/bin"
 	CGO_ENABLED=0 $GO build -ldflags="-s -w -X github.com/proxysinks/proxysinks/sinks/version.Version=$VERSION -X github.com/proxysinks/proxysinks/sinks/version.Commit=$COMMIT" -o "$root/usr/local/bin/$sink" "./sinks/$sink"
 
-	img=$work/img-$sink
-	mkdir -p "$img/blobs/sha256"
-	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu \
-		-C "$root" -cf "$img/layer.tar" .
-	layer=$(sha "$img/layer.tar")
-	layersize=$(stat -c %s "$img/layer.tar")
-	mv "$img/layer.tar" "$img/blobs/sha256/$layer"
-
-	cat >"$img/config.json" <<-EOF
-	{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/usr/local/bin/$sink"],"Env":["PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Labels":{"org.opencontainers.image.title":"$sink","org.opencontainers.image.version":"$VERSION"}},"rootfs":{"type":"layers","diff_ids":["sha256:$layer"]},"history":[{"created_by":"scripts/image.sh"}]}
-	EOF
-	config=$(sha "$img/config.json")
-	configsize=$(stat -c %s "$img/config.json")
-	mv "$img/config.json" "$img/blobs/sha256/$config"
-
-	cat >"$img/manifest.oci.json" <<-EOF
-	{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:$config","size":$configsize},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:$layer","size":$layersize}]}
-	EOF
-	manifest=$(sha "$img/manifest.oci.json")
-	manifestsize=$(stat -c %s "$img/manifest.oci.json")
-	mv "$img/manifest.oci.json" "$img/blobs/sha256/$manifest"
-
 	tag=$REPO/$sink:$VERSION
-	printf '{"imageLayoutVersion":"1.0.0"}\n' >"$img/oci-layout"
-	cat >"$img/index.json" <<-EOF
-	{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:$manifest","size":$manifestsize,"annotations":{"io.containerd.image.name":"docker.io/$tag","org.opencontainers.image.ref.name":"$VERSION"}}]}
-	EOF
-	cat >"$img/manifest.json" <<-EOF
-	[{"Config":"blobs/sha256/$config","RepoTags":["$tag"],"Layers":["blobs/sha256/$layer"]}]
-	EOF
-
-	mkdir -p "$OUT"
-	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$img" -cf "$OUT/$sink.tar" .
+	oci_archive "$root" "$tag" "[\"/usr/local/bin/$sink\"]" null "$OUT/$sink.tar"
 	echo "image: $OUT/$sink.tar ($tag, $(du -h "$OUT/$sink.tar" | cut -f1))"
 done
