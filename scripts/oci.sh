@@ -22,7 +22,7 @@ deb_unpack() {
 	mkdir -p "$debs" "$dest"
 	for p in $(deb_closure "$@"); do
 		if ! ls "$debs/${p}_"*.deb >/dev/null 2>&1; then
-			(cd "$debs" && apt-get download -q "$p" 2>&1 | grep -v 'unsandboxed as root' || true)
+			(cd "$debs" && apt-get download -q "$p" 2>&1 | grep -v 'unsandboxed as root' >&2 || true)
 			ls "$debs/${p}_"*.deb >/dev/null || { echo "deb_unpack: cannot download $p" >&2; return 1; }
 		fi
 		dpkg-deb -x "$(ls "$debs/${p}_"*.deb | tail -n1)" "$dest"

@@ -128,8 +128,11 @@ func captureIPTables(t *testing.T, c *cluster.Cluster, bin string, args ...strin
 	if err := ns.Do(cmd.Start); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the process has been waited for (waitErr
+	// then holds its status), so any number of readers see it.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	defer func() {
 		select {
 		case <-exited:
@@ -169,8 +172,8 @@ func captureIPTables(t *testing.T, c *cluster.Cluster, bin string, args ...strin
 			t.Fatalf("%s: rules not stable after 90 s; relay: %s; log:\n%s", name, relayLog.String(), tail(log.String(), 300))
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("%s exited: %v; log:\n%s", name, err, tail(log.String(), 60))
+		case <-exited:
+			t.Fatalf("%s exited: %v; log:\n%s", name, waitErr, tail(log.String(), 60))
 		case <-time.After(time.Second):
 		}
 		cur := snapshot()
