@@ -32,9 +32,19 @@ type fakeNode struct {
 	node  *dataplane.Node
 	ctl   runtime.Controller
 	stats []dataplane.SyncStats
+	// reads counts the controllers' whole-kernel reads (Deps.Reader).
+	reads int
 }
 
-func newFakeNode(t *testing.T, mk Make) *fakeNode {
+// countedReader is the node's reader, counting the reads.
+type countedReader struct{ n *fakeNode }
+
+func (r countedReader) Read() (*dataplane.State, error) {
+	r.n.reads++
+	return r.n.node.Read()
+}
+
+func newFakeNode(t testing.TB, mk Make) *fakeNode {
 	t.Helper()
 	n := &fakeNode{ipvs: ipvstest.New(), sets: ipsettest.New(), links: dataplanetest.NewLinks()}
 	if err := dataplane.CreateSets(n.sets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
@@ -46,7 +56,7 @@ func newFakeNode(t *testing.T, mk Make) *fakeNode {
 
 // start starts a sink controller on the node, as a (re)started process
 // would, serving node ports on addrs.
-func (n *fakeNode) start(t *testing.T, mk Make, addrs ...netip.Addr) {
+func (n *fakeNode) start(t testing.TB, mk Make, addrs ...netip.Addr) {
 	t.Helper()
 	fams := []rules.Family{rules.IPv4, rules.IPv6}
 	conn, err := n.ipvs.Conn()
@@ -58,7 +68,7 @@ func (n *fakeNode) start(t *testing.T, mk Make, addrs ...netip.Addr) {
 	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: n.links, Dummy: "kube-ipvs0"}
 	n.node = &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: fams, NodeAddresses: addrs}}
 	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: fams},
-		Applier: dataplane.NewApplier(k), Reader: n.node, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Applier: dataplane.NewApplier(k), Reader: countedReader{n}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnSync: func(s dataplane.SyncStats) { n.stats = append(n.stats, s) }})
 }
 
