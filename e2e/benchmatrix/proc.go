@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -69,28 +70,8 @@ func newNode(target string) (*node, error) {
 		ns.Close()
 		return nil, fmt.Errorf("benchmatrix: relay to the apiserver: %w", err)
 	}
-	go relay(n.relay, target)
+	go cluster.Relay(n.relay, target)
 	return n, nil
-}
-
-// relay copies every connection accepted on l to target.
-func relay(l net.Listener, target string) {
-	for {
-		in, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer in.Close()
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				return
-			}
-			defer out.Close()
-			go func() { io.Copy(out, in); out.(*net.TCPConn).CloseWrite() }()
-			io.Copy(in, out)
-		}()
-	}
 }
 
 func (n *node) close() {
