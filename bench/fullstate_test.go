@@ -201,7 +201,7 @@ func (m *metrics) timed(b *testing.B, f func()) {
 // memory. "discard-warm" first makes one untimed sync, so that its
 // figures are the sink's work alone on a heap the runtime already holds.
 func BenchmarkFullStateInitial(b *testing.B) {
-	snap := fsCluster(fsServices, fsEndpoints)
+	snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	want := wantInitial(fsServices, fsEndpoints)
 	kinds := append(sinkKinds[:len(sinkKinds):len(sinkKinds)], struct {
 		name string
@@ -235,7 +235,7 @@ func BenchmarkFullStateInitial(b *testing.B) {
 }
 
 func BenchmarkFullStateNoChange(b *testing.B) {
-	snap := fsCluster(fsServices, fsEndpoints)
+	snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	for _, k := range sinkKinds {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -265,7 +265,7 @@ func BenchmarkFullStateNoChange(b *testing.B) {
 func BenchmarkFullStateOneEndpoint(b *testing.B) {
 	for _, k := range sinkKinds {
 		b.Run(k.name, func(b *testing.B) {
-			snap := fsCluster(fsServices, fsEndpoints)
+			snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 			b.ReportAllocs()
 			mem := startMem()
 			s := k.new(b)
@@ -276,7 +276,7 @@ func BenchmarkFullStateOneEndpoint(b *testing.B) {
 			for i := range b.N {
 				// A new endpoint (a scaled-up pod) in one service.
 				se := snap[i%fsServices]
-				se.Endpoints = append(se.Endpoints, fsEndpoint("ep-new", fsEndpointAddr(fsServices*fsEndpoints+i)))
+				se.Endpoints = append(se.Endpoints, dataplanetest.BenchEndpoint("ep-new", dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints+i)))
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
 				// Target: exactly one destination write.
@@ -291,12 +291,12 @@ func BenchmarkFullStateOneEndpoint(b *testing.B) {
 }
 
 func BenchmarkFullStateOnePercent(b *testing.B) {
-	base := fsCluster(fsServices, fsEndpoints)
+	base := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	which := make([]int, 0, fsChanged)
 	for i := 0; i < fsServices; i += fsServices / fsChanged {
 		which = append(which, i)
 	}
-	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return fsEndpointAddr(fsServices*fsEndpoints + i) })
+	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
 	for _, k := range sinkKinds {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -334,7 +334,7 @@ func TestFullStateCounts(t *testing.T) {
 	const n, eps = 200, 10
 	for _, k := range sinkKinds {
 		t.Run(k.name, func(t *testing.T) {
-			snap := fsCluster(n, eps)
+			snap := dataplanetest.BenchCluster(n, eps)
 			s := k.new(t)
 			expect(t, "initial sync", s.sync(t, snap), wantInitial(n, eps))
 			r := s.sync(t, snap)
@@ -342,10 +342,10 @@ func TestFullStateCounts(t *testing.T) {
 			if r.syscalls != 0 {
 				t.Errorf("no-change sync made %d IPVS system calls", r.syscalls)
 			}
-			snap[7].Endpoints = append(snap[7].Endpoints, fsEndpoint("ep-new", fsEndpointAddr(n*eps)))
+			snap[7].Endpoints = append(snap[7].Endpoints, dataplanetest.BenchEndpoint("ep-new", dataplanetest.BenchEndpointAddr(n*eps)))
 			expect(t, "one-endpoint sync", s.sync(t, snap), counts(0, 0, ipvs.OpCreateDestination, 1))
 			which := []int{0, 100}
-			changed := fsWithReplaced(snap, which, func(i int) netip.Addr { return fsEndpointAddr(n*eps + 1 + i) })
+			changed := fsWithReplaced(snap, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(n*eps + 1 + i) })
 			want := wantReplaced(len(which), s.conn != nil)
 			expect(t, "replace sync", s.sync(t, changed), want)
 			expect(t, "replace back sync", s.sync(t, snap), want)
@@ -364,7 +364,7 @@ func TestFullStateCounts(t *testing.T) {
 // is a new Manager's first sync (on a warm heap), "no-change" the same
 // snapshot again.
 func BenchmarkFullStatePhases(b *testing.B) {
-	snap := fsCluster(fsServices, fsEndpoints)
+	snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	cfg := render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}}
 	for _, tc := range []struct {
 		name    string

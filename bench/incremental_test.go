@@ -125,7 +125,7 @@ func (m *metrics) reportInc(b *testing.B, s *incSink) {
 }
 
 func BenchmarkIncrementalInitial(b *testing.B) {
-	snap := fsCluster(fsServices, fsEndpoints)
+	snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	want := wantInitial(fsServices, fsEndpoints)
 	for _, k := range incKinds {
 		b.Run(k.name, func(b *testing.B) {
@@ -155,7 +155,7 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 	for _, n := range []int{1000, fsServices} {
 		for _, k := range incKinds {
 			b.Run(fmt.Sprintf("services=%d/%s", n, k.name), func(b *testing.B) {
-				snap := fsCluster(n, fsEndpoints)
+				snap := dataplanetest.BenchCluster(n, fsEndpoints)
 				b.ReportAllocs()
 				s := k.new(b)
 				s.sync(b, s.set(snap...), nil, b)
@@ -166,7 +166,7 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 					// A new endpoint (a scaled-up pod) in one service.
 					old := snap[i%n]
 					se := &client.ServiceEndpoints{Service: old.Service,
-						Endpoints: append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)], fsEndpoint(fmt.Sprint("ep-new-", i), fsEndpointAddr(n*fsEndpoints+i)))}
+						Endpoints: append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)], dataplanetest.BenchEndpoint(fmt.Sprint("ep-new-", i), dataplanetest.BenchEndpointAddr(n*fsEndpoints+i)))}
 					snap[i%n] = se
 					next := s.set(se)
 					r := s.sync(b, next, &m, b)
@@ -181,12 +181,12 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 }
 
 func BenchmarkIncrementalOnePercent(b *testing.B) {
-	base := fsCluster(fsServices, fsEndpoints)
+	base := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	which := make([]int, 0, fsChanged)
 	for i := 0; i < fsServices; i += fsServices / fsChanged {
 		which = append(which, i)
 	}
-	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return fsEndpointAddr(fsServices*fsEndpoints + i) })
+	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
 	pick := func(snap []*client.ServiceEndpoints) []*client.ServiceEndpoints {
 		out := make([]*client.ServiceEndpoints, 0, len(which))
 		for _, i := range which {
@@ -224,11 +224,11 @@ func TestIncrementalCounts(t *testing.T) {
 	const n, eps = 200, 10
 	for _, k := range incKinds {
 		t.Run(k.name, func(t *testing.T) {
-			snap := fsCluster(n, eps)
+			snap := dataplanetest.BenchCluster(n, eps)
 			s := k.new(t)
 			expect(t, "initial sync", s.sync(t, s.set(snap...), nil, nil), wantInitial(n, eps))
 			expect(t, "no-change sync", s.sync(t, s.set(), nil, nil), counts(0, 0))
-			se := &client.ServiceEndpoints{Service: snap[7].Service, Endpoints: append(snap[7].Endpoints[:eps:eps], fsEndpoint("ep-new", fsEndpointAddr(n*eps)))}
+			se := &client.ServiceEndpoints{Service: snap[7].Service, Endpoints: append(snap[7].Endpoints[:eps:eps], dataplanetest.BenchEndpoint("ep-new", dataplanetest.BenchEndpointAddr(n*eps)))}
 			expect(t, "one-endpoint sync", s.sync(t, s.set(se), nil, nil), counts(0, 0, ipvs.OpCreateDestination, 1))
 		})
 	}

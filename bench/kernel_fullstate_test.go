@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -31,7 +32,7 @@ import (
 // go test -run FullStateBench ./e2e/vmtests`); elsewhere it skips.
 func BenchmarkFullStateKernel(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		snap := fsCluster(n, fsEndpoints)
+		snap := dataplanetest.BenchCluster(n, fsEndpoints)
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			requireIPVS(b)
 			requireDummy(b)
@@ -73,7 +74,7 @@ func BenchmarkFullStateKernel(b *testing.B) {
 
 				se := snap[i%n]
 				saved := se.Endpoints
-				se.Endpoints = append(saved[:len(saved):len(saved)], fsEndpoint("ep-new", fsEndpointAddr(n*fsEndpoints+i)))
+				se.Endpoints = append(saved[:len(saved):len(saved)], dataplanetest.BenchEndpoint("ep-new", dataplanetest.BenchEndpointAddr(n*fsEndpoints+i)))
 				t0 = time.Now()
 				r = s.sync(b, snap)
 				oneEndpoint += time.Since(t0)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/fullstate"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
@@ -32,38 +33,6 @@ import (
 // fsNodeIP is the node's address (NodePorts; none in the benchmark cluster).
 var fsNodeIP = netip.MustParseAddr("192.168.1.10")
 
-// fsCluster returns n ClusterIP TCP services with eps ready, remote
-// endpoints each: every service has its own address (10.96.0.0/12) and
-// every endpoint its own (10.128.0.0/9), as in a real cluster.
-func fsCluster(n, eps int) []*client.ServiceEndpoints {
-	out := make([]*client.ServiceEndpoints, 0, n)
-	for i := range n {
-		se := &client.ServiceEndpoints{Service: &client.Service{
-			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Type: client.ClusterIP,
-			Ports: []client.Port{{Name: "http", Protocol: client.TCP, Port: 80}},
-		}}
-		se.Service.ClusterIPs.Add(netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}))
-		for j := range eps {
-			se.Endpoints = append(se.Endpoints, fsEndpoint(fmt.Sprintf("ep-%d", j), fsEndpointAddr(i*eps+j)))
-		}
-		out = append(out, se)
-	}
-	return out
-}
-
-// fsEndpointAddr is the k-th endpoint address of the cluster.
-func fsEndpointAddr(k int) netip.Addr {
-	return netip.AddrFrom4([4]byte{10, 128 + byte(k>>16), byte(k >> 8), byte(k)})
-}
-
-// fsEndpoint is a ready endpoint on another node serving port 8080.
-func fsEndpoint(key string, ip netip.Addr) *client.Endpoint {
-	ep := &client.Endpoint{Key: client.EndpointKey(key), Ready: true, Serving: true, Internal: true, External: true,
-		PortOverrides: []client.PortOverride{{Name: "http", Protocol: client.TCP, Port: 8080}}}
-	ep.IPs.Add(ip)
-	return ep
-}
-
 // fsWithReplaced returns a copy of snap where the first endpoint of every
 // service whose index is in which is replaced by one with address ip(i).
 // The other services are shared with snap.
@@ -72,7 +41,7 @@ func fsWithReplaced(snap []*client.ServiceEndpoints, which []int, ip func(i int)
 	for _, i := range which {
 		se := *snap[i]
 		se.Endpoints = slices.Clone(se.Endpoints)
-		se.Endpoints[0] = fsEndpoint("ep-replaced", ip(i))
+		se.Endpoints[0] = dataplanetest.BenchEndpoint("ep-replaced", ip(i))
 		out[i] = &se
 	}
 	return out

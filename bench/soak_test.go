@@ -58,7 +58,7 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("SOAK_SERVICES: %v", err)
 		}
 	}
-	base := fsCluster(services, fsEndpoints)
+	base := dataplanetest.BenchCluster(services, fsEndpoints)
 	cur := slices.Clone(base)
 
 	sinks := os.Getenv("SOAK_SINKS")
@@ -134,7 +134,7 @@ func TestSoak(t *testing.T) {
 			i := (round*(services/100) + j) % services
 			se := *cur[i]
 			se.Endpoints = slices.Clone(se.Endpoints)
-			se.Endpoints[0] = fsEndpoint(fmt.Sprintf("ep-r%d", round%2), fsEndpointAddr(services*fsEndpoints+i*2+round%2))
+			se.Endpoints[0] = dataplanetest.BenchEndpoint(fmt.Sprintf("ep-r%d", round%2), dataplanetest.BenchEndpointAddr(services*fsEndpoints+i*2+round%2))
 			cur[i] = &se
 			changed = append(changed, i)
 		}

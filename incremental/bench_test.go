@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/fullstate"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
@@ -27,35 +28,6 @@ import (
 // what the syncs allocate and keep is in it.
 
 const benchEndpoints = 10
-
-// benchCluster is n ClusterIP services with eps ready endpoints each on
-// other nodes, as bench/'s cluster: one cluster IP, port 80 to 8080.
-func benchCluster(n, eps int) []*client.ServiceEndpoints {
-	out := make([]*client.ServiceEndpoints, 0, n)
-	for i := range n {
-		se := &client.ServiceEndpoints{Service: &client.Service{
-			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Type: client.ClusterIP,
-			Ports: []client.Port{{Name: "http", Protocol: client.TCP, Port: 80}},
-		}}
-		se.Service.ClusterIPs.Add(netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}))
-		for j := range eps {
-			se.Endpoints = append(se.Endpoints, benchEndpoint(fmt.Sprintf("ep-%d", j), benchEndpointAddr(i*eps+j)))
-		}
-		out = append(out, se)
-	}
-	return out
-}
-
-func benchEndpointAddr(k int) netip.Addr {
-	return netip.AddrFrom4([4]byte{10, 128 + byte(k>>16), byte(k >> 8), byte(k)})
-}
-
-func benchEndpoint(key string, ip netip.Addr) *client.Endpoint {
-	ep := &client.Endpoint{Key: client.EndpointKey(key), Ready: true, Serving: true, Internal: true, External: true,
-		PortOverrides: []client.PortOverride{{Name: "http", Protocol: client.TCP, Port: 8080}}}
-	ep.IPs.Add(ip)
-	return ep
-}
 
 // discard writes nothing and fails nothing, counting what it was given.
 type discard struct{ writes int }
@@ -108,7 +80,7 @@ func feed(c *Controller, ses []*client.ServiceEndpoints) {
 func BenchmarkOneEndpoint(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			ses := benchCluster(n, benchEndpoints)
+			ses := dataplanetest.BenchCluster(n, benchEndpoints)
 			w := &discard{}
 			c := New(benchCfg, dataplane.NewApplier(w), nil, benchLog)
 			feed(c, ses)
@@ -120,7 +92,7 @@ func BenchmarkOneEndpoint(b *testing.B) {
 			for b.Loop() {
 				w.writes = 0
 				// A new endpoint, as the source hands it over.
-				ep := benchEndpoint("ep-new-"+strconv.Itoa(i), benchEndpointAddr(n*benchEndpoints+i))
+				ep := dataplanetest.BenchEndpoint("ep-new-"+strconv.Itoa(i), dataplanetest.BenchEndpointAddr(n*benchEndpoints+i))
 				c.SetEndpoint(ses[i%n].Service.Key(), ep)
 				c.Sync()
 				if w.writes != 1 {
@@ -139,7 +111,7 @@ func BenchmarkOneEndpoint(b *testing.B) {
 // (checked).
 func BenchmarkInitial(b *testing.B) {
 	const n = 10000
-	ses := benchCluster(n, benchEndpoints)
+	ses := dataplanetest.BenchCluster(n, benchEndpoints)
 	want := n*benchEndpoints + 5*n // destinations; servers, bindings and 3 set entries (KUBE-CLUSTER-IP, KUBE-IPVS-IPS, KUBE-PROXYSINKS-VS)
 	run := func(b *testing.B, sync func(w *discard) any) {
 		b.ReportAllocs()

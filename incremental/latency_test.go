@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/diff"
+	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
 
@@ -45,7 +46,7 @@ func BenchmarkLatencyKernel(b *testing.B) {
 			c.OnSync = func(s SyncStats) { last = s }
 			ev := diff.NewEvents(c)
 			tr := client.NewTracker()
-			ses := benchCluster(n, benchEndpoints)
+			ses := dataplanetest.BenchCluster(n, benchEndpoints)
 			for _, se := range ses {
 				tr.Set(se.Service.Key(), se)
 			}
@@ -67,7 +68,7 @@ func BenchmarkLatencyKernel(b *testing.B) {
 				j := i % n
 				old := ses[j]
 				eps := append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)],
-					benchEndpoint(fmt.Sprint("ep-new-", i), benchEndpointAddr(n*benchEndpoints+i)))
+					dataplanetest.BenchEndpoint(fmt.Sprint("ep-new-", i), dataplanetest.BenchEndpointAddr(n*benchEndpoints+i)))
 				ses[j] = &client.ServiceEndpoints{Service: old.Service, Endpoints: eps}
 				tr.Set(old.Service.Key(), ses[j])
 				snap := tr.Snapshot()
