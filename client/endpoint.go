@@ -53,6 +53,15 @@ type Endpoint struct {
 	// else.
 	Internal bool
 	External bool
+	// Cluster is true when the endpoint is one of the service's cluster
+	// endpoints for this node (ready and allowed by topology hints, or
+	// serving and terminating when none is), whatever the traffic
+	// policies: what Internal or External marks under a Cluster policy.
+	// Under Local policies sinks use them only where kube-proxy does, on
+	// externally accessible services: a Local policy with no endpoint on
+	// this node (IPVS, kubernetes PR 97081) and this node's own traffic to
+	// external destinations (the iptables short-circuit).
+	Cluster bool
 
 	// PortOverrides give the backend port for each named service port, in
 	// (name, protocol) order.
@@ -82,7 +91,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	return e.Key == o.Key && e.Hostname == o.Hostname && e.NodeName == o.NodeName &&
 		e.Zone == o.Zone && e.Local == o.Local && e.Ready == o.Ready &&
 		e.Serving == o.Serving && e.Terminating == o.Terminating &&
-		e.Internal == o.Internal && e.External == o.External &&
+		e.Internal == o.Internal && e.External == o.External && e.Cluster == o.Cluster &&
 		e.IPs.Equal(o.IPs) && slices.Equal(e.PortOverrides, o.PortOverrides)
 }
 

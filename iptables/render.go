@@ -420,17 +420,15 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 
 	// Cluster and local endpoints, as kube-proxy categorizes them. The
 	// source already applied traffic policies, topology and the
-	// terminating fallback to Internal and External; when both policies
-	// are Local, cluster endpoints (used only to short-circuit this node's
-	// own traffic to external destinations) are the ready ones, or the
-	// serving terminating ones when none is ready.
+	// terminating fallback to Internal, External and Cluster; when both
+	// policies are Local, the cluster endpoints serve only to
+	// short-circuit this node's own traffic to external destinations.
 	cluster := slices.Grow(sc.cluster[:0], len(eps))
 	var local []endpoint
 	if usesLocal {
 		local = slices.Grow(sc.local[:0], len(eps))
 	}
 	hasAny := false
-	anyReady := slices.ContainsFunc(eps, func(e endpoint) bool { return e.ep.Ready })
 	for _, e := range eps {
 		if usable(e.ep) {
 			hasAny = true
@@ -445,7 +443,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			if e.ep.External {
 				cluster = append(cluster, e)
 			}
-		case anyReady && e.ep.Ready || !anyReady && e.ep.Serving && e.ep.Terminating:
+		case e.ep.Cluster:
 			cluster = append(cluster, e)
 		}
 		switch {

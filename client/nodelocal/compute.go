@@ -40,7 +40,8 @@ func NodeFrom(n *corev1.Node) Node {
 //     none, the serving terminating endpoints on this node;
 //   - Internal marks the local endpoints when internalTrafficPolicy is Local,
 //     else the cluster endpoints; External does the same with
-//     externalTrafficPolicy.
+//     externalTrafficPolicy;
+//   - Cluster marks the cluster endpoints, whatever the policies.
 func Compute(svc *client.Service, sl []*Slice, node Node) *client.ServiceEndpoints {
 	return compute(svc, sl, node, &scratch{}, false)
 }
@@ -195,8 +196,8 @@ func shareEndpoints(s *Slice, out []*client.Endpoint, srcs []*SliceEndpoint) {
 	for i, e := range out {
 		src := &srcs[i].Endpoint
 		if !s.shared {
-			src.Local, src.Internal, src.External = e.Local, e.Internal, e.External
-		} else if src.Local != e.Local || src.Internal != e.Internal || src.External != e.External {
+			copyFlags(src, e)
+		} else if !sameFlags(src, e) {
 			fresh++
 			continue
 		}
@@ -212,7 +213,7 @@ func shareEndpoints(s *Slice, out []*client.Endpoint, srcs []*SliceEndpoint) {
 			continue
 		}
 		c := srcs[i].Endpoint // the slice's addresses and ports, shared
-		c.Local, c.Internal, c.External = e.Local, e.Internal, e.External
+		copyFlags(&c, e)
 		copies = append(copies, c)
 		out[i] = &copies[len(copies)-1]
 	}
@@ -300,29 +301,37 @@ func (x *index) addAddr(a netip.Addr, j int) {
 	x.smallOwner = append(x.smallOwner, j)
 }
 
-// categorize sets Internal and External on every endpoint.
+// copyFlags sets dst's node-local flags (what categorize computes) from src.
+func copyFlags(dst, src *client.Endpoint) {
+	dst.Local, dst.Internal, dst.External, dst.Cluster = src.Local, src.Internal, src.External, src.Cluster
+}
+
+// sameFlags reports whether a and b have the same node-local flags.
+func sameFlags(a, b *client.Endpoint) bool {
+	return a.Local == b.Local && a.Internal == b.Internal && a.External == b.External && a.Cluster == b.Cluster
+}
+
+// categorize sets Internal, External and Cluster on every endpoint.
 func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoint, node Node, sc *scratch) {
 	externalLocal := svc.ExternalTrafficLocal && svc.ExternallyAccessible()
-	usesCluster := !svc.InternalTrafficLocal || (svc.ExternallyAccessible() && !externalLocal)
 	usesLocal := svc.InternalTrafficLocal || externalLocal
 
 	flags := slices.Grow(sc.flags[:0], len(eps))[:len(eps)] // bit 0: cluster endpoint, bit 1: local endpoint
 	clear(flags)
 	sc.flags = flags
-	if usesCluster {
-		inTopology := topologyFilter(eps, srcs, node)
-		n := 0
-		for i, e := range eps {
-			if e.Ready && inTopology(i) {
-				flags[i] |= 1
-				n++
-			}
+	// The cluster endpoints, whatever the policies (Cluster).
+	inTopology := topologyFilter(eps, srcs, node)
+	n := 0
+	for i, e := range eps {
+		if e.Ready && inTopology(i) {
+			flags[i] |= 1
+			n++
 		}
-		if n == 0 {
-			for i, e := range eps {
-				if e.Serving && e.Terminating {
-					flags[i] |= 1
-				}
+	}
+	if n == 0 {
+		for i, e := range eps {
+			if e.Serving && e.Terminating {
+				flags[i] |= 1
 			}
 		}
 	}
@@ -354,6 +363,7 @@ func categorize(svc *client.Service, eps []*client.Endpoint, srcs []*SliceEndpoi
 	for i, e := range eps {
 		e.Internal = flags[i]&internal != 0
 		e.External = flags[i]&external != 0
+		e.Cluster = flags[i]&1 != 0
 	}
 }
 

@@ -330,3 +330,85 @@ func TestParseSliceBadInput(t *testing.T) {
 		t.Errorf("FQDN slice = %v, %v; want ignored", s, err)
 	}
 }
+
+// TestComputeCluster checks the Cluster flag: kube-proxy's cluster
+// endpoints, whatever the traffic policies (topology hints narrow them,
+// serving terminating endpoints stand in when none is ready), which sinks
+// need when both policies are Local and no endpoint is on this node.
+func TestComputeCluster(t *testing.T) {
+	node := Node{Name: "node-a", Zone: "zone-a"}
+	bothLocalNodePort := func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
+	}
+	tests := []struct {
+		name string
+		svc  []func(*corev1.Service)
+		eps  []epSpec
+		want []string // keys of the endpoints with Cluster set
+	}{
+		{
+			name: "both Local, no local endpoint: the ready remote ones",
+			svc:  []func(*corev1.Service){bothLocalNodePort},
+			eps: []epSpec{
+				{addr: "10.244.1.1", pod: "b", node: "node-b"},
+				{addr: "10.244.1.2", pod: "c", node: "node-b", ready: no},
+			},
+			want: []string{"Pod/default/b"},
+		},
+		{
+			name: "both Local: topology hints narrow them",
+			svc:  []func(*corev1.Service){bothLocalNodePort},
+			eps: []epSpec{
+				{addr: "10.244.1.1", pod: "b", node: "node-b", zoneHints: []string{"zone-a"}},
+				{addr: "10.244.2.1", pod: "c", node: "node-c", zoneHints: []string{"zone-b"}},
+			},
+			want: []string{"Pod/default/b"},
+		},
+		{
+			name: "both Local: serving terminating ones when none is ready",
+			svc:  []func(*corev1.Service){bothLocalNodePort},
+			eps: []epSpec{
+				{addr: "10.244.1.1", pod: "b", node: "node-b", ready: no, serving: yes, terminating: yes},
+				{addr: "10.244.1.2", pod: "c", node: "node-b", ready: no, serving: no, terminating: yes},
+			},
+			want: []string{"Pod/default/b"},
+		},
+		{
+			name: "cluster IP with iTP=Local: the same set, Internal only on the local one",
+			svc: []func(*corev1.Service){func(s *corev1.Service) {
+				s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
+			}},
+			eps: []epSpec{
+				{addr: "10.244.0.1", pod: "a", node: "node-a"},
+				{addr: "10.244.1.1", pod: "b", node: "node-b"},
+			},
+			want: []string{"Pod/default/a", "Pod/default/b"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc, _, err := ConvertService(service("default", "web", tt.svc...), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := ParseSlice(slice("default", "web-1", "web", false, tt.eps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range Compute(svc, []*Slice{s}, node).Endpoints {
+				if e.Cluster {
+					got = append(got, string(e.Key))
+				}
+				if (e.Internal || e.External) && !e.Local {
+					t.Errorf("%s: Internal or External on a remote endpoint under Local policies", e.Key)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Cluster endpoints (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -15,7 +15,15 @@ import (
 // a destination or not.
 func TestLocalPolicyFallbackAndLoopBack(t *testing.T) {
 	port := []client.Port{{Name: "http", Protocol: client.TCP, Port: 80, NodePort: 30080}}
+	// A ready endpoint on another node: one of the cluster endpoints
+	// (Cluster), whatever the policies give it.
 	remote := ep("remote", false, true, false, "10.244.2.5")
+	remote.Cluster = true
+	clusterOnly := func(name, ip string) *client.Endpoint {
+		e := ep(name, false, false, false, ip)
+		e.Cluster = true
+		return e
+	}
 	term := ep("term", true, false, false, "10.244.1.6") // on this node, terminating, no destination
 	term.Ready, term.Terminating = false, true
 	notReady := ep("not-ready", true, false, false, "10.244.1.7")
@@ -46,7 +54,7 @@ func TestLocalPolicyFallbackAndLoopBack(t *testing.T) {
 	}, {
 		name: "iTP=Local of a NodePort, no local endpoint: the cluster IP gets the cluster endpoints",
 		svc:  client.Service{Type: client.NodePort, InternalTrafficLocal: true},
-		eps:  []*client.Endpoint{ep("remote", false, false, true, "10.244.2.5")},
+		eps:  []*client.Endpoint{func() *client.Endpoint { e := clusterOnly("remote", "10.244.2.5"); e.External = true; return e }()},
 		want: []string{
 			"dest 10.244.2.5:8080 on TCP/10.96.0.40:80 w1",
 			"dest 10.244.2.5:8080 on TCP/192.168.1.10:30080 w1",
@@ -54,11 +62,15 @@ func TestLocalPolicyFallbackAndLoopBack(t *testing.T) {
 	}, {
 		name: "iTP=Local of a ClusterIP service, no local endpoint: nothing (no cluster endpoints)",
 		svc:  client.Service{Type: client.ClusterIP, InternalTrafficLocal: true},
-		eps:  []*client.Endpoint{ep("remote", false, false, false, "10.244.2.5")},
+		eps:  []*client.Endpoint{clusterOnly("remote", "10.244.2.5")},
 	}, {
-		name: "both Local, no local endpoint: nothing (the cluster endpoints are not known)",
+		name: "both Local, no local endpoint: both servers get the cluster endpoints",
 		svc:  client.Service{Type: client.NodePort, InternalTrafficLocal: true, ExternalTrafficLocal: true},
-		eps:  []*client.Endpoint{ep("remote", false, false, false, "10.244.2.5")},
+		eps:  []*client.Endpoint{clusterOnly("remote", "10.244.2.5"), ep("not-cluster", false, false, false, "10.244.3.5")},
+		want: []string{
+			"dest 10.244.2.5:8080 on TCP/10.96.0.40:80 w1",
+			"dest 10.244.2.5:8080 on TCP/192.168.1.10:30080 w1",
+		},
 	}, {
 		name: "eTP=Cluster: no fallback needed",
 		svc:  client.Service{Type: client.NodePort},

@@ -333,25 +333,17 @@ func (r *renderer) serves(ep *client.Endpoint, sc scope) bool {
 
 // fallback returns which endpoints a virtual server of the scope gets when
 // its Local traffic policy leaves it none (no endpoint on this node):
-// kube-proxy's IPVS mode then programs the cluster endpoints, so that pods
-// on this node still reach the service (kubernetes PR 97081; traffic from
-// outside is still not masqueraded, and the replies of a remote backend do
-// not come back). The cluster endpoints are those of the other scope when
-// its policy is Cluster; when both policies are Local they are not known
-// here and the server stays empty.
+// kube-proxy's IPVS mode then programs the cluster endpoints of an
+// externally accessible service, so that pods on this node still reach it
+// (kubernetes PR 97081; traffic from outside is still not masqueraded, and
+// the replies of a remote backend do not come back).
 func (r *renderer) fallback(sc scope) func(*client.Endpoint) bool {
-	none := func(*client.Endpoint) bool { return false }
 	svc := r.svc
-	if !svc.ExternallyAccessible() {
-		return none
+	local := sc == internal && svc.InternalTrafficLocal || sc == external && svc.ExternalTrafficLocal
+	if !local || !svc.ExternallyAccessible() {
+		return func(*client.Endpoint) bool { return false }
 	}
-	switch {
-	case sc == external && svc.ExternalTrafficLocal && !svc.InternalTrafficLocal:
-		return func(ep *client.Endpoint) bool { return ep.Internal }
-	case sc == internal && svc.InternalTrafficLocal && !svc.ExternalTrafficLocal:
-		return func(ep *client.Endpoint) bool { return ep.External }
-	}
-	return none
+	return func(ep *client.Endpoint) bool { return ep.Cluster }
 }
 
 // each calls f with every address of family fam and backend port of port p
