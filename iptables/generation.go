@@ -117,8 +117,9 @@ func (gs *genSync) skipRead(f *family) bool {
 	return gs.skip && f.synced && !f.full
 }
 
-// end records what the sync of s leaves known. failed is true when a
-// restore or read failed.
+// end records what the sync of s leaves known. failed is true when the
+// sync returned an error: a failed restore or read, or a service that
+// cannot be rendered, which every resync reports again (so it compares).
 func (g *genTracker) end(gs genSync, fams []*family, s *client.Snapshot, skipped, failed bool) {
 	if g.read == nil || !gs.ok {
 		g.known = false

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
@@ -217,6 +218,41 @@ func TestKernelResyncLegacyCompares(t *testing.T) {
 		if diff := cmp.Diff(compared, doResync(t, p, c)); diff != "" {
 			t.Errorf("resync %d (-want +got):\n%s", i, diff)
 		}
+	}
+}
+
+// TestKernelResyncRenderErrorCompares: while a service cannot be
+// rendered, every resync compares and reports it, as without the
+// generation; once it is fixed, resyncs skip again.
+func TestKernelResyncRenderErrorCompares(t *testing.T) {
+	p, _, c := countingProxier(t, rules.NFT, nil)
+	specs := broad()
+	s := snapshot(specs...)
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	good := specs[0].ports
+	specs[0].ports = []client.Port{{Protocol: "ICMP", Port: 80}}
+	s = next(s, specs...)
+	if _, err := p.Snapshot(s); err == nil {
+		t.Fatal("partial sync of a bad service: no error")
+	}
+	for i := range 2 {
+		c.saves = 0
+		st, err := p.Resync()
+		if err == nil || !strings.Contains(err.Error(), "default/web") || st.ReadsSkipped != 0 || c.saves != 6 {
+			t.Errorf("resync %d with a bad service: %+v, %d saves, error %v; want a compare reporting default/web", i, st, c.saves, err)
+		}
+	}
+	specs[0].ports = good
+	if _, err := p.Snapshot(next(s, specs...)); err != nil {
+		t.Fatal(err)
+	}
+	// The partial sync of the fix starts from an unknown kernel: the next
+	// resync compares, the one after skips.
+	got := []resync{doResync(t, p, c), doResync(t, p, c)}
+	if diff := cmp.Diff([]resync{compared, skipped}, got); diff != "" {
+		t.Errorf("resyncs once fixed (-want +got):\n%s", diff)
 	}
 }
 

@@ -89,7 +89,7 @@ type Config struct {
 	Generation func() (uint32, error)
 	// CompareEvery and CompareInterval force a resync that reads and
 	// compares the tables, generation unchanged or not, at least every
-	// CompareEvery resyncs (default 10; 1 compares at every resync) and
+	// CompareEvery resyncs (default 10; 1 or less: at every resync) and
 	// every CompareInterval (default 5 minutes).
 	CompareEvery    int
 	CompareInterval time.Duration
@@ -324,7 +324,7 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 			errs = append(errs, err)
 		}
 	}
-	p.gen.end(gs, p.fams, s, st.ReadsSkipped > 0, st.Failures > 0)
+	p.gen.end(gs, p.fams, s, st.ReadsSkipped > 0, len(errs) > 0)
 	if p.cfg.Conntrack != nil && len(targets) > 0 {
 		n, err := p.cfg.Conntrack.FlushUDP(targets)
 		st.ConntrackFlushed = n
