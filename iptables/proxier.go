@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/netip"
 	"slices"
@@ -78,6 +79,22 @@ type Config struct {
 	MaxRestoreRules int
 	// SyncPeriod is the period of SyncLoop's full resyncs.
 	SyncPeriod time.Duration
+	// Generation returns the nf_tables generation of the network
+	// namespace the tools run in (rules.NFTGeneration): a resync of
+	// nf_tables families skips reading the tables when it has not moved
+	// since the kernel was known to hold what the Proxier wrote (see
+	// genTracker). nil means the current namespace's when Run is nil, and
+	// none (every resync reads the tables) when Run is set or in dry run.
+	// A failed read only means a full compare.
+	Generation func() (uint32, error)
+	// CompareEvery and CompareInterval force a resync that reads and
+	// compares the tables, generation unchanged or not, at least every
+	// CompareEvery resyncs (default 10; 1 or less: at every resync) and
+	// every CompareInterval (default 5 minutes).
+	CompareEvery    int
+	CompareInterval time.Duration
+	// Log receives the Proxier's warnings; nil means slog.Default().
+	Log *slog.Logger
 }
 
 // adaptiveLimit is the default bound of an nf_tables transaction when the
@@ -109,6 +126,10 @@ type SyncStats struct {
 	Failures, PartialFailures int
 	// ConntrackFlushed counts the conntrack entries deleted.
 	ConntrackFlushed int
+	// ReadsSkipped counts the families whose kernel read and compare a
+	// full sync skipped: nf_tables generation unchanged since the kernel
+	// was known to hold the same ruleset.
+	ReadsSkipped int
 	// Duration is the wall time of the sync.
 	Duration time.Duration
 }
@@ -122,6 +143,7 @@ func (s *SyncStats) add(o SyncStats) {
 	s.Failures += o.Failures
 	s.PartialFailures += o.PartialFailures
 	s.ConntrackFlushed += o.ConntrackFlushed
+	s.ReadsSkipped += o.ReadsSkipped
 }
 
 // family is the Proxier's state for one address family.
@@ -158,6 +180,7 @@ type Proxier struct {
 	// largeAt is the large-cluster threshold (largeClusterEndpoints;
 	// tests lower it).
 	largeAt int
+	gen     genTracker
 }
 
 // NewProxier checks the configuration, detects the iptables backend of
@@ -170,7 +193,7 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
 		return nil, fmt.Errorf("iptables: masquerade bit %d out of range [0, 31]", cfg.MasqueradeBit)
 	}
-	p := &Proxier{cfg: cfg, run: cfg.Run, largeAt: largeClusterEndpoints}
+	p := &Proxier{cfg: cfg, run: cfg.Run, largeAt: largeClusterEndpoints, gen: newGenTracker(&cfg)}
 	if p.run == nil {
 		p.run = rules.Exec
 	}
@@ -279,12 +302,17 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	st := SyncStats{Full: full}
 	var errs []error
 	var targets []conntrack.Target
+	gs := p.gen.begin(p.fams, s)
 	for _, f := range p.fams {
 		var fs SyncStats
 		var t []conntrack.Target
 		var err error
 		if full || f.full {
 			st.Full = true
+			if gs.skipRead(f) {
+				st.ReadsSkipped++
+				continue
+			}
 			fs, t, err = p.syncFull(f, s)
 		} else {
 			fs, t, err = p.syncPartial(f, s)
@@ -296,6 +324,7 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 			errs = append(errs, err)
 		}
 	}
+	p.gen.end(gs, p.fams, s, st.ReadsSkipped > 0, len(errs) > 0)
 	if p.cfg.Conntrack != nil && len(targets) > 0 {
 		n, err := p.cfg.Conntrack.FlushUDP(targets)
 		st.ConntrackFlushed = n

@@ -158,5 +158,6 @@ func (p *Proxier) restore(f *family, t *txn, st *SyncStats, partial bool) error 
 		}
 		return fmt.Errorf("iptables: restore %s rules: %w", f.fc.fam, err)
 	}
+	p.gen.wrote(f, input)
 	return nil
 }

@@ -269,6 +269,13 @@ func TestBinary(t *testing.T) {
 	if m, err := p.get("/metrics"); err != nil || metric(m, "proxysinks_kernel_operations_total") != 0 {
 		t.Errorf("resyncs of an unchanged cluster wrote (%v):\n%s", err, m)
 	}
+	// On nf_tables they do not even read the tables back: the
+	// namespace's generation has not moved.
+	if v, err := n.node.Run("iptables", "-V"); err == nil && strings.Contains(v, "nf_tables") {
+		if m, err := p.get("/metrics"); err != nil || metric(m, "proxysinks_iptables_resync_reads_skipped_total") <= 0 {
+			t.Errorf("resyncs of an unchanged cluster on nf_tables read the tables (%v):\n%s", err, m)
+		}
+	}
 	must(t, n.node, "iptables", "-t", "nat", "-F", "KUBE-SERVICES")
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

@@ -42,7 +42,10 @@ func newProxier(t *testing.T, n *network) *iptables.Proxier {
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/32")},
 		NodeIPs:      []netip.Addr{nodeA, nodeA6},
 		Run:          runner(n.node),
-		Conntrack:    ct,
+		// Resyncs skip reading the tables while the node namespace's
+		// nf_tables generation stands still (drift-repaired moves it).
+		Generation: func() (uint32, error) { return rules.NFTGeneration(n.node.FD()) },
+		Conntrack:  ct,
 	})
 	if err != nil {
 		t.Fatal(err)

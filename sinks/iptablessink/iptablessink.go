@@ -46,6 +46,10 @@ type Metrics struct {
 	// FullDuration and PartialDuration are the durations of full and
 	// partial syncs.
 	FullDuration, PartialDuration prometheus.Histogram
+	// ReadsSkipped is proxysinks_iptables_resync_reads_skipped_total: the
+	// address families whose full sync skipped reading and comparing the
+	// kernel's tables, as the nf_tables generation had not moved.
+	ReadsSkipped prometheus.Counter
 }
 
 // NewMetrics registers the metrics in reg.
@@ -62,8 +66,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "Duration of full syncs.", Buckets: buckets}),
 		PartialDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "Duration of partial syncs.", Buckets: buckets}),
+		ReadsSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proxysinks_iptables_resync_reads_skipped_total", Help: "Address families whose full sync skipped reading the tables back (nf_tables generation unchanged since the last write or compare)."}),
 	}
-	for _, c := range []prometheus.Collector{m.RulesTotal, m.RestoreFailures, m.PartialRestoreFailures, m.FullDuration, m.PartialDuration} {
+	for _, c := range []prometheus.Collector{m.RulesTotal, m.RestoreFailures, m.PartialRestoreFailures, m.FullDuration, m.PartialDuration, m.ReadsSkipped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register iptables metrics: %w", err)
 		}
@@ -134,6 +140,9 @@ func build(env runtime.Env) (runtime.Built, error) {
 		cfg.IPv6 = true
 	}
 	cfg.TCPBeLiberal = tcpBeLiberal("/proc/sys")
+	// The tools run in this process's namespace: the Proxier reads its
+	// nf_tables generation (Config.Generation's default).
+	cfg.Log = env.Log
 	var closeCT func()
 	if ct, err := conntrack.Dial(nil); err != nil {
 		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
@@ -210,6 +219,7 @@ func (c *Controller) report(start time.Time, services int, st iptables.SyncStats
 	if m := c.Metrics; m != nil {
 		m.RestoreFailures.Add(float64(st.Failures))
 		m.PartialRestoreFailures.Add(float64(st.PartialFailures))
+		m.ReadsSkipped.Add(float64(st.ReadsSkipped))
 		for table, n := range c.P.RulesTotal() {
 			m.RulesTotal.WithLabelValues(table).Set(float64(n))
 		}
@@ -220,7 +230,7 @@ func (c *Controller) report(start time.Time, services int, st iptables.SyncStats
 		}
 	}
 	attrs := []any{"full", st.Full, "restores", st.Restores, "rules", st.Rules, "chains", st.Chains,
-		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "conntrack-flushed", st.ConntrackFlushed, "duration", st.Duration}
+		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "conntrack-flushed", st.ConntrackFlushed, "reads-skipped", st.ReadsSkipped, "duration", st.Duration}
 	switch {
 	case err != nil:
 		c.Log.Error("sync failed", append(attrs, "error", err)...)

@@ -102,6 +102,47 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsReadsSkipped: a resync the Proxier skips (nf_tables
+// generation unchanged) is counted in
+// proxysinks_iptables_resync_reads_skipped_total and reads nothing.
+func TestMetricsReadsSkipped(t *testing.T) {
+	var saves int
+	var gen uint32
+	// A fake nf_tables kernel whose tables read back empty: every restore
+	// commits one transaction per table section.
+	run := func(name string, _ []string, stdin []byte) ([]byte, error) {
+		switch {
+		case strings.HasSuffix(name, "-save"):
+			saves++
+		case strings.HasSuffix(name, "-restore"):
+			gen += uint32(strings.Count(string(stdin), "COMMIT\n"))
+		}
+		return nil, nil
+	}
+	p, err := iptables.NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: rules.NFT, Run: run,
+		Generation: func() (uint32, error) { return gen, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{P: p, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c.Snapshot(client.NewSnapshot([]*client.ServiceEndpoints{service("a", "10.96.0.1", "10.244.0.1")}, nil))
+	saves = 0
+	c.Resync()
+	c.Resync()
+	if got := testutil.ToFloat64(m.ReadsSkipped); got != 2 || saves != 0 {
+		t.Errorf("after two idle resyncs: %v reads skipped, %d saves; want 2 and 0", got, saves)
+	}
+	gen++ // someone else commits
+	c.Resync()
+	if got := testutil.ToFloat64(m.ReadsSkipped); got != 2 || saves != 3 {
+		t.Errorf("after a foreign commit: %v reads skipped, %d saves; want 2 and 3 (the tables read)", got, saves)
+	}
+}
+
 // samples returns the observations of a histogram.
 func samples(t *testing.T, h prometheus.Histogram) uint64 {
 	t.Helper()
