@@ -59,6 +59,7 @@ type famConfig struct {
 type renderScratch struct {
 	eps, cluster, local, reach []endpoint
 	strs                       []byte   // the current port's strings, built
+	frag                       []byte   // the current port's line fragments
 	r                          rendered // the service being rendered
 	text                       []byte   // r's text
 	cidr                       string   // famConfig.localCIDR as text
@@ -110,6 +111,9 @@ type rendered struct {
 	// src and large are what it was rendered from (render is pure).
 	src   *client.ServiceEndpoints
 	large bool
+	// gen is the arena buf, chains and tops were carved from (0: their
+	// own allocations).
+	gen int
 }
 
 // filterRules counts r's rules in the filter table (its top-level filter
@@ -150,96 +154,102 @@ func (r *rendered) topLines(slot int) []string {
 	return out
 }
 
-// writer appends rule lines to a rendered service.
+// writer appends rule lines to a rendered service. Its text is
+// buf[:n]: appending copies into buf and advances n, so rendering stores
+// no pointer into the heap (which costs a write barrier while the garbage
+// collector marks) except when buf must grow.
 type writer struct {
+	buf   []byte // len(buf) is the capacity
+	n     int
 	r     *rendered
 	start int // start of the current line
+	// minGrow is the least buf grows to (an arena's chunk size); grown
+	// reports that it did.
+	minGrow int
+	grown   bool
+}
+
+// text returns what w holds.
+func (w *writer) text() []byte { return w.buf[:w.n] }
+
+// grow makes room for at least k more bytes.
+func (w *writer) grow(k int) {
+	b := make([]byte, max(w.minGrow, 2*(w.n+k)))
+	copy(b, w.buf[:w.n])
+	w.buf, w.grown = b, true
+}
+
+// s appends text as it is.
+func (w *writer) s(text string) *writer {
+	if w.n+len(text) > len(w.buf) {
+		w.grow(len(text))
+	}
+	w.n += copy(w.buf[w.n:], text)
+	return w
+}
+
+// c appends one byte.
+func (w *writer) c(c byte) *writer {
+	if w.n == len(w.buf) {
+		w.grow(1)
+	}
+	w.buf[w.n] = c
+	w.n++
+	return w
 }
 
 // line starts "-A chain".
 func (w *writer) line(chain string) *writer {
-	w.start = len(w.r.buf)
-	w.r.buf = append(w.r.buf, "-A "...)
-	w.r.buf = append(w.r.buf, chain...)
-	return w
+	w.start = w.n
+	return w.s("-A ").s(chain)
 }
 
 // a appends raw arguments.
 func (w *writer) a(args ...string) *writer {
 	for _, s := range args {
-		w.r.buf = append(w.r.buf, ' ')
-		w.r.buf = append(w.r.buf, s...)
+		w.c(' ').s(s)
 	}
 	return w
 }
 
 // raw appends text as it is (with its own leading space).
-func (w *writer) raw(text string) *writer {
-	w.r.buf = append(w.r.buf, text...)
-	return w
-}
+func (w *writer) raw(text string) *writer { return w.s(text) }
 
 // host appends a flag and a host prefix ("-s 10.0.0.1/32").
 func (w *writer) host(flag string, a netip.Addr) *writer {
-	w.r.buf = append(w.r.buf, ' ')
-	w.r.buf = append(w.r.buf, flag...)
-	w.r.buf = append(w.r.buf, ' ')
-	w.r.buf = a.AppendTo(w.r.buf)
-	w.r.buf = append(w.r.buf, '/')
-	w.r.buf = strconv.AppendInt(w.r.buf, int64(a.BitLen()), 10)
+	var tmp [64]byte
+	b := append(append(append(tmp[:0], ' '), flag...), ' ')
+	b = a.AppendTo(b)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(a.BitLen()), 10)
+	return w.bytes(b)
+}
+
+// bytes appends text as it is.
+func (w *writer) bytes(text []byte) *writer {
+	if w.n+len(text) > len(w.buf) {
+		w.grow(len(text))
+	}
+	w.n += copy(w.buf[w.n:], text)
 	return w
 }
 
 // comment appends "-m comment --comment C", quoted as iptables-save does.
 func (w *writer) comment(c string) *writer {
-	w.r.buf = append(w.r.buf, " -m comment --comment "...)
-	w.r.buf = appendQuoted(w.r.buf, c)
-	return w
+	return w.s(" -m comment --comment \"").escaped(c).c('"')
 }
 
-// comment2 and comment3 append a comment made of parts, without building
-// the string first.
-func (w *writer) comment2(a, b string) *writer { return w.comment3(a, b, "") }
-
-func (w *writer) comment3(a, b, c string) *writer {
-	w.r.buf = append(w.r.buf, " -m comment --comment \""...)
-	for _, s := range [3]string{a, b, c} {
-		w.r.buf = appendEscaped(w.r.buf, s)
+// escaped appends a comment's text, quotes and backslashes escaped as
+// iptables-save prints them (both backends).
+func (w *writer) escaped(s string) *writer {
+	if !strings.ContainsAny(s, "\"\\") {
+		return w.s(s)
 	}
-	w.r.buf = append(w.r.buf, '"')
-	return w
+	var tmp [256]byte
+	return w.bytes(appendEscaped(tmp[:0], s))
 }
 
-// end finishes the line and returns its span.
-func (w *writer) end() span {
-	w.r.buf = append(w.r.buf, '\n')
-	w.r.lines++
-	return span{start: int32(w.start), end: int32(len(w.r.buf)), lines: 1}
-}
-
-// top finishes the line as a rule of a top-level chain.
-func (w *writer) top(slot int) {
-	s := w.end()
-	w.r.tops = append(w.r.tops, topSpan{slot: int32(slot), start: s.start, end: s.end})
-}
-
-// port appends a flag and a port number.
-func (w *writer) port(flag string, p int) *writer {
-	w.r.buf = append(w.r.buf, ' ')
-	w.r.buf = append(w.r.buf, flag...)
-	w.r.buf = append(w.r.buf, ' ')
-	w.r.buf = strconv.AppendInt(w.r.buf, int64(p), 10)
-	return w
-}
-
-// appendQuoted appends a comment as iptables-save prints it (both
-// backends): in double quotes, with quotes and backslashes escaped.
-func appendQuoted(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendEscaped(b, s)
-	return append(b, '"')
-}
-
+// appendEscaped appends s with quotes and backslashes escaped.
 func appendEscaped(b []byte, s string) []byte {
 	if !strings.ContainsAny(s, "\"\\") {
 		return append(b, s...)
@@ -251,6 +261,48 @@ func appendEscaped(b []byte, s string) []byte {
 		b = append(b, s[i])
 	}
 	return b
+}
+
+// comment2 and comment3 append a comment made of parts, without building
+// the string first.
+func (w *writer) comment2(a, b string) *writer { return w.comment3(a, b, "") }
+
+func (w *writer) comment3(a, b, c string) *writer {
+	return w.s(" -m comment --comment \"").escaped(a).escaped(b).escaped(c).c('"')
+}
+
+// end finishes the line and returns its span.
+func (w *writer) end() span {
+	w.c('\n')
+	w.r.lines++
+	return span{start: int32(w.start), end: int32(w.n), lines: 1}
+}
+
+// top finishes the line as a rule of a top-level chain.
+func (w *writer) top(slot int) {
+	s := w.end()
+	w.r.tops = append(w.r.tops, topSpan{slot: int32(slot), start: s.start, end: s.end})
+}
+
+// in finishes the line as a rule of the service's chain name. A chain's
+// lines are written one after the other: the line extends the current
+// chain or starts the next.
+func (w *writer) in(name string) {
+	sp := w.end()
+	r := w.r
+	if n := len(r.chains); n > 0 && r.chains[n-1].name == name && r.chains[n-1].end == sp.start {
+		r.chains[n-1].end = sp.end
+		r.chains[n-1].lines++
+		return
+	}
+	r.chains = append(r.chains, span{name: name, start: sp.start, end: sp.end, lines: 1})
+}
+
+// port appends a flag and a port number.
+func (w *writer) port(flag string, p int) *writer {
+	var tmp [32]byte
+	b := append(append(append(tmp[:0], ' '), flag...), ' ')
+	return w.bytes(strconv.AppendInt(b, int64(p), 10))
 }
 
 // hostPrefix returns "a/32" or "a/128".
@@ -297,25 +349,101 @@ func usable(e *client.Endpoint) bool { return e.Ready || e.Serving && e.Terminat
 // service without a cluster IP of the family renders nothing. On error r
 // is left as it was.
 func render(fc *famConfig, se *client.ServiceEndpoints, large bool, r *rendered) error {
+	return renderIn(fc, nil, se, large, r)
+}
+
+// renderIn is render with the rendering carved from a (nil: its own
+// allocations, exactly sized).
+func renderIn(fc *famConfig, a *arena, se *client.ServiceEndpoints, large bool, r *rendered) error {
 	sc := fc.scratch
 	if sc == nil {
 		sc = &renderScratch{}
 	}
 	w := &sc.r
 	w.chains, w.tops, w.eps, w.udp, w.lines = w.chains[:0], w.tops[:0], 0, nil, 0
-	w.buf = sc.text[:0]
-	err := renderService(fc, sc, se, large)
-	sc.text, w.buf = w.buf, nil
+	wr := writer{r: w, buf: sc.text[:cap(sc.text)]}
+	if a != nil {
+		// Rendered straight into the arena's free text.
+		wr.buf, wr.minGrow = a.text[:cap(a.text)], a.nextChunk()
+	}
+	err := renderService(fc, sc, &wr, se, large)
+	if a == nil {
+		sc.text = wr.text()
+	}
 	if err != nil {
 		return err
 	}
-	// The rendering is copied out at its exact size: one allocation for
-	// the text (no pointers: the garbage collector does not scan it), one
-	// for each kind of span.
-	*r = rendered{buf: exact(sc.text), chains: exact(w.chains), tops: exact(w.tops),
-		eps: w.eps, udp: w.udp, lines: w.lines, src: se, large: large}
+	*r = rendered{eps: w.eps, udp: w.udp, lines: w.lines, src: se, large: large}
 	w.udp = nil
+	if a == nil {
+		// One allocation for the text (no pointers: the garbage
+		// collector does not scan it), one for each kind of span.
+		r.buf, r.chains, r.tops = exact(sc.text), exact(w.chains), exact(w.tops)
+		return nil
+	}
+	if wr.grown {
+		a.grew()
+	}
+	a.used += wr.n
+	r.buf = wr.buf[:wr.n:wr.n]
+	a.text = wr.buf[wr.n:wr.n]
+	r.chains, r.tops = carve(&a.chains, w.chains), carve(&a.tops, w.tops)
+	r.gen = a.gen
 	return nil
+}
+
+// arenaChunk is the largest size of an arena's text chunks (about 20
+// services of one port and ten endpoints). The first is 4 KB, each next one
+// twice the last: what an arena allocates stays within twice what it
+// holds, plus 4 KB.
+const arenaChunk = 64 << 10
+
+// arena holds the renderings of one full sync: their text and spans are
+// carved from large chunks, not allocated per service. A chunk lives as
+// long as any rendering in it (family.renderAll bounds what that keeps).
+type arena struct {
+	gen    int
+	text   []byte // free space of the current text chunk (len 0)
+	chains []span // the current span chunks, len the part used
+	tops   []topSpan
+	chunks int // text chunks allocated
+	used   int // text bytes carved
+}
+
+// nextChunk is the size of the arena's next text chunk.
+func (a *arena) nextChunk() int { return min(4<<10<<a.chunks, arenaChunk) }
+
+// grew counts a text chunk allocated.
+func (a *arena) grew() { a.chunks = min(a.chunks+1, 8) }
+
+// carve returns a copy of s in free's chunk (a new chunk when it is full),
+// with no spare capacity; nil when s is empty.
+func carve[T any](free *[]T, s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	if cap(*free)-len(*free) < len(s) {
+		// Chunks double like the text's, from 16 to 2,048 elements.
+		*free = make([]T, 0, max(len(s), min(2*cap(*free), 2048), 16))
+	}
+	start := len(*free)
+	*free = append(*free, s...)
+	return (*free)[start:len(*free):len(*free)]
+}
+
+// copyIn copies a rendering into a (compaction of an older arena).
+func (a *arena) copyIn(r *rendered) {
+	if len(a.text)+len(r.buf) > cap(a.text) {
+		a.text = make([]byte, 0, max(a.nextChunk(), 2*len(r.buf)))
+		a.grew()
+	}
+	a.used += len(r.buf)
+	start := len(a.text)
+	a.text = append(a.text, r.buf...)
+	r.buf = a.text[start:len(a.text):len(a.text)]
+	a.text = a.text[len(a.text):]
+	r.chains, r.tops = carve(&a.chains, r.chains), carve(&a.tops, r.tops)
+	r.gen = a.gen
 }
 
 // exact returns a copy of s with no spare capacity (nil when empty).
@@ -340,7 +468,7 @@ func protoName(p client.Protocol) string {
 	return ""
 }
 
-func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints, large bool) error {
+func renderService(fc *famConfig, sc *renderScratch, w *writer, se *client.ServiceEndpoints, large bool) error {
 	r := &sc.r
 	svc := se.Service
 	v6 := fc.fam == rules.IPv6
@@ -363,7 +491,6 @@ func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints
 	if fc.localCIDR.IsValid() && sc.cidr == "" {
 		sc.cidr = fc.localCIDR.String()
 	}
-	w := &writer{r: r}
 	eps := slices.Grow(sc.eps[:0], len(se.Endpoints))
 	for _, p := range svc.Ports {
 		if p.Port < 1 || p.Port > 65535 || p.NodePort < 0 || p.NodePort > 65535 {
@@ -396,10 +523,7 @@ func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints
 		}
 		slices.SortFunc(eps, func(x, y endpoint) int { return bytes.Compare(b[x.s0:x.s1], b[y.s0:y.s1]) })
 		r.eps += len(eps)
-		var err error
-		if b, err = renderPort(fc, sc, w, svc, p, proto, b, pnEnd, clusterIP, extIPs, lbIPs, ranges, eps, large); err != nil {
-			return err
-		}
+		b = renderPort(fc, sc, w, svc, p, proto, b, pnEnd, clusterIP, extIPs, lbIPs, ranges, eps, large)
 		sc.strs = b[:0]
 	}
 	sc.keep(&sc.eps, eps)
@@ -410,7 +534,7 @@ func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints
 // (b[:pnEnd]) and its endpoints' strings; renderPort adds the chain names
 // and returns b for reuse.
 func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service, p client.Port, proto string, b []byte, pnEnd int,
-	clusterIP netip.Addr, extIPs, lbIPs []netip.Addr, ranges []netip.Prefix, eps []endpoint, large bool) ([]byte, error) {
+	clusterIP netip.Addr, extIPs, lbIPs []netip.Addr, ranges []netip.Prefix, eps []endpoint, large bool) []byte {
 	r := w.r
 	accessible := p.NodePort != 0 || len(extIPs) > 0 || len(lbIPs) > 0
 	iLocal := svc.InternalTrafficLocal
@@ -484,6 +608,32 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		}
 	}
 	svcChain, svlChain, extChain, fwChain := all[at[0]:at[1]], all[at[1]:at[2]], all[at[2]:at[3]], all[at[3]:at[4]]
+	// What the lines of the endpoint chains share is built once per
+	// port: toEp starts a KUBE-SVC-/KUBE-SVL- rule's comment; masq ends a
+	// KUBE-SEP- chain's masquerade rule after the address, dnat and dnat2
+	// are its DNAT rule's parts before and after the affinity match.
+	v6 := fc.fam == rules.IPv6
+	f := append(sc.frag[:0], ` -m comment --comment "`...)
+	f = append(appendEscaped(f, pn), " -> "...)
+	toEnd := len(f)
+	if v6 {
+		f = append(f, "/128"...)
+	} else {
+		f = append(f, "/32"...)
+	}
+	if !large {
+		f = append(appendEscaped(append(f, ` -m comment --comment "`...), pn), '"')
+	}
+	f = append(f, " -j "+KubeMarkMasqChain...)
+	masqEnd := len(f)
+	f = append(append(f, " -p "...), proto...)
+	if !large {
+		f = append(appendEscaped(append(f, ` -m comment --comment "`...), pn), '"')
+	}
+	dnatEnd := len(f)
+	f = append(append(append(f, " -m "...), proto...), " -j DNAT --to-destination "...)
+	sc.frag = f
+	toEp, masq, dnat, dnat2 := f[:toEnd], f[toEnd:masqEnd], f[masqEnd:dnatEnd], f[dnatEnd:]
 	usesSVC := len(cluster) > 0 && usesCluster
 	usesSVL := len(local) > 0 && usesLocal
 
@@ -563,57 +713,48 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	}
 
 	// The service's own chains, in the order kube-proxy declares them.
-	// Chains are written one after the other, each line of a chain right
-	// after the previous one: add extends the current chain or starts the
-	// next.
-	add := func(name string, sp span) {
-		if n := len(r.chains); n > 0 && r.chains[n-1].name == name && r.chains[n-1].end == sp.start {
-			r.chains[n-1].end = sp.end
-			r.chains[n-1].lines++
-			return
-		}
-		r.chains = append(r.chains, span{name: name, start: sp.start, end: sp.end, lines: 1})
-	}
-	// The internal chain starts with its masquerade rule.
+	// The internal chain starts with its masquerade rule. (The closures
+	// take and return the writer: one that captured it would store
+	// through a pointer.)
 	internalMasq := func() {
 		if !hasInternal {
 			return
 		}
 		switch {
 		case fc.masqueradeAll:
-			add(internalChain, w.line(internalChain).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", KubeMarkMasqChain).end())
+			w.line(internalChain).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", KubeMarkMasqChain).in(internalChain)
 		case fc.localCIDR.IsValid():
-			add(internalChain, w.line(internalChain).a("!", "-s", sc.cidr).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", KubeMarkMasqChain).end())
+			w.line(internalChain).a("!", "-s", sc.cidr).host("-d", clusterIP).a("-p", proto).comment2(pn, " cluster IP").a("-m", proto).port("--dport", p.Port).a("-j", KubeMarkMasqChain).in(internalChain)
 		}
 	}
 	if usesEXT {
 		if !eLocal {
-			add(extChain, w.line(extChain).comment3("masquerade traffic for ", pn, " external destinations").a("-j", KubeMarkMasqChain).end())
+			w.line(extChain).comment3("masquerade traffic for ", pn, " external destinations").a("-j", KubeMarkMasqChain).in(extChain)
 		} else {
 			if fc.localCIDR.IsValid() {
-				add(extChain, w.line(extChain).a("-s", sc.cidr).comment3("pod traffic for ", pn, " external destinations").a("-j", svcChain).end())
+				w.line(extChain).a("-s", sc.cidr).comment3("pod traffic for ", pn, " external destinations").a("-j", svcChain).in(extChain)
 			}
-			add(extChain, w.line(extChain).comment3("masquerade LOCAL traffic for ", pn, " external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", KubeMarkMasqChain).end())
-			add(extChain, w.line(extChain).comment3("route LOCAL traffic for ", pn, " external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", svcChain).end())
+			w.line(extChain).comment3("masquerade LOCAL traffic for ", pn, " external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", KubeMarkMasqChain).in(extChain)
+			w.line(extChain).comment3("route LOCAL traffic for ", pn, " external destinations").a("-m", "addrtype", "--src-type", "LOCAL", "-j", svcChain).in(extChain)
 		}
 		if hasExternal {
-			add(extChain, w.line(extChain).a("-j", externalPolicyChain).end())
+			w.line(extChain).a("-j", externalPolicyChain).in(extChain)
 		}
 	}
 	if usesFW {
 		allowNode := false
 		for _, rg := range ranges {
-			add(fwChain, w.line(fwChain).a("-s", rg.String()).comment2(pn, " loadbalancer IP").a("-j", extChain).end())
+			w.line(fwChain).a("-s", rg.String()).comment2(pn, " loadbalancer IP").a("-j", extChain).in(fwChain)
 			if fc.nodeIP.IsValid() && rg.Contains(fc.nodeIP) {
 				allowNode = true
 			}
 		}
 		if allowNode {
 			for _, ip := range lbIPs {
-				add(fwChain, w.line(fwChain).host("-s", ip).comment2(pn, " loadbalancer IP").a("-j", extChain).end())
+				w.line(fwChain).host("-s", ip).comment2(pn, " loadbalancer IP").a("-j", extChain).in(fwChain)
 			}
 		}
-		add(fwChain, w.line(fwChain).comment3("other traffic to ", pn, " will be dropped by KUBE-PROXY-FIREWALL").end())
+		w.line(fwChain).comment3("other traffic to ", pn, " will be dropped by KUBE-PROXY-FIREWALL").in(fwChain)
 	}
 	affinity := svc.SessionAffinity != nil
 	toEndpoints := func(chain string, list []endpoint) {
@@ -626,18 +767,19 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 				if !large {
 					w.comment3(pn, " -> ", e.str)
 				}
-				add(chain, w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain).end())
+				w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain).in(chain)
 			}
 		}
 		for i, e := range list {
 			w.line(chain)
 			if !large {
-				w.comment3(pn, " -> ", e.str)
+				// An endpoint string needs no escaping.
+				w.bytes(toEp).s(e.str).c('"')
 			}
 			if i < len(list)-1 {
 				w.raw(" -m statistic --mode random --probability ").raw(probability(len(list) - i))
 			}
-			add(chain, w.raw(" -j ").raw(e.chain).end())
+			w.raw(" -j ").raw(e.chain).in(chain)
 		}
 	}
 	if usesSVC {
@@ -663,19 +805,18 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 	}
 	for _, e := range reach {
-		w.line(e.chain).host("-s", e.addr.Addr())
-		if !large {
-			w.comment(pn)
+		// " -s ip/bits": the address as e.str ("ip:port", "[ip]:port")
+		// has it.
+		ip := e.str[:strings.LastIndexByte(e.str, ':')]
+		if v6 {
+			ip = ip[1 : len(ip)-1]
 		}
-		add(e.chain, w.raw(" -j "+KubeMarkMasqChain).end())
-		w.line(e.chain).a("-p", proto)
-		if !large {
-			w.comment(pn)
-		}
+		w.line(e.chain).s(" -s ").s(ip).bytes(masq).in(e.chain)
+		w.line(e.chain).bytes(dnat)
 		if affinity {
 			w.a("-m", "recent", "--set", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource")
 		}
-		add(e.chain, w.a("-m", proto).raw(" -j DNAT --to-destination ").raw(e.str).end())
+		w.bytes(dnat2).raw(e.str).in(e.chain)
 	}
 	if p.Protocol == client.UDP {
 		u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
@@ -690,7 +831,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		sc.keep(&sc.local, local)
 	}
 	sc.keep(&sc.reach, reach)
-	return b, nil
+	return b
 }
 
 // rejectWith is the ICMP answer of a REJECT rule, as iptables-save prints it.
