@@ -63,13 +63,16 @@ type renderScratch struct {
 	r                          rendered // the service being rendered
 	text                       []byte   // r's text
 	cidr                       string   // famConfig.localCIDR as text
+	arena                      *arena   // the arena being rendered into, if any
 }
 
-// keep stores working slices for the next render, emptied (so they hold
-// no endpoints of a past snapshot).
-func (sc *renderScratch) keep(dst *[]endpoint, list []endpoint) {
-	clear(list)
-	*dst = list[:0]
+// str returns b as a string: carved from the arena being rendered into,
+// if any.
+func (sc *renderScratch) str(b []byte) string {
+	if sc.arena == nil {
+		return string(b)
+	}
+	return sc.arena.str(b)
 }
 
 // span is one nat chain of a rendered service: its name and its rule lines
@@ -331,18 +334,26 @@ func formatProbability(n int) string {
 	return strconv.FormatFloat(q/float64(0x80000000), 'f', 11, 64)
 }
 
-// endpoint is one endpoint of a service port, in one family.
+// endpoint is one endpoint of a service port, in one family. It holds no
+// pointer (copying it costs no write barrier): its strings are offsets in
+// the port's strings.
 type endpoint struct {
-	ep    *client.Endpoint
-	addr  netip.AddrPort
-	str   string // "ip:port", kube-proxy's endpoint string
-	chain string
-	// where str and chain are in the port's strings while they are built
-	s0, s1, c0 int32
+	// where its "ip:port" (kube-proxy's endpoint string, s0:s1) and its
+	// chain name (from c0) are in the port's strings
+	s0, s1, c0                  int32
+	ready, serving, terminating bool
+	internal, external          bool // client.Endpoint's
+	inCluster, inLocal          bool // in the port's cluster or local endpoints
 }
 
-// reachable reports whether the endpoint can receive traffic at all.
-func usable(e *client.Endpoint) bool { return e.Ready || e.Serving && e.Terminating }
+// str returns the endpoint's "ip:port" in the port's strings all.
+func (e *endpoint) str(all string) string { return all[e.s0:e.s1] }
+
+// chain returns the endpoint's KUBE-SEP- chain in the port's strings all.
+func (e *endpoint) chain(all string) string { return all[e.c0 : e.c0+int32(len(prefixSEP)+16)] }
+
+// usable reports whether the endpoint can receive traffic at all.
+func (e *endpoint) usable() bool { return e.ready || e.serving && e.terminating }
 
 // render writes the rules of one service for one family into r. large
 // selects kube-proxy's large-cluster mode (no per-endpoint comments). A
@@ -366,7 +377,9 @@ func renderIn(fc *famConfig, a *arena, se *client.ServiceEndpoints, large bool, 
 		// Rendered straight into the arena's free text.
 		wr.buf, wr.minGrow = a.text[:cap(a.text)], a.nextChunk()
 	}
+	sc.arena = a
 	err := renderService(fc, sc, &wr, se, large)
+	sc.arena = nil
 	if a == nil {
 		sc.text = wr.text()
 	}
@@ -408,6 +421,29 @@ type arena struct {
 	tops   []topSpan
 	chunks int // text chunks allocated
 	used   int // text bytes carved
+	// names holds the strings of renderings (chain names): written once,
+	// a Builder's bytes are never moved, so its String is a chunk the
+	// strings are carved from.
+	names      strings.Builder
+	nameChunks int
+}
+
+// str returns a copy of b carved from the arena's strings.
+func (a *arena) str(b []byte) string {
+	start := a.room(len(b))
+	a.names.Write(b)
+	return a.names.String()[start:]
+}
+
+// room makes room for n bytes in the arena's strings and returns where
+// they start.
+func (a *arena) room(n int) int {
+	if a.names.Cap()-a.names.Len() < n {
+		a.names = strings.Builder{}
+		a.names.Grow(max(n, min(1<<10<<a.nameChunks, 16<<10)))
+		a.nameChunks = min(a.nameChunks+1, 4)
+	}
+	return a.names.Len()
 }
 
 // nextChunk is the size of the arena's next text chunk.
@@ -443,6 +479,11 @@ func (a *arena) copyIn(r *rendered) {
 	r.buf = a.text[start:len(a.text):len(a.text)]
 	a.text = a.text[len(a.text):]
 	r.chains, r.tops = carve(&a.chains, r.chains), carve(&a.tops, r.tops)
+	for i := range r.chains {
+		start := a.room(len(r.chains[i].name))
+		a.names.WriteString(r.chains[i].name)
+		r.chains[i].name = a.names.String()[start:]
+	}
 	r.gen = a.gen
 }
 
@@ -516,17 +557,17 @@ func renderService(fc *famConfig, sc *renderScratch, w *writer, se *client.Servi
 			if len(addrs) == 0 || !ok || port < 1 || port > 65535 {
 				continue
 			}
-			ap := netip.AddrPortFrom(addrs[0], uint16(port))
 			s0 := len(b)
-			b = ap.AppendTo(b)
-			eps = append(eps, endpoint{ep: e, addr: ap, s0: int32(s0), s1: int32(len(b))})
+			b = netip.AddrPortFrom(addrs[0], uint16(port)).AppendTo(b)
+			eps = append(eps, endpoint{s0: int32(s0), s1: int32(len(b)),
+				ready: e.Ready, serving: e.Serving, terminating: e.Terminating, internal: e.Internal, external: e.External})
 		}
 		slices.SortFunc(eps, func(x, y endpoint) int { return bytes.Compare(b[x.s0:x.s1], b[y.s0:y.s1]) })
 		r.eps += len(eps)
 		b = renderPort(fc, sc, w, svc, p, proto, b, pnEnd, clusterIP, extIPs, lbIPs, ranges, eps, large)
 		sc.strs = b[:0]
 	}
-	sc.keep(&sc.eps, eps)
+	sc.eps = eps[:0]
 	return nil
 }
 
@@ -548,43 +589,32 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	// are Local, cluster endpoints (used only to short-circuit this node's
 	// own traffic to external destinations) are the ready ones, or the
 	// serving terminating ones when none is ready.
-	cluster := slices.Grow(sc.cluster[:0], len(eps))
-	var local []endpoint
-	if usesLocal {
-		local = slices.Grow(sc.local[:0], len(eps))
-	}
 	hasAny := false
-	anyReady := slices.ContainsFunc(eps, func(e endpoint) bool { return e.ep.Ready })
-	for _, e := range eps {
-		if usable(e.ep) {
+	anyReady := slices.ContainsFunc(eps, func(e endpoint) bool { return e.ready })
+	for i := range eps {
+		e := &eps[i]
+		if e.usable() {
 			hasAny = true
 		}
 		switch {
 		case !usesCluster:
 		case !iLocal:
-			if e.ep.Internal {
-				cluster = append(cluster, e)
-			}
+			e.inCluster = e.internal
 		case !eLocal:
-			if e.ep.External {
-				cluster = append(cluster, e)
-			}
-		case anyReady && e.ep.Ready || !anyReady && e.ep.Serving && e.ep.Terminating:
-			cluster = append(cluster, e)
+			e.inCluster = e.external
+		default:
+			e.inCluster = anyReady && e.ready || !anyReady && e.serving && e.terminating
 		}
 		switch {
 		case !usesLocal:
 		case iLocal:
-			if e.ep.Internal {
-				local = append(local, e)
-			}
-		case e.ep.External:
-			local = append(local, e)
+			e.inLocal = e.internal
+		default:
+			e.inLocal = e.external
 		}
 	}
 	// Chain names: the service port's four share one hash; one per
 	// endpoint the cluster or local chain reaches.
-	const nameLen = len(prefixSEP) + 16
 	h := hashPort(b[:pnEnd], proto, nil)
 	var at [5]int // where the four names start, and where the last ends
 	for i, prefix := range [4]string{prefixSVC, prefixSVL, prefixEXT, prefixFW} {
@@ -592,19 +622,23 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		b = append(append(b, prefix...), h[:]...)
 	}
 	at[4] = len(b)
-	for _, list := range [2][]endpoint{cluster, local} {
-		for i := range list {
-			h := hashPort(b[:pnEnd], proto, b[list[i].s0:list[i].s1])
-			list[i].c0 = int32(len(b))
+	for i := range eps {
+		if e := &eps[i]; e.inCluster || e.inLocal {
+			h := hashPort(b[:pnEnd], proto, b[e.s0:e.s1])
+			e.c0 = int32(len(b))
 			b = append(append(b, prefixSEP...), h[:]...)
 		}
 	}
-	all := string(b)
+	all := sc.str(b)
 	pn := all[:pnEnd]
-	for _, list := range [2][]endpoint{cluster, local} {
-		for i := range list {
-			e := &list[i]
-			e.str, e.chain = all[e.s0:e.s1], all[e.c0:int(e.c0)+nameLen]
+	cluster := sc.cluster[:0]
+	local := sc.local[:0]
+	for _, e := range eps {
+		if e.inCluster {
+			cluster = append(cluster, e)
+		}
+		if e.inLocal {
+			local = append(local, e)
 		}
 	}
 	svcChain, svlChain, extChain, fwChain := all[at[0]:at[1]], all[at[1]:at[2]], all[at[2]:at[3]], all[at[3]:at[4]]
@@ -765,21 +799,21 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			for _, e := range list {
 				w.line(chain)
 				if !large {
-					w.comment3(pn, " -> ", e.str)
+					w.comment3(pn, " -> ", e.str(all))
 				}
-				w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain).in(chain)
+				w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain(all), "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain(all)).in(chain)
 			}
 		}
 		for i, e := range list {
 			w.line(chain)
 			if !large {
 				// An endpoint string needs no escaping.
-				w.bytes(toEp).s(e.str).c('"')
+				w.bytes(toEp).s(e.str(all)).c('"')
 			}
 			if i < len(list)-1 {
 				w.raw(" -m statistic --mode random --probability ").raw(probability(len(list) - i))
 			}
-			w.raw(" -j ").raw(e.chain).in(chain)
+			w.raw(" -j ").raw(e.chain(all)).in(chain)
 		}
 	}
 	if usesSVC {
@@ -798,39 +832,37 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	}
 	if usesLocal && len(local) > 0 {
 		for _, e := range local {
-			if !slices.ContainsFunc(reach, func(x endpoint) bool { return x.str == e.str }) {
+			if !slices.ContainsFunc(reach, func(x endpoint) bool { return x.s0 == e.s0 }) {
 				reach = append(reach, e)
 			}
 		}
-		slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
+		slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str(all), b.str(all)) })
 	}
 	for _, e := range reach {
 		// " -s ip/bits": the address as e.str ("ip:port", "[ip]:port")
 		// has it.
-		ip := e.str[:strings.LastIndexByte(e.str, ':')]
+		ip := e.str(all)
+		ip = ip[:strings.LastIndexByte(ip, ':')]
 		if v6 {
 			ip = ip[1 : len(ip)-1]
 		}
-		w.line(e.chain).s(" -s ").s(ip).bytes(masq).in(e.chain)
-		w.line(e.chain).bytes(dnat)
+		w.line(e.chain(all)).s(" -s ").s(ip).bytes(masq).in(e.chain(all))
+		w.line(e.chain(all)).bytes(dnat)
 		if affinity {
-			w.a("-m", "recent", "--set", "--name", e.chain, "--mask", hostMask(fc.fam), "--rsource")
+			w.a("-m", "recent", "--set", "--name", e.chain(all), "--mask", hostMask(fc.fam), "--rsource")
 		}
-		w.bytes(dnat2).raw(e.str).in(e.chain)
+		w.bytes(dnat2).raw(e.str(all)).in(e.chain(all))
 	}
 	if p.Protocol == client.UDP {
 		u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
 		u.vips = append(append(append(u.vips, clusterIP), extIPs...), lbIPs...)
 		for _, e := range reach {
-			u.eps = append(u.eps, e.addr)
+			// e.str(all) is what AddrPort.AppendTo wrote.
+			u.eps = append(u.eps, netip.MustParseAddrPort(e.str(all)))
 		}
 		r.udp = append(r.udp, u)
 	}
-	sc.keep(&sc.cluster, cluster)
-	if local != nil {
-		sc.keep(&sc.local, local)
-	}
-	sc.keep(&sc.reach, reach)
+	sc.cluster, sc.local, sc.reach = cluster[:0], local[:0], reach[:0]
 	return b
 }
 
