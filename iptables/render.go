@@ -315,16 +315,27 @@ func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).St
 // as iptables-save prints it: the kernel keeps it as a 31-bit fraction.
 func probability(n int) string {
 	if n < len(probabilities) {
-		return probabilities[n]
+		return probabilities[n][len(statisticArgs):]
 	}
 	return formatProbability(n)
 }
 
-// probabilities memoizes probability for the common endpoint counts.
+// probabilityArgs returns the statistic match picking 1 of n, with its
+// leading space.
+func probabilityArgs(n int) string {
+	if n < len(probabilities) {
+		return probabilities[n]
+	}
+	return statisticArgs + formatProbability(n)
+}
+
+const statisticArgs = " -m statistic --mode random --probability "
+
+// probabilities memoizes probabilityArgs for the common endpoint counts.
 var probabilities = func() []string {
 	out := make([]string, 257)
 	for n := 1; n < len(out); n++ {
-		out[n] = formatProbability(n)
+		out[n] = statisticArgs + formatProbability(n)
 	}
 	return out
 }()
@@ -667,7 +678,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	dnatEnd := len(f)
 	f = append(append(append(f, " -m "...), proto...), " -j DNAT --to-destination "...)
 	sc.frag = f
-	toEp, masq, dnat, dnat2 := f[:toEnd], f[toEnd:masqEnd], f[masqEnd:dnatEnd], f[dnatEnd:]
+	toEp, masq, dnat, dnat2, dnatAll := f[:toEnd], f[toEnd:masqEnd], f[masqEnd:dnatEnd], f[dnatEnd:], f[masqEnd:]
 	usesSVC := len(cluster) > 0 && usesCluster
 	usesSVL := len(local) > 0 && usesLocal
 
@@ -811,9 +822,9 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 				w.bytes(toEp).s(e.str(all)).c('"')
 			}
 			if i < len(list)-1 {
-				w.raw(" -m statistic --mode random --probability ").raw(probability(len(list) - i))
+				w.s(probabilityArgs(len(list) - i))
 			}
-			w.raw(" -j ").raw(e.chain(all)).in(chain)
+			w.s(" -j ").s(e.chain(all)).in(chain)
 		}
 	}
 	if usesSVC {
@@ -846,12 +857,15 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		if v6 {
 			ip = ip[1 : len(ip)-1]
 		}
-		w.line(e.chain(all)).s(" -s ").s(ip).bytes(masq).in(e.chain(all))
-		w.line(e.chain(all)).bytes(dnat)
+		c := e.chain(all)
+		w.line(c).s(" -s ").s(ip).bytes(masq).in(c)
 		if affinity {
-			w.a("-m", "recent", "--set", "--name", e.chain(all), "--mask", hostMask(fc.fam), "--rsource")
+			w.line(c).bytes(dnat)
+			w.a("-m", "recent", "--set", "--name", c, "--mask", hostMask(fc.fam), "--rsource")
+			w.bytes(dnat2).s(e.str(all)).in(c)
+		} else {
+			w.line(c).bytes(dnatAll).s(e.str(all)).in(c)
 		}
-		w.bytes(dnat2).raw(e.str(all)).in(e.chain(all))
 	}
 	if p.Protocol == client.UDP {
 		u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
