@@ -215,9 +215,6 @@ func (w *writer) a(args ...string) *writer {
 	return w
 }
 
-// raw appends text as it is (with its own leading space).
-func (w *writer) raw(text string) *writer { return w.s(text) }
-
 // host appends a flag and a host prefix ("-s 10.0.0.1/32").
 func (w *writer) host(flag string, a netip.Addr) *writer {
 	var tmp [64]byte
@@ -404,6 +401,9 @@ func renderIn(fc *famConfig, a *arena, se *client.ServiceEndpoints, large bool, 
 		// collector does not scan it), one for each kind of span.
 		r.buf, r.chains, r.tops = exact(sc.text), exact(w.chains), exact(w.tops)
 		return nil
+	}
+	if wr.n == 0 {
+		return nil // no rules in this family: nothing carved
 	}
 	if wr.grown {
 		a.grew()
