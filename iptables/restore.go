@@ -84,13 +84,24 @@ func (t *txn) reset() {
 	t.rules, t.st = 0, SyncStats{}
 }
 
-func tableIndex(name string) int { return slices.Index(tables, name) }
+// tableIndex returns the index of a table in tables (a switch: it is
+// called for every chain a full sync writes).
+func tableIndex(name string) int {
+	switch name {
+	case "filter":
+		return 0
+	case "nat":
+		return 1
+	case "mangle":
+		return 2
+	}
+	return slices.Index(tables, name)
+}
 
 func (t *txn) declare(table, chain string) {
+	var line [64]byte
 	b := &t.decl[tableIndex(table)]
-	b.WriteByte(':')
-	b.WriteString(chain)
-	b.WriteString(" - [0:0]\n")
+	b.Write(append(append(append(line[:0], ':'), chain...), " - [0:0]\n"...))
 	t.st.Chains++
 }
 
