@@ -60,6 +60,7 @@ type renderScratch struct {
 	eps, cluster, local, reach []endpoint
 	strs                       []byte   // the current port's strings, built
 	frag                       []byte   // the current port's line fragments
+	head                       []byte   // the current chain's rules' start
 	r                          rendered // the service being rendered
 	text                       []byte   // r's text
 	cidr                       string   // famConfig.localCIDR as text
@@ -207,6 +208,12 @@ func (w *writer) line(chain string) *writer {
 	return w.s("-A ").s(chain)
 }
 
+// lineText starts a line with text ("-A chain...").
+func (w *writer) lineText(text []byte) *writer {
+	w.start = w.n
+	return w.bytes(text)
+}
+
 // a appends raw arguments.
 func (w *writer) a(args ...string) *writer {
 	for _, s := range args {
@@ -317,24 +324,40 @@ func probability(n int) string {
 	return formatProbability(n)
 }
 
-// probabilityArgs returns the statistic match picking 1 of n, with its
-// leading space.
-func probabilityArgs(n int) string {
-	if n < len(probabilities) {
-		return probabilities[n]
+// jumpArgs returns what follows the comment of the rule of a KUBE-SVC- or
+// KUBE-SVL- chain that picks one of the n endpoints left, up to the
+// endpoint's chain: the comment's closing quote (quoted), the statistic
+// match (when n > 1) and " -j ".
+func jumpArgs(n int, quoted bool) string {
+	q := 0
+	if quoted {
+		q = 1
 	}
-	return statisticArgs + formatProbability(n)
+	if n < len(jumpArgsMemo[q]) {
+		return jumpArgsMemo[q][n]
+	}
+	return `"`[:q] + statisticArgs + formatProbability(n) + " -j "
 }
 
 const statisticArgs = " -m statistic --mode random --probability "
 
-// probabilities memoizes probabilityArgs for the common endpoint counts.
-var probabilities = func() []string {
-	out := make([]string, 257)
-	for n := 1; n < len(out); n++ {
-		out[n] = statisticArgs + formatProbability(n)
+// probabilities memoizes probability's statistic match, and jumpArgsMemo
+// jumpArgs, for the common endpoint counts.
+var probabilities, jumpArgsMemo = func() ([]string, [2][]string) {
+	probs := make([]string, 257)
+	var jumps [2][]string
+	for q := range jumps {
+		jumps[q] = make([]string, len(probs))
+		jumps[q][1] = `"`[:q] + " -j "
 	}
-	return out
+	for n := 2; n < len(probs); n++ {
+		probs[n] = statisticArgs + formatProbability(n)
+		for q := range jumps {
+			jumps[q][n] = `"`[:q] + probs[n] + " -j "
+		}
+	}
+	probs[1] = statisticArgs + formatProbability(1)
+	return probs, jumps
 }()
 
 func formatProbability(n int) string {
@@ -815,16 +838,18 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 				w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain(all), "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain(all)).in(chain)
 			}
 		}
+		// "-A chain" and the comment up to the endpoint, once.
+		head := append(append(append(sc.head[:0], "-A "...), chain...), toEp...)
+		if large {
+			head = head[:len("-A ")+len(chain)]
+		}
+		sc.head = head
 		for i, e := range list {
-			w.line(chain)
+			w.lineText(head)
 			if !large {
-				// An endpoint string needs no escaping.
-				w.bytes(toEp).s(e.str(all)).c('"')
+				w.s(e.str(all)) // an endpoint string needs no escaping
 			}
-			if i < len(list)-1 {
-				w.s(probabilityArgs(len(list) - i))
-			}
-			w.s(" -j ").s(e.chain(all)).in(chain)
+			w.s(jumpArgs(len(list)-i, !large)).s(e.chain(all)).in(chain)
 		}
 	}
 	if usesSVC {
