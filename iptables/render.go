@@ -377,11 +377,13 @@ type endpoint struct {
 	inCluster, inLocal          bool // in the port's cluster or local endpoints
 }
 
-// str returns the endpoint's "ip:port" in the port's strings all.
-func (e *endpoint) str(all string) string { return all[e.s0:e.s1] }
+// str returns the endpoint's "ip:port" in the port's buffer b.
+func (e *endpoint) str(b []byte) []byte { return b[e.s0:e.s1] }
 
-// chain returns the endpoint's KUBE-SEP- chain in the port's strings all.
-func (e *endpoint) chain(all string) string { return all[e.c0 : e.c0+int32(len(prefixSEP)+16)] }
+// chain returns the endpoint's KUBE-SEP- chain in the port's names.
+func (e *endpoint) chain(names string) string {
+	return names[e.c0 : e.c0+int32(len(prefixSEP)+16)]
+}
 
 // usable reports whether the endpoint can receive traffic at all.
 func (e *endpoint) usable() bool { return e.ready || e.serving && e.terminating }
@@ -576,8 +578,8 @@ func renderService(fc *famConfig, sc *renderScratch, w *writer, se *client.Servi
 			return fmt.Errorf("iptables: service %s port %q: unknown protocol %q", svc.Key(), p.Name, p.Protocol)
 		}
 		// The port's strings (its name, its endpoints' "ip:port" and
-		// later its chain names) are built in one buffer and become one
-		// string.
+		// later its chain names) are built in one buffer; renderPort
+		// makes the name and the chain names one string.
 		b := append(sc.strs[:0], svc.Namespace...)
 		b = append(append(b, '/'), svc.Name...)
 		if p.Name != "" {
@@ -647,24 +649,29 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			e.inLocal = e.external
 		}
 	}
-	// Chain names: the service port's four share one hash; one per
-	// endpoint the cluster or local chain reaches.
+	// The strings the rendering keeps, the port's name and its chain
+	// names, follow the endpoints' strings in b and become one string
+	// (names); the endpoints' strings stay bytes of b. Chain names: the
+	// service port's four share one hash; one per endpoint the cluster or
+	// local chain reaches.
+	keep := len(b)
+	b = append(b, b[:pnEnd]...)
 	h := hashPort(b[:pnEnd], proto, nil)
 	var at [5]int // where the four names start, and where the last ends
 	for i, prefix := range [4]string{prefixSVC, prefixSVL, prefixEXT, prefixFW} {
-		at[i] = len(b)
+		at[i] = len(b) - keep
 		b = append(append(b, prefix...), h[:]...)
 	}
-	at[4] = len(b)
+	at[4] = len(b) - keep
 	for i := range eps {
 		if e := &eps[i]; e.inCluster || e.inLocal {
 			h := hashPort(b[:pnEnd], proto, b[e.s0:e.s1])
-			e.c0 = int32(len(b))
+			e.c0 = int32(len(b) - keep)
 			b = append(append(b, prefixSEP...), h[:]...)
 		}
 	}
-	all := sc.str(b)
-	pn := all[:pnEnd]
+	names := sc.str(b[keep:])
+	pn := names[:pnEnd]
 	cluster := sc.cluster[:0]
 	local := sc.local[:0]
 	for _, e := range eps {
@@ -675,7 +682,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			local = append(local, e)
 		}
 	}
-	svcChain, svlChain, extChain, fwChain := all[at[0]:at[1]], all[at[1]:at[2]], all[at[2]:at[3]], all[at[3]:at[4]]
+	svcChain, svlChain, extChain, fwChain := names[at[0]:at[1]], names[at[1]:at[2]], names[at[2]:at[3]], names[at[3]:at[4]]
 	// What the lines of the endpoint chains share is built once per
 	// port: toEp starts a KUBE-SVC-/KUBE-SVL- rule's comment; masq ends a
 	// KUBE-SEP- chain's masquerade rule after the address, dnat and dnat2
@@ -833,9 +840,9 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 			for _, e := range list {
 				w.line(chain)
 				if !large {
-					w.comment3(pn, " -> ", e.str(all))
+					w.bytes(toEp).bytes(e.str(b)).c('"') // an endpoint string needs no escaping
 				}
-				w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain(all), "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain(all)).in(chain)
+				w.a("-m", "recent", "--rcheck", "--seconds", strconv.Itoa(svc.SessionAffinity.TimeoutSeconds), "--reap", "--name", e.chain(names), "--mask", hostMask(fc.fam), "--rsource", "-j", e.chain(names)).in(chain)
 			}
 		}
 		// "-A chain" and the comment up to the endpoint, once.
@@ -847,9 +854,9 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		for i, e := range list {
 			w.lineText(head)
 			if !large {
-				w.s(e.str(all)) // an endpoint string needs no escaping
+				w.bytes(e.str(b)) // an endpoint string needs no escaping
 			}
-			w.s(jumpArgs(len(list)-i, !large)).s(e.chain(all)).in(chain)
+			w.s(jumpArgs(len(list)-i, !large)).s(e.chain(names)).in(chain)
 		}
 	}
 	if usesSVC {
@@ -872,32 +879,32 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 				reach = append(reach, e)
 			}
 		}
-		slices.SortFunc(reach, func(a, b endpoint) int { return strings.Compare(a.str(all), b.str(all)) })
+		slices.SortFunc(reach, func(x, y endpoint) int { return bytes.Compare(x.str(b), y.str(b)) })
 	}
 	for _, e := range reach {
 		// " -s ip/bits": the address as e.str ("ip:port", "[ip]:port")
 		// has it.
-		ip := e.str(all)
-		ip = ip[:strings.LastIndexByte(ip, ':')]
+		ip := e.str(b)
+		ip = ip[:bytes.LastIndexByte(ip, ':')]
 		if v6 {
 			ip = ip[1 : len(ip)-1]
 		}
-		c := e.chain(all)
-		w.line(c).s(" -s ").s(ip).bytes(masq).in(c)
+		c := e.chain(names)
+		w.line(c).s(" -s ").bytes(ip).bytes(masq).in(c)
 		if affinity {
 			w.line(c).bytes(dnat)
 			w.a("-m", "recent", "--set", "--name", c, "--mask", hostMask(fc.fam), "--rsource")
-			w.bytes(dnat2).s(e.str(all)).in(c)
+			w.bytes(dnat2).bytes(e.str(b)).in(c)
 		} else {
-			w.line(c).bytes(dnatAll).s(e.str(all)).in(c)
+			w.line(c).bytes(dnatAll).bytes(e.str(b)).in(c)
 		}
 	}
 	if p.Protocol == client.UDP {
 		u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
 		u.vips = append(append(append(u.vips, clusterIP), extIPs...), lbIPs...)
 		for _, e := range reach {
-			// e.str(all) is what AddrPort.AppendTo wrote.
-			u.eps = append(u.eps, netip.MustParseAddrPort(e.str(all)))
+			// e.str(b) is what AddrPort.AppendTo wrote.
+			u.eps = append(u.eps, netip.MustParseAddrPort(string(e.str(b))))
 		}
 		r.udp = append(r.udp, u)
 	}
