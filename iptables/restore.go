@@ -64,7 +64,7 @@ func (p *Proxier) read(f *family) (map[string]kernelTable, error) {
 
 // txn is one iptables-restore input being built, table by table.
 type txn struct {
-	decl  [3]bytes.Buffer // per table: chain declarations
+	decl  [3][]byte       // per table: chain declarations
 	body  [3][][]byte     // per table: rules, as slices of rendered text
 	size  [3]int          // per table: bytes in body
 	tail  [3]bytes.Buffer // per table: deletions and jumps, after the rules
@@ -75,7 +75,7 @@ type txn struct {
 // reset empties t for the next transaction, keeping its buffers.
 func (t *txn) reset() {
 	for i := range tables {
-		t.decl[i].Reset()
+		t.decl[i] = t.decl[i][:0]
 		clear(t.body[i]) // drop the references to rendered text
 		t.body[i] = t.body[i][:0]
 		t.size[i] = 0
@@ -99,9 +99,8 @@ func tableIndex(name string) int {
 }
 
 func (t *txn) declare(table, chain string) {
-	var line [64]byte
-	b := &t.decl[tableIndex(table)]
-	b.Write(append(append(append(line[:0], ':'), chain...), " - [0:0]\n"...))
+	i := tableIndex(table)
+	t.decl[i] = append(append(append(t.decl[i], ':'), chain...), " - [0:0]\n"...)
 	t.st.Chains++
 }
 
@@ -116,7 +115,7 @@ func (t *txn) lines(table string, text []byte, n int) {
 
 func (t *txn) empty() bool {
 	for i := range t.decl {
-		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() > 0 {
+		if len(t.decl[i])+t.size[i]+t.tail[i].Len() > 0 {
 			return false
 		}
 	}
@@ -127,15 +126,15 @@ func (t *txn) empty() bool {
 func (t *txn) appendTo(b []byte) []byte {
 	n := 0
 	for i := range tables {
-		n += len("*mangle\nCOMMIT\n") + t.decl[i].Len() + t.size[i] + t.tail[i].Len()
+		n += len("*mangle\nCOMMIT\n") + len(t.decl[i]) + t.size[i] + t.tail[i].Len()
 	}
 	b = slices.Grow(b, n)
 	for i, name := range tables {
-		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() == 0 {
+		if len(t.decl[i])+t.size[i]+t.tail[i].Len() == 0 {
 			continue
 		}
 		b = append(b, "*"+name+"\n"...)
-		b = append(b, t.decl[i].Bytes()...)
+		b = append(b, t.decl[i]...)
 		for _, p := range t.body[i] {
 			b = append(b, p...)
 		}
