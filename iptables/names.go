@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"crypto/sha256"
+	"encoding/base32"
 	"strings"
 )
 
@@ -73,18 +74,8 @@ func hashPort(portName []byte, protocol string, endpoint []byte) [16]byte {
 // characters of the whole digest's base32.
 func hash16(b []byte) [16]byte {
 	sum := sha256.Sum256(b)
-	// RFC 4648 base32 of 10 bytes: two groups of 5 bytes, 8 characters of
-	// 5 bits each (no padding), inline (a sixth of the time
-	// encoding/base32 takes for it).
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 	var enc [16]byte
-	for g := range 2 {
-		v := uint64(sum[5*g])<<32 | uint64(sum[5*g+1])<<24 | uint64(sum[5*g+2])<<16 | uint64(sum[5*g+3])<<8 | uint64(sum[5*g+4])
-		for i := 7; i >= 0; i-- {
-			enc[8*g+i] = alphabet[v&31]
-			v >>= 5
-		}
-	}
+	base32.StdEncoding.Encode(enc[:], sum[:10])
 	return enc
 }
 
