@@ -100,6 +100,9 @@ func tableIndex(name string) int {
 
 func (t *txn) declare(table, chain string) {
 	i := tableIndex(table)
+	if t.decl[i] == nil {
+		t.decl[i] = make([]byte, 0, 128) // a partial sync of one service: one allocation
+	}
 	t.decl[i] = append(append(append(t.decl[i], ':'), chain...), " - [0:0]\n"...)
 	t.st.Chains++
 }
