@@ -142,8 +142,8 @@ type family struct {
 	// gens are the text bytes carved from each arena svcs' renderings
 	// come from, by arena; nextGens is what gens becomes when the full sync
 	// being made succeeds. lastGen numbers arenas.
-	gens, nextGens map[int]int
-	lastGen        int
+	gens, nextGens map[int32]int
+	lastGen        int32
 }
 
 // Proxier programs kube-proxy's iptables-mode ruleset for the services of
@@ -352,9 +352,9 @@ func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, ou
 		out[k] = r
 		eps += r.eps
 	}
-	gens := map[int]int{}
+	gens := map[int32]int{}
 	if reused {
-		live := map[int]int{}
+		live := map[int32]int{}
 		for _, r := range list {
 			live[r.gen] += len(r.buf)
 		}

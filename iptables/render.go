@@ -116,8 +116,8 @@ type rendered struct {
 	src   *client.ServiceEndpoints
 	large bool
 	// gen is the arena buf, chains and tops were carved from (0: their
-	// own allocations).
-	gen int
+	// own allocations); an int32 beside large keeps rendered at 144 bytes.
+	gen int32
 }
 
 // filterRules counts r's rules in the filter table (its top-level filter
@@ -451,7 +451,7 @@ const arenaChunk = 64 << 10
 // carved from large chunks, not allocated per service. A chunk lives as
 // long as any rendering in it (family.renderAll bounds what that keeps).
 type arena struct {
-	gen    int
+	gen    int32
 	text   []byte // free space of the current text chunk (len 0)
 	chains []span // the current span chunks, len the part used
 	tops   []topSpan
@@ -495,8 +495,9 @@ func carve[T any](free *[]T, s []T) []T {
 		return nil
 	}
 	if cap(*free)-len(*free) < len(s) {
-		// Chunks double like the text's, from 16 to 2,048 elements.
-		*free = make([]T, 0, max(len(s), min(2*cap(*free), 2048), 16))
+		// Chunks double like the text's, from 16 to 512 elements (a
+		// full sync that renders few services wastes little).
+		*free = make([]T, 0, max(len(s), min(2*cap(*free), 512), 16))
 	}
 	start := len(*free)
 	*free = append(*free, s...)
