@@ -116,7 +116,7 @@ type rendered struct {
 	src   *client.ServiceEndpoints
 	large bool
 	// gen is the arena buf, chains and tops were carved from (0: their
-	// own allocations); an int32 beside large keeps rendered at 144 bytes.
+	// own allocations); an int32 beside large keeps rendered at 128 bytes.
 	gen int32
 }
 
@@ -687,7 +687,8 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	// What the lines of the endpoint chains share is built once per
 	// port: toEp starts a KUBE-SVC-/KUBE-SVL- rule's comment; masq ends a
 	// KUBE-SEP- chain's masquerade rule after the address, dnat and dnat2
-	// are its DNAT rule's parts before and after the affinity match.
+	// are its DNAT rule's parts before and after the affinity match
+	// (dnatAll both, for a rule without it).
 	v6 := fc.fam == rules.IPv6
 	f := append(sc.frag[:0], ` -m comment --comment "`...)
 	f = append(appendEscaped(f, pn), " -> "...)
@@ -789,9 +790,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	}
 
 	// The service's own chains, in the order kube-proxy declares them.
-	// The internal chain starts with its masquerade rule. (The closures
-	// take and return the writer: one that captured it would store
-	// through a pointer.)
+	// The internal chain starts with its masquerade rule.
 	internalMasq := func() {
 		if !hasInternal {
 			return
