@@ -108,8 +108,19 @@ func (t *txn) declare(table, chain string) {
 }
 
 // lines adds n rule lines; text is kept, not copied, until the restore.
+// Text that continues the last text added in memory (the next chain of
+// the same rendering) extends it.
 func (t *txn) lines(table string, text []byte, n int) {
 	i := tableIndex(table)
+	if k := len(t.body[i]) - 1; k >= 0 && len(text) > 0 {
+		if last := t.body[i][k]; cap(last) > len(last) && &last[:len(last)+1][len(last)] == &text[0] {
+			t.body[i][k] = last[:len(last)+len(text)]
+			t.size[i] += len(text)
+			t.rules += n
+			t.st.Rules += n
+			return
+		}
+	}
 	t.body[i] = append(t.body[i], text)
 	t.size[i] += len(text)
 	t.rules += n
