@@ -161,6 +161,11 @@ type family struct {
 	from       *client.Snapshot
 	renderErrs []error
 	renders    int // full renders (tests)
+	// gens are the text bytes carved from each arena svcs' renderings
+	// come from, by arena; nextGens is what gens becomes when the full sync
+	// being made succeeds. lastGen numbers arenas.
+	gens, nextGens map[int32]int
+	lastGen        int32
 }
 
 // Proxier programs kube-proxy's iptables-mode ruleset for the services of
@@ -341,19 +346,29 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 // service whose content is what its last rendering was made from (the
 // same object, as snapshots share unchanged services, or an equal one)
 // keeps that rendering: render is pure.
+//
+// What it renders is carved from one new arena. A reused rendering keeps
+// its older arena alive, so an older arena less than half of whose text
+// is still in use has its renderings copied into the new one: the arenas
+// kept hold at most four times the text in use (twice what they carved),
+// plus 4 KB each.
 func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, out map[client.ServiceKey]*rendered, eps int, errs []error) {
 	out = make(map[client.ServiceKey]*rendered, s.Len())
 	list = make([]*rendered, 0, s.Len())
 	// One allocation for every service's rendering; reused ones are
 	// copied in, so no older array is kept alive by this one.
 	rs := make([]rendered, s.Len())
+	f.lastGen++
+	a := &arena{gen: f.lastGen}
+	reused := false
 	for se := range s.All() {
 		r := &rs[len(list)]
 		k := se.Service.Key()
 		old := f.svcs[k]
 		if old != nil && old.large == large && old.src.Equal(se) {
 			*r = *old
-		} else if err := render(&f.fc, se, large, r); err != nil {
+			reused = true
+		} else if err := renderIn(&f.fc, a, se, large, r); err != nil {
 			errs = append(errs, err)
 			// Keep what the kernel has for a service we cannot render:
 			// its last good rules stay in place.
@@ -366,6 +381,27 @@ func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, ou
 		out[k] = r
 		eps += r.eps
 	}
+	gens := map[int32]int{}
+	if reused {
+		live := map[int32]int{}
+		for _, r := range list {
+			live[r.gen] += len(r.buf)
+		}
+		for _, r := range list {
+			if g := r.gen; g != 0 && g != a.gen && 2*live[g] < f.gens[g] {
+				a.copyIn(r)
+			}
+		}
+		for g, n := range f.gens {
+			if 2*live[g] >= n {
+				gens[g] = n
+			}
+		}
+	}
+	if a.used > 0 {
+		gens[a.gen] = a.used
+	}
+	f.nextGens = gens
 	return list, out, eps, errs
 }
 

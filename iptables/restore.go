@@ -64,7 +64,7 @@ func (p *Proxier) read(f *family) (map[string]kernelTable, error) {
 
 // txn is one iptables-restore input being built, table by table.
 type txn struct {
-	decl  [3]bytes.Buffer // per table: chain declarations
+	decl  [3][]byte       // per table: chain declarations
 	body  [3][][]byte     // per table: rules, as slices of rendered text
 	size  [3]int          // per table: bytes in body
 	tail  [3]bytes.Buffer // per table: deletions and jumps, after the rules
@@ -75,7 +75,7 @@ type txn struct {
 // reset empties t for the next transaction, keeping its buffers.
 func (t *txn) reset() {
 	for i := range tables {
-		t.decl[i].Reset()
+		t.decl[i] = t.decl[i][:0]
 		clear(t.body[i]) // drop the references to rendered text
 		t.body[i] = t.body[i][:0]
 		t.size[i] = 0
@@ -84,19 +84,43 @@ func (t *txn) reset() {
 	t.rules, t.st = 0, SyncStats{}
 }
 
-func tableIndex(name string) int { return slices.Index(tables, name) }
+// tableIndex returns the index of a table in tables (a switch: it is
+// called for every chain a full sync writes).
+func tableIndex(name string) int {
+	switch name {
+	case "filter":
+		return 0
+	case "nat":
+		return 1
+	case "mangle":
+		return 2
+	}
+	return slices.Index(tables, name)
+}
 
 func (t *txn) declare(table, chain string) {
-	b := &t.decl[tableIndex(table)]
-	b.WriteByte(':')
-	b.WriteString(chain)
-	b.WriteString(" - [0:0]\n")
+	i := tableIndex(table)
+	if t.decl[i] == nil {
+		t.decl[i] = make([]byte, 0, 128) // a partial sync of one service: one allocation
+	}
+	t.decl[i] = append(append(append(t.decl[i], ':'), chain...), " - [0:0]\n"...)
 	t.st.Chains++
 }
 
 // lines adds n rule lines; text is kept, not copied, until the restore.
+// Text that continues the last text added in memory (the next chain of
+// the same rendering) extends it.
 func (t *txn) lines(table string, text []byte, n int) {
 	i := tableIndex(table)
+	if k := len(t.body[i]) - 1; k >= 0 && len(text) > 0 {
+		if last := t.body[i][k]; cap(last) > len(last) && &last[:len(last)+1][len(last)] == &text[0] {
+			t.body[i][k] = last[:len(last)+len(text)]
+			t.size[i] += len(text)
+			t.rules += n
+			t.st.Rules += n
+			return
+		}
+	}
 	t.body[i] = append(t.body[i], text)
 	t.size[i] += len(text)
 	t.rules += n
@@ -105,7 +129,7 @@ func (t *txn) lines(table string, text []byte, n int) {
 
 func (t *txn) empty() bool {
 	for i := range t.decl {
-		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() > 0 {
+		if len(t.decl[i])+t.size[i]+t.tail[i].Len() > 0 {
 			return false
 		}
 	}
@@ -116,15 +140,15 @@ func (t *txn) empty() bool {
 func (t *txn) appendTo(b []byte) []byte {
 	n := 0
 	for i := range tables {
-		n += len("*mangle\nCOMMIT\n") + t.decl[i].Len() + t.size[i] + t.tail[i].Len()
+		n += len("*mangle\nCOMMIT\n") + len(t.decl[i]) + t.size[i] + t.tail[i].Len()
 	}
 	b = slices.Grow(b, n)
 	for i, name := range tables {
-		if t.decl[i].Len()+t.size[i]+t.tail[i].Len() == 0 {
+		if len(t.decl[i])+t.size[i]+t.tail[i].Len() == 0 {
 			continue
 		}
 		b = append(b, "*"+name+"\n"...)
-		b = append(b, t.decl[i].Bytes()...)
+		b = append(b, t.decl[i]...)
 		for _, p := range t.body[i] {
 			b = append(b, p...)
 		}

@@ -41,7 +41,8 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	var svcs map[client.ServiceKey]*rendered
 	var eps int
 	var errs []error
-	if f.from == s {
+	rendered := f.from != s
+	if !rendered {
 		// A resync of the snapshot the last full sync rendered and wrote,
 		// with no partial sync since: rendering is pure and a snapshot
 		// does not change, so its services render as they did. Only the
@@ -231,6 +232,9 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		targets = f.staleFlows(svcs)
 	}
 	f.svcs, f.eps, f.full, f.synced = svcs, eps, false, true
+	if rendered {
+		f.gens = f.nextGens
+	}
 	f.from, f.renderErrs = s, errs
 	return st, targets, errors.Join(errs...)
 }
