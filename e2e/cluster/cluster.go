@@ -124,6 +124,7 @@ type Cluster struct {
 	etcd     *process
 	api      *process
 	kcm      *process
+	spawner  *spawner
 }
 
 // Client creates and changes a control plane's objects in place of the
@@ -160,7 +161,7 @@ const GuestAPIAddr = "10.0.2.100:6443"
 // when the test ends.
 func Start(t testing.TB, opt Options) *Cluster {
 	t.Helper()
-	c := &Cluster{Bin: Require(t), Dir: t.TempDir(), t: t, opt: opt, Client: &Client{}}
+	c := &Cluster{Bin: Require(t), Dir: t.TempDir(), t: t, opt: opt, Client: &Client{}, spawner: newSpawner()}
 	ports, err := freePorts(3)
 	if err != nil {
 		t.Fatal(err)
@@ -321,10 +322,19 @@ func (c *Client) CreateNamespace(ctx context.Context, name string) error {
 // stop stops the components in reverse order and, when the test failed,
 // writes their logs to the test output.
 func (c *Cluster) stop() {
+	var early []string
 	for _, p := range []*process{c.kcm, c.api, c.etcd} {
-		if p != nil {
-			p.stop()
+		if p == nil {
+			continue
 		}
+		if p.exited() {
+			early = append(early, fmt.Sprintf("%s exited before the cluster stopped: %v", p.name, p.err))
+		}
+		p.stop()
+	}
+	c.spawner.close()
+	for _, e := range early {
+		c.t.Logf("cluster: %s", e)
 	}
 	if c.t.Failed() {
 		for _, p := range []*process{c.etcd, c.api, c.kcm} {
@@ -341,6 +351,7 @@ type process struct {
 	log  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	err  error // how it exited, once done is closed
 }
 
 // start starts a component with its output in <Dir>/<name>.log (appended
@@ -356,13 +367,13 @@ func (c *Cluster) start(name string, args ...string) *process {
 	cmd := exec.Command(filepath.Join(c.Bin, name), args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := c.spawner.start(cmd); err != nil {
 		f.Close()
 		c.t.Fatalf("cluster: start %s: %v", name, err)
 	}
 	p := &process{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		p.err = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
