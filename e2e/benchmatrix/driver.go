@@ -83,6 +83,11 @@ type Config struct {
 	Reps, EndpointReps int
 	// Steady is the length of the nothing-changed window.
 	Steady time.Duration
+	// ChangeArgs, when not empty, are appended to the proxy's arguments
+	// for the change cells (after the steady window): the proxy is
+	// restarted with them, unmeasured. They set a long periodic resync so
+	// that no resync overlaps a change.
+	ChangeArgs []string
 	// Strace, when not empty, is strace's path: one more initial sync
 	// runs under strace -f -c.
 	Strace string
@@ -151,6 +156,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	d.steady(ctx)
+	if len(d.ChangeArgs) > 0 {
+		if err := d.relaunch(ctx, d.ChangeArgs); err != nil {
+			return err
+		}
+	}
 	for rep := range d.EndpointReps {
 		d.endpoint(ctx, rep)
 	}
@@ -367,6 +377,29 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	}
 	d.emit(s, err)
 	return err
+}
+
+// relaunch restarts the proxy with args added to its arguments and waits
+// for its first completed sync (nothing is measured).
+func (d *driver) relaunch(ctx context.Context, args []string) error {
+	d.p.stop()
+	d.Sink.Args = append(append([]string{}, d.Sink.Args...), args...)
+	if err := d.startProxy(""); err != nil {
+		return err
+	}
+	_, err := d.wait(ctx, func() (bool, error) {
+		m, err := d.p.metrics(ctx)
+		if err != nil {
+			return false, nil
+		}
+		return m["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] > 0, nil
+	})
+	d.probeTime, d.probes = 0, 0
+	if err != nil {
+		return fmt.Errorf("benchmatrix: restart %s with %v: %w", d.Sink.Name, args, err)
+	}
+	d.Logf("%s: restarted with %v for the change cells", d.Sink.Name, args)
+	return nil
 }
 
 // steady measures the proxy's cost over a window with nothing changed,
