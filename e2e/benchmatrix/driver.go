@@ -83,10 +83,9 @@ type Config struct {
 	Reps, EndpointReps int
 	// Steady is the length of the nothing-changed window.
 	Steady time.Duration
-	// ChangeArgs, when not empty, are appended to the proxy's arguments
-	// for the change cells (after the steady window): the proxy is
-	// restarted with them, unmeasured. They set a long periodic resync so
-	// that no resync overlaps a change.
+	// ChangeArgs are appended to the proxy's arguments for the restart
+	// and change cells (after the steady window); they set a long
+	// periodic resync so that no resync overlaps a change.
 	ChangeArgs []string
 	// Strace, when not empty, is strace's path: one more initial sync
 	// runs under strace -f -c.
@@ -150,14 +149,17 @@ func Run(ctx context.Context, cfg Config) error {
 		d.teardown()
 		d.node, d.pr, d.p = node, pr, p
 	}
+	// The steady window: the last initial sync's proxy, at its default
+	// resync period, once its first sync completed.
+	if _, err := d.wait(ctx, d.synced(ctx)); err != nil {
+		return fmt.Errorf("benchmatrix: %s: first sync not completed: %w", d.Sink.Name, err)
+	}
+	d.probeTime, d.probes = 0, 0
+	d.steady(ctx)
+	// Restarts and changes with ChangeArgs (the long resync period).
+	d.Sink.Args = append(append([]string{}, d.Sink.Args...), d.ChangeArgs...)
 	for rep := range d.Reps {
 		if err := d.restart(ctx, rep); err != nil {
-			return err
-		}
-	}
-	d.steady(ctx)
-	if len(d.ChangeArgs) > 0 {
-		if err := d.relaunch(ctx, d.ChangeArgs); err != nil {
 			return err
 		}
 	}
@@ -358,13 +360,7 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	if err := d.startProxy(""); err != nil {
 		return err
 	}
-	end, err := d.wait(ctx, func() (bool, error) {
-		m, err := d.p.metrics(ctx)
-		if err != nil {
-			return false, nil
-		}
-		return m["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] > 0, nil
-	})
+	end, err := d.wait(ctx, d.synced(ctx))
 	if err == nil {
 		fill(&s, measured{at: d.p.start, ops: 0, calls: 0}, d.measure(ctx, end))
 		// Let a late write show before comparing.
@@ -379,27 +375,16 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	return err
 }
 
-// relaunch restarts the proxy with args added to its arguments and waits
-// for its first completed sync (nothing is measured).
-func (d *driver) relaunch(ctx context.Context, args []string) error {
-	d.p.stop()
-	d.Sink.Args = append(append([]string{}, d.Sink.Args...), args...)
-	if err := d.startProxy(""); err != nil {
-		return err
-	}
-	_, err := d.wait(ctx, func() (bool, error) {
+// synced returns a condition that holds once the proxy completed a sync
+// (kubeproxy_sync_proxy_rules_last_timestamp_seconds set).
+func (d *driver) synced(ctx context.Context) func() (bool, error) {
+	return func() (bool, error) {
 		m, err := d.p.metrics(ctx)
 		if err != nil {
 			return false, nil
 		}
 		return m["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] > 0, nil
-	})
-	d.probeTime, d.probes = 0, 0
-	if err != nil {
-		return fmt.Errorf("benchmatrix: restart %s with %v: %w", d.Sink.Name, args, err)
 	}
-	d.Logf("%s: restarted with %v for the change cells", d.Sink.Name, args)
-	return nil
 }
 
 // steady measures the proxy's cost over a window with nothing changed,
