@@ -83,6 +83,10 @@ type Config struct {
 	Reps, EndpointReps int
 	// Steady is the length of the nothing-changed window.
 	Steady time.Duration
+	// ChangeArgs are appended to the proxy's arguments for the restart
+	// and change cells (after the steady window); they set a long
+	// periodic resync so that no resync overlaps a change.
+	ChangeArgs []string
 	// Strace, when not empty, is strace's path: one more initial sync
 	// runs under strace -f -c.
 	Strace string
@@ -145,12 +149,20 @@ func Run(ctx context.Context, cfg Config) error {
 		d.teardown()
 		d.node, d.pr, d.p = node, pr, p
 	}
+	// The steady window: the last initial sync's proxy, at its default
+	// resync period, once its first sync completed.
+	if _, err := d.wait(ctx, d.synced(ctx)); err != nil {
+		return fmt.Errorf("benchmatrix: %s: first sync not completed: %w", d.Sink.Name, err)
+	}
+	d.probeTime, d.probes = 0, 0
+	d.steady(ctx)
+	// Restarts and changes with ChangeArgs (the long resync period).
+	d.Sink.Args = append(append([]string{}, d.Sink.Args...), d.ChangeArgs...)
 	for rep := range d.Reps {
 		if err := d.restart(ctx, rep); err != nil {
 			return err
 		}
 	}
-	d.steady(ctx)
 	for rep := range d.EndpointReps {
 		d.endpoint(ctx, rep)
 	}
@@ -348,13 +360,7 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	if err := d.startProxy(""); err != nil {
 		return err
 	}
-	end, err := d.wait(ctx, func() (bool, error) {
-		m, err := d.p.metrics(ctx)
-		if err != nil {
-			return false, nil
-		}
-		return m["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] > 0, nil
-	})
+	end, err := d.wait(ctx, d.synced(ctx))
 	if err == nil {
 		fill(&s, measured{at: d.p.start, ops: 0, calls: 0}, d.measure(ctx, end))
 		// Let a late write show before comparing.
@@ -367,6 +373,18 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	}
 	d.emit(s, err)
 	return err
+}
+
+// synced returns a condition that holds once the proxy completed a sync
+// (kubeproxy_sync_proxy_rules_last_timestamp_seconds set).
+func (d *driver) synced(ctx context.Context) func() (bool, error) {
+	return func() (bool, error) {
+		m, err := d.p.metrics(ctx)
+		if err != nil {
+			return false, nil
+		}
+		return m["kubeproxy_sync_proxy_rules_last_timestamp_seconds"] > 0, nil
+	}
 }
 
 // steady measures the proxy's cost over a window with nothing changed,

@@ -28,7 +28,8 @@ const (
 	// SinksEnv keeps only the named sinks (comma-separated row names), in
 	// that order.
 	SinksEnv = "PROXYSINKS_BENCH_SINKS"
-	// StraceEnv=0 skips the initial sync under strace.
+	// StraceEnv=0 skips the initial sync under strace; =1 runs it in
+	// -short too (on the host; in the VM only without -short).
 	StraceEnv = "PROXYSINKS_BENCH_STRACE"
 	// EndpointRepsEnv overrides the number of one-endpoint changes.
 	EndpointRepsEnv = "PROXYSINKS_BENCH_ENDPOINT_REPS"
@@ -52,12 +53,23 @@ type plan struct {
 	steady             time.Duration
 	label              string
 	sinks              []string // nil: all
+	// vmStrace runs the initial sync under strace in the VM too (slow
+	// under TCG: minutes at 1,000 x 10).
+	vmStrace bool
 }
 
+// changeSyncPeriod is the periodic resync of the proxies during the change
+// cells: long enough that no resync overlaps a change (the steady cell
+// keeps the default 30 s and measures the resync's cost).
+const changeSyncPeriod = "1h"
+
 func planFromEnv(t *testing.T) plan {
-	p := plan{sizes: [][2]int{{1000, 10}, {10000, 10}, {30000, 10}, {1000, 100}}, reps: 3, endpointReps: 20, steady: 61 * time.Second, label: "full"}
+	p := plan{sizes: [][2]int{{1000, 10}, {10000, 10}, {30000, 10}, {1000, 100}}, reps: 3, endpointReps: 20, steady: 61 * time.Second, label: "full", vmStrace: true}
 	if testing.Short() {
-		p = plan{sizes: [][2]int{{1000, 10}}, reps: 2, endpointReps: 10, steady: 31 * time.Second, label: "short"}
+		// Under 15 minutes on a nearly quiet 2-core host (kube-proxy ipvs
+		// alone takes 8 in the VM): one repetition, three one-endpoint
+		// changes each way, no strace cell.
+		p = plan{sizes: [][2]int{{1000, 10}}, reps: 1, endpointReps: 3, steady: 31 * time.Second, label: "short"}
 	}
 	if v := os.Getenv(SizesEnv); v != "" {
 		p.sizes = nil
@@ -137,6 +149,12 @@ func TestMatrix(t *testing.T) {
 		{Name: "kube-proxy iptables", Kind: KindIPTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=iptables"}},
 		{Name: "kube-proxy nftables", Kind: KindNFTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=nftables"}},
 	}
+	changeArgs := map[bool][]string{
+		// kube-proxy takes --ipvs-sync-period in its ipvs mode and
+		// --iptables-sync-period in the others (nftables included).
+		true:  {"--iptables-sync-period=" + changeSyncPeriod, "--ipvs-sync-period=" + changeSyncPeriod},
+		false: {"--sync-period=" + changeSyncPeriod},
+	}
 	for i := range sinks {
 		if sinks[i].KubeProxy {
 			sinks[i].Args = append(sinks[i].Args, "--hostname-override="+NodeName, "--nodeport-addresses="+NodeCIDR, "--conntrack-max-per-core=0", "--v=1")
@@ -156,7 +174,7 @@ func TestMatrix(t *testing.T) {
 		sinks = keep
 	}
 	strace, _ := exec.LookPath("strace")
-	if os.Getenv(StraceEnv) == "0" {
+	if os.Getenv(StraceEnv) == "0" || testing.Short() && os.Getenv(StraceEnv) != "1" {
 		strace = ""
 	}
 
@@ -221,13 +239,17 @@ func TestMatrix(t *testing.T) {
 					kc = kpKC
 				}
 				cfg := Config{Sink: s, Services: n, Endpoints: m, Reps: pl.reps, EndpointReps: pl.endpointReps,
-					Steady: pl.steady, Timeout: timeout, Emit: emit, Logf: t.Logf}
+					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, Emit: emit, Logf: t.Logf}
 				cfg.Sink.Kubeconfig = kc
 				if s.Kind == KindIPVS {
 					// TCG on a loaded host: kube-proxy took over 140 s for
 					// 1,000 x 10 there.
 					cfg.Timeout *= 3
-					runGuest(t, c, cfg, guestBin, adminGuest, strace, emit)
+					vmStrace := strace
+					if !pl.vmStrace {
+						vmStrace = ""
+					}
+					runGuest(t, c, cfg, guestBin, adminGuest, vmStrace, emit)
 				} else {
 					cfg.Strace, cfg.Client, cfg.APITarget, cfg.Work = strace, writer, fmt.Sprintf("127.0.0.1:%d", c.APIPort), t.TempDir()
 					if err := Run(ctx, cfg); err != nil {

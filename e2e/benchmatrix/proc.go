@@ -133,6 +133,8 @@ func startProxy(n *node, work, wrapDir, strace, bin string, args ...string) (*pr
 	if strace != "" {
 		p.cmd.Env = append(p.cmd.Env, "LD_LIBRARY_PATH="+filepath.Dir(strace))
 	}
+	// Its own process group: stop ends what the proxy leaves running.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.start = time.Now()
 	// The child inherits the namespace of the thread that starts it.
@@ -330,21 +332,35 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 	return out, s.Err()
 }
 
-// stop ends the proxy (SIGTERM, SIGKILL after 20 s) and, under strace,
-// returns the syscalls strace counted.
+// stop ends the proxy (SIGTERM, SIGKILL after 20 s, 2 minutes under
+// strace, which slows the exit too) and whatever it left running in its
+// process group, and, under strace, returns the syscalls strace counted.
 func (p *proxy) stop() (syscalls int64, err error) {
+	grace := 20 * time.Second
+	if p.straceOut != "" {
+		grace = 2 * time.Minute
+	}
 	if pid, err := p.pid(); err == nil {
 		syscall.Kill(pid, syscall.SIGTERM)
 	}
 	select {
 	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill()
+	case <-time.After(grace):
+		// The proxy first: strace then writes its summary and exits.
 		if pid, err := p.pid(); err == nil {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		<-p.exited
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
 	}
+	// A proxy killed while it waited for a child leaves the child running
+	// (kube-proxy's iptables-restore at 10,000 x 10 ran on for minutes,
+	// using most of a core during the next proxy's cells).
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	if p.straceOut == "" {
 		return 0, nil
 	}
