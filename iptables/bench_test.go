@@ -156,17 +156,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 // (comma-separated, default 1000); kube-proxy's approach is given
 // PROXYSINKS_BENCH_TIMEOUT (default 120s) and reported as timed out past it.
 func BenchmarkKernelFirstSync(b *testing.B) {
-	sizes := []int{1000}
-	if v := os.Getenv("PROXYSINKS_BENCH_SERVICES"); v != "" {
-		sizes = nil
-		for _, f := range splitComma(v) {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("PROXYSINKS_BENCH_SERVICES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(b)
 	timeout := 120 * time.Second
 	if v := os.Getenv("PROXYSINKS_BENCH_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +26,24 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// benchSizes returns the kernel benchmarks' cluster sizes (services):
+// PROXYSINKS_BENCH_SERVICES, comma-separated, default 1000.
+func benchSizes(b *testing.B) []int {
+	v := os.Getenv("PROXYSINKS_BENCH_SERVICES")
+	if v == "" {
+		return []int{1000}
+	}
+	var sizes []int
+	for _, f := range splitComma(v) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			b.Fatalf("PROXYSINKS_BENCH_SERVICES: %v", err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // timeoutRunner runs the iptables tools in ns, killing any that runs

@@ -2,8 +2,6 @@ package iptables
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/proxysinks/proxysinks/dataplane/rules"
@@ -23,17 +21,7 @@ import (
 // tools-cpu-ms/op is the CPU of the iptables-save runs, cpu-ms/op the
 // sink's (rendering reused, parsing and comparing, the generation reads).
 func BenchmarkKernelIdleResync(b *testing.B) {
-	sizes := []int{1000}
-	if v := os.Getenv("PROXYSINKS_BENCH_SERVICES"); v != "" {
-		sizes = nil
-		for _, f := range splitComma(v) {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("PROXYSINKS_BENCH_SERVICES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(b)
 	for _, n := range sizes {
 		for _, mode := range []string{"compare", "generation", "skip"} {
 			b.Run(fmt.Sprintf("services=%d/%s", n, mode), func(b *testing.B) {
