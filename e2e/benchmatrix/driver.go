@@ -23,6 +23,10 @@ const (
 	ScServiceAdd     = "one service added"
 	ScServiceRemove  = "one service removed"
 	ScOnePercent     = "1% of services changed"
+	// ScFloor is netlinkraw/ipvs's BenchmarkFloor in the VM of an IPVS
+	// sink, before its driver: the same size's IPVS objects, pre-encoded,
+	// written as fast as the kernel takes them.
+	ScFloor = "pre-encoded IPVS floor"
 )
 
 // Sink is one proxy under test.
@@ -66,6 +70,18 @@ type Sample struct {
 	// over the interval; -1 when the proxy has none.
 	KernelOps       float64 `json:"kernelOps"`
 	NetlinkSyscalls float64 `json:"netlinkSyscalls"`
+	// Syncs and SyncSeconds are the proxy's own
+	// kubeproxy_sync_proxy_rules_duration_seconds (count and sum) over the
+	// interval: its time programming the kernel, without start-up,
+	// the API's delivery or coalescing (every proxy has it).
+	Syncs       float64 `json:"syncs,omitempty"`
+	SyncSeconds float64 `json:"syncSeconds,omitempty"`
+	// Programmed and ProgrammedSeconds are a sink's
+	// proxysinks_snapshot_programming_duration_seconds (count and sum)
+	// over the interval: from a change reaching the sink, after the
+	// source's coalescing, to the kernel programmed.
+	Programmed        float64 `json:"programmed,omitempty"`
+	ProgrammedSeconds float64 `json:"programmedSeconds,omitempty"`
 	// KernelChanged is set when a restart changed the kernel's state.
 	KernelChanged bool `json:"kernelChanged,omitempty"`
 	// ProbeSeconds is the mean time of one kernel probe of the cell: the
@@ -140,15 +156,6 @@ func Run(ctx context.Context, cfg Config) error {
 			d.teardown()
 		}
 	}
-	if d.Strace != "" {
-		node, pr, p := d.node, d.pr, d.p
-		d.node, d.pr, d.p = nil, nil, nil
-		if err := d.initial(ctx, 0, d.Strace); err != nil {
-			d.Logf("%s: strace run: %v", d.Sink.Name, err)
-		}
-		d.teardown()
-		d.node, d.pr, d.p = node, pr, p
-	}
 	// The steady window: the last initial sync's proxy, at its default
 	// resync period, once its first sync completed.
 	if _, err := d.wait(ctx, d.synced(ctx)); err != nil {
@@ -171,6 +178,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	for rep := range d.Reps {
 		d.onePercent(ctx, rep)
+	}
+	// Last, so that a proxy slowed past the timeout by strace (kube-proxy
+	// under TCG) costs only this cell: one more initial sync under strace.
+	if d.Strace != "" {
+		d.teardown()
+		if err := d.initial(ctx, 0, d.Strace); err != nil {
+			d.Logf("%s: strace run: %v", d.Sink.Name, err)
+		}
 	}
 	return nil
 }
@@ -200,7 +215,7 @@ func (d *driver) sample(sc string, rep int) Sample {
 func (d *driver) wait(ctx context.Context, cond func() (bool, error)) (time.Time, error) {
 	timeout := d.Timeout
 	if d.p.straceOut != "" {
-		timeout *= 4 // strace slows a proxy several times (far more under TCG)
+		timeout *= 2 // strace slows a proxy several times (far more under TCG)
 	}
 	deadline := time.Now().Add(timeout)
 	var last error
@@ -230,20 +245,37 @@ func (d *driver) wait(ctx context.Context, cond func() (bool, error)) (time.Time
 	}
 }
 
-// counters reads the sinks' own counters (-1 when absent).
-func (d *driver) counters(ctx context.Context) (ops, calls float64) {
+// proxyCounters is what the proxy's metrics say at one instant; -1 where a
+// metric is absent.
+type proxyCounters struct {
+	ops, calls          float64 // the sinks' kernel operations and netlink calls
+	syncs, syncSum      float64 // kubeproxy_sync_proxy_rules_duration_seconds
+	programmed, progSum float64 // proxysinks_snapshot_programming_duration_seconds
+}
+
+// noCounters is a proxy's state at its start: nothing counted yet.
+var noCounters = proxyCounters{}
+
+// counters reads the proxy's counters (-1 when absent or unreadable).
+func (d *driver) counters(ctx context.Context) proxyCounters {
+	c := proxyCounters{-1, -1, -1, -1, -1, -1}
 	m, err := d.p.metrics(ctx)
 	if err != nil {
-		return -1, -1
+		return c
 	}
-	ops, calls = -1, -1
-	if v, ok := m["proxysinks_kernel_operations_total"]; ok {
-		ops = v
+	for name, v := range map[string]*float64{
+		"proxysinks_kernel_operations_total":                     &c.ops,
+		"proxysinks_netlink_syscalls_total":                      &c.calls,
+		"kubeproxy_sync_proxy_rules_duration_seconds_count":      &c.syncs,
+		"kubeproxy_sync_proxy_rules_duration_seconds_sum":        &c.syncSum,
+		"proxysinks_snapshot_programming_duration_seconds_count": &c.programmed,
+		"proxysinks_snapshot_programming_duration_seconds_sum":   &c.progSum,
+	} {
+		if x, ok := m[name]; ok {
+			*v = x
+		}
 	}
-	if v, ok := m["proxysinks_netlink_syscalls_total"]; ok {
-		calls = v
-	}
-	return ops, calls
+	return c
 }
 
 // measured is the state of the proxy at one instant.
@@ -251,13 +283,21 @@ type measured struct {
 	at           time.Time
 	u            usage
 	restoreBytes int64
-	ops, calls   float64
+	proxyCounters
 }
 
-func (d *driver) measure(ctx context.Context, at time.Time) measured {
+// measure reads the proxy's state at the instant at (just after it). The
+// kernel is programmed before a proxy records the sync that programmed
+// it, so when since is given the metrics are read again (up to 3 s) until
+// a sync after since's shows.
+func (d *driver) measure(ctx context.Context, at time.Time, since *measured) measured {
 	u, _ := d.p.usage()
-	ops, calls := d.counters(ctx)
-	return measured{at: at, u: u, restoreBytes: d.p.restoreBytes(), ops: ops, calls: calls}
+	m := measured{at: at, u: u, restoreBytes: d.p.restoreBytes(), proxyCounters: d.counters(ctx)}
+	for i := 0; since != nil && m.syncs >= 0 && m.syncs <= since.syncs && i < 30; i++ {
+		time.Sleep(100 * time.Millisecond)
+		m.proxyCounters = d.counters(ctx)
+	}
+	return m
 }
 
 // fill sets the sample's interval fields from two measurements.
@@ -271,6 +311,12 @@ func fill(s *Sample, a, b measured) {
 	}
 	if a.calls >= 0 && b.calls >= 0 {
 		s.NetlinkSyscalls = b.calls - a.calls
+	}
+	if a.syncs >= 0 && b.syncs >= 0 {
+		s.Syncs, s.SyncSeconds = b.syncs-a.syncs, b.syncSum-a.syncSum
+	}
+	if a.programmed >= 0 && b.programmed >= 0 {
+		s.Programmed, s.ProgrammedSeconds = b.programmed-a.programmed, b.progSum-a.progSum
 	}
 }
 
@@ -316,7 +362,7 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 	if err := d.startProxy(strace); err != nil {
 		return err
 	}
-	start := measured{at: d.p.start, ops: 0, calls: 0}
+	start := measured{at: d.p.start, proxyCounters: noCounters}
 	poll := 0
 	end, err := d.wait(ctx, func() (bool, error) {
 		// The full check reads the whole state: at most every 500 ms.
@@ -326,7 +372,7 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 		return d.pr.full(d.Services, d.Endpoints)
 	})
 	if err == nil {
-		fill(&s, start, d.measure(ctx, end))
+		fill(&s, start, d.measure(ctx, end, &start))
 		if strace != "" {
 			s.Syscalls, err = d.p.stop()
 			d.p = nil
@@ -362,7 +408,8 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	}
 	end, err := d.wait(ctx, d.synced(ctx))
 	if err == nil {
-		fill(&s, measured{at: d.p.start, ops: 0, calls: 0}, d.measure(ctx, end))
+		start := measured{at: d.p.start, proxyCounters: noCounters}
+		fill(&s, start, d.measure(ctx, end, &start))
 		// Let a late write show before comparing.
 		time.Sleep(2 * time.Second)
 		after, ferr := d.pr.fingerprint()
@@ -391,12 +438,12 @@ func (d *driver) synced(ctx context.Context) func() (bool, error) {
 // normalised to one minute.
 func (d *driver) steady(ctx context.Context) {
 	s := d.sample(ScSteady, 0)
-	a := d.measure(ctx, time.Now())
+	a := d.measure(ctx, time.Now(), nil)
 	select {
 	case <-time.After(d.Steady):
 	case <-ctx.Done():
 	}
-	b := d.measure(ctx, time.Now())
+	b := d.measure(ctx, time.Now(), nil)
 	fill(&s, a, b)
 	k := 60 / s.Seconds
 	s.CPUSeconds *= k
@@ -415,7 +462,7 @@ func (d *driver) change(ctx context.Context, sc string, rep int, write func() er
 	s := d.sample(sc, rep)
 	// Outside the proxies' minimum sync period (1 s) since the last change.
 	time.Sleep(1200 * time.Millisecond)
-	a := d.measure(ctx, time.Now())
+	a := d.measure(ctx, time.Now(), nil)
 	a.at = time.Now()
 	err := write()
 	var end time.Time
@@ -423,7 +470,7 @@ func (d *driver) change(ctx context.Context, sc string, rep int, write func() er
 		end, err = d.wait(ctx, cond)
 	}
 	if err == nil {
-		fill(&s, a, d.measure(ctx, end))
+		fill(&s, a, d.measure(ctx, end, &a))
 	}
 	d.emit(s, err)
 }

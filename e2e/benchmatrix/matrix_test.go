@@ -141,6 +141,7 @@ func TestMatrix(t *testing.T) {
 		return path
 	}
 	guestBin := build("benchmatrix.test", "test", "-c", "./e2e/benchmatrix")
+	floorBin := build("ipvs.test", "test", "-c", "./netlinkraw/ipvs")
 	sinks := []Sink{
 		{Name: "ipvs-fullstate", Kind: KindIPVS, Bin: build("ipvs-fullstate", "build", "./sinks/ipvs-fullstate")},
 		{Name: "ipvs-incremental", Kind: KindIPVS, Bin: build("ipvs-incremental", "build", "./sinks/ipvs-incremental")},
@@ -249,7 +250,11 @@ func TestMatrix(t *testing.T) {
 					if !pl.vmStrace {
 						vmStrace = ""
 					}
-					runGuest(t, c, cfg, guestBin, adminGuest, vmStrace, emit)
+					floor := ""
+					if !s.KubeProxy {
+						floor = floorBin
+					}
+					runGuest(t, c, cfg, guestBin, floor, adminGuest, vmStrace, emit)
 				} else {
 					cfg.Strace, cfg.Client, cfg.APITarget, cfg.Work = strace, writer, fmt.Sprintf("127.0.0.1:%d", c.APIPort), t.TempDir()
 					if err := Run(ctx, cfg); err != nil {
@@ -267,8 +272,10 @@ func TestMatrix(t *testing.T) {
 }
 
 // runGuest runs the driver for an IPVS proxy in a fresh VM reaching the
-// cluster's apiserver, and emits the samples it prints.
-func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, adminKC, strace string, emit func(Sample)) {
+// cluster's apiserver, and emits the samples it prints. With floorBin
+// (netlinkraw/ipvs's test binary) the VM first measures the pre-encoded
+// IPVS floor of the same size (ScFloor).
+func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, floorBin, adminKC, strace string, emit func(Sample)) {
 	t.Helper()
 	work := t.TempDir()
 	files := map[string]string{"benchmatrix.test": guestBin, "proxy": cfg.Sink.Bin}
@@ -311,7 +318,16 @@ func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, adminKC, s
 		mem = 6144
 	}
 	script := `for m in ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh nf_conntrack veth; do modprobe $m; done
-benchmatrix.test -test.run '^TestMatrixGuest$' -test.v -test.timeout 0`
+`
+	if floorBin != "" {
+		// The floor, once: on a fresh kernel, each further iteration would
+		// wait a minute or more for the IPVS references of the last one's
+		// namespace (its destinations' trash) to go.
+		files["ipvs.test"] = floorBin
+		script += fmt.Sprintf(`PROXYSINKS_IPVS_REFS=$(cat /sys/module/ip_vs/refcnt) PROXYSINKS_FLOOR_SIZES=%dx%d ipvs.test -test.run '^$' -test.bench '^BenchmarkFloor$' -test.benchtime 1x -test.timeout 30m
+`, cfg.Services, cfg.Endpoints)
+	}
+	script += `benchmatrix.test -test.run '^TestMatrixGuest$' -test.v -test.timeout 0`
 	status, console := vm.RunShell(t, script, vm.Options{
 		Files: files, WorkDir: work, MemoryMB: mem,
 		Env:     []string{guestEnv + "=/job/work/guest.json"},
@@ -322,6 +338,11 @@ benchmatrix.test -test.run '^TestMatrixGuest$' -test.v -test.timeout 0`
 	s.Buffer(make([]byte, 64<<10), 1<<20)
 	got := 0
 	for s.Scan() {
+		if smp, ok := parseFloor(s.Text()); ok {
+			smp.Sink, smp.Kind, smp.Services, smp.Endpoints = cfg.Sink.Name, cfg.Sink.Kind, cfg.Services, cfg.Endpoints
+			emit(smp)
+			continue
+		}
 		if _, js, ok := strings.Cut(s.Text(), samplePrefix); ok {
 			var smp Sample
 			if err := json.Unmarshal([]byte(js), &smp); err != nil {
@@ -338,6 +359,35 @@ benchmatrix.test -test.run '^TestMatrixGuest$' -test.v -test.timeout 0`
 	if got == 0 {
 		t.Errorf("%s: no samples from the VM", cfg.Sink.Name)
 	}
+}
+
+// parseFloor reads BenchmarkFloor's result line ("BenchmarkFloor/... N
+// T ns/op K kernel-ops/op S syscalls/op") into a ScFloor sample.
+func parseFloor(line string) (Sample, bool) {
+	i := strings.Index(line, "BenchmarkFloor/")
+	if i < 0 {
+		return Sample{}, false
+	}
+	f := strings.Fields(line[i:])
+	if len(f) < 4 || f[3] != "ns/op" {
+		return Sample{}, false
+	}
+	s := Sample{Scenario: ScFloor, KernelOps: -1, NetlinkSyscalls: -1}
+	for k := 2; k+1 < len(f); k += 2 {
+		v, err := strconv.ParseFloat(f[k], 64)
+		if err != nil {
+			return Sample{}, false
+		}
+		switch f[k+1] {
+		case "ns/op":
+			s.Seconds = v / 1e9
+		case "kernel-ops/op":
+			s.KernelOps = v
+		case "syscalls/op":
+			s.NetlinkSyscalls = v
+		}
+	}
+	return s, s.Seconds > 0
 }
 
 // guestConfig is what the host hands TestMatrixGuest.

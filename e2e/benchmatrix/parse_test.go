@@ -112,3 +112,29 @@ func TestChildOf(t *testing.T) {
 		t.Errorf("childOf = %d, %v; want %d", got, err, cmd.Process.Pid)
 	}
 }
+
+func TestParseFloor(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want Sample
+		ok   bool
+	}{
+		{"BenchmarkFloor/services=10000/pre-encoded-2   \t       3\t1412345678 ns/op\t    110000 kernel-ops/op\t        56.00 syscalls/op",
+			Sample{Scenario: ScFloor, Seconds: 1.412345678, KernelOps: 110000, NetlinkSyscalls: 56}, true},
+		{"[  12.5] console: BenchmarkFloor/services=1000/endpoints=100/pre-encoded-2 3 250000000 ns/op",
+			Sample{Scenario: ScFloor, Seconds: 0.25, KernelOps: -1, NetlinkSyscalls: -1}, true},
+		{"BenchmarkFloor/services=1000/pre-encoded", Sample{}, false},
+		{"--- FAIL: BenchmarkFloor/services=1000/pre-encoded", Sample{}, false},
+		{"BenchmarkFloor/x 3 abc ns/op", Sample{}, false},
+		{"MATRIX-SAMPLE {}", Sample{}, false},
+	} {
+		got, ok := parseFloor(c.line)
+		if ok != c.ok {
+			t.Errorf("parseFloor(%q) ok %v, want %v", c.line, ok, c.ok)
+			continue
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("parseFloor(%q) (-want +got):\n%s", c.line, d)
+		}
+	}
+}

@@ -6,7 +6,7 @@ import "testing"
 // encoding the operations (10,000 services with 10 destinations each),
 // without the kernel.
 func BenchmarkEncode(b *testing.B) {
-	ops := floorOps(10000)
+	ops := floorOps(10000, 10)
 	c := &Conn{family: 0x1d}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -22,20 +22,54 @@ import (
 // destinations each), encoded before the timer starts, sent 500 per
 // sendmsg with NLM_F_ACK on the last message of each, the replies read
 // back. Only the system calls and the kernel's work are timed. It needs
-// IPVS: it runs in the VM (TestIPVSBenchVM in e2e/vmtests).
+// IPVS: it runs in the VM (TestIPVSBenchVM in e2e/vmtests, and the bench
+// matrix beside each IPVS sink, which sets FloorSizesEnv).
 func BenchmarkFloor(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("services=%d/pre-encoded", n), func(b *testing.B) { benchFloor(b, n) })
+	sizes, err := floorSizes(os.Getenv(FloorSizesEnv))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sz := range sizes {
+		name := fmt.Sprintf("services=%d/pre-encoded", sz[0])
+		if sz[1] != 10 {
+			name = fmt.Sprintf("services=%d/endpoints=%d/pre-encoded", sz[0], sz[1])
+		}
+		b.Run(name, func(b *testing.B) { benchFloor(b, sz[0], sz[1]) })
 	}
 }
 
-func floorOps(n int) []Op {
+// FloorSizesEnv overrides BenchmarkFloor's sizes: services x destinations
+// per service, e.g. "10000x10,1000x100".
+const FloorSizesEnv = "PROXYSINKS_FLOOR_SIZES"
+
+// floorSizes parses FloorSizesEnv's value (empty: 1,000 and 10,000
+// services of 10 destinations).
+func floorSizes(v string) ([][2]int, error) {
+	if v == "" {
+		return [][2]int{{1000, 10}, {10000, 10}}, nil
+	}
+	var out [][2]int
+	for _, f := range strings.Split(v, ",") {
+		a, c, _ := strings.Cut(f, "x")
+		n, err1 := strconv.Atoi(a)
+		m, err2 := strconv.Atoi(c)
+		if err1 != nil || err2 != nil || n < 1 || m < 1 || n > 1<<24 || m > 1<<20 {
+			return nil, fmt.Errorf("%s: bad size %q (want NxM)", FloorSizesEnv, f)
+		}
+		out = append(out, [2]int{n, m})
+	}
+	return out, nil
+}
+
+// floorOps is n services of m destinations each (distinct addresses up to
+// 2^21 services and 2^22 destinations).
+func floorOps(n, m int) []Op {
 	var ops []Op
 	for i := range n {
 		s := Service{Protocol: TCP, Address: netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
 		ops = append(ops, Op{Kind: OpCreateService, Service: s})
-		for j := range 10 {
-			k := i*10 + j
+		for j := range m {
+			k := i*m + j
 			d := Destination{Address: netip.AddrFrom4([4]byte{10, 128 + byte(k>>16), byte(k >> 8), byte(k)}), Port: 8080, Weight: 1}
 			ops = append(ops, Op{Kind: OpCreateDestination, Service: s, Destination: d})
 		}
@@ -71,9 +105,9 @@ var floorBaseline struct {
 	refs int
 }
 
-func benchFloor(b *testing.B, n int) {
+func benchFloor(b *testing.B, n, m int) {
 	b.StopTimer()
-	ops := floorOps(n)
+	ops := floorOps(n, m)
 	const perSend = 500
 	var sys uint64
 	for i := 0; i < b.N; i++ {
