@@ -3,9 +3,11 @@
 // CleanupLeftovers, CanUseIPTablesProxier) programming kube-proxy v1.37's
 // iptables-mode ruleset for the services of client snapshots.
 //
-// Rendering (render.go) is pure and writes rules in the form iptables-save
-// prints them; a sync compares them with what it last wrote (partial sync)
-// or with the kernel (full sync) and applies the difference with
+// Rendering (render.go) is pure and writes rules in a canonical form
+// (canonical.go: iptables-save's, with host addresses and probabilities as
+// short as iptables reads them back); a sync compares them with what it
+// last wrote (partial sync) or with the kernel (full sync, iptables-save's
+// output brought to the canonical form) and applies the difference with
 // iptables-restore --noflush, touching only the chains it owns. See
 // README.md for the chains, the differences from kube-proxy and the
 // measurements.

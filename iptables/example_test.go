@@ -38,6 +38,6 @@ func Example() {
 	fmt.Println("restores:", st.Restores)
 	// Output:
 	// -A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default/web:http -> 10.244.1.5:8080" -j KUBE-SEP-AFGSLHOD2HFNCBX4
-	// -A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-CDGGSHYLG3RE2FKL
+	// -A KUBE-SERVICES -d 10.96.0.10 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-CDGGSHYLG3RE2FKL
 	// restores: 1
 }

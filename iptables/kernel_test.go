@@ -32,6 +32,13 @@ func kernelProxier(t *testing.T, b rules.Backend, mod func(*Config)) (*Proxier, 
 	nstest.LookPath(t, b.Command(rules.IPv4, "restore"))
 	nstest.LookPath(t, b.Command(rules.IPv6, "restore"))
 	ns := nstest.New(t)
+	return proxierIn(t, ns, b, mod), ns
+}
+
+// proxierIn returns a Proxier for both families working in ns with the
+// given backend (a second one stands for the sink restarted).
+func proxierIn(t *testing.T, ns *nstest.NetNS, b rules.Backend, mod func(*Config)) *Proxier {
+	t.Helper()
 	cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: b, Run: nsRunner(ns), Generation: nsGeneration(ns),
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")},
 		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.50.2")}}
@@ -42,7 +49,7 @@ func kernelProxier(t *testing.T, b rules.Backend, mod func(*Config)) (*Proxier, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, ns
+	return p
 }
 
 func saveAll(t *testing.T, p *Proxier) string {

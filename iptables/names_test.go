@@ -45,7 +45,4 @@ func TestHashPort(t *testing.T) {
 			}
 		}
 	}
-	if probability(2) != "0.50000000000" || probability(3) != "0.33333333349" {
-		t.Errorf("probability(2), (3) = %s, %s", probability(2), probability(3))
-	}
 }

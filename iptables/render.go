@@ -3,7 +3,6 @@ package iptables
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -102,7 +101,7 @@ type topSpan struct {
 }
 
 // rendered is one service's ruleset for one family: its own nat chains and
-// its rules in the top-level chains, all in the form iptables-save prints.
+// its rules in the top-level chains, all in canonical form (canonical.go).
 // It is immutable once rendered: full syncs reuse it for a service that
 // did not change.
 type rendered struct {
@@ -222,14 +221,12 @@ func (w *writer) a(args ...string) *writer {
 	return w
 }
 
-// host appends a flag and a host prefix ("-s 10.0.0.1/32").
+// host appends a flag and a host address, without the prefix length
+// iptables-save prints ("-s 10.0.0.1").
 func (w *writer) host(flag string, a netip.Addr) *writer {
 	var tmp [64]byte
 	b := append(append(append(tmp[:0], ' '), flag...), ' ')
-	b = a.AppendTo(b)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(a.BitLen()), 10)
-	return w.bytes(b)
+	return w.bytes(a.AppendTo(b))
 }
 
 // bytes appends text as it is.
@@ -312,11 +309,8 @@ func (w *writer) port(flag string, p int) *writer {
 	return w.bytes(strconv.AppendInt(b, int64(p), 10))
 }
 
-// hostPrefix returns "a/32" or "a/128".
-func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
-
-// probability returns the statistic match's probability of picking 1 of n,
-// as iptables-save prints it: the kernel keeps it as a 31-bit fraction.
+// probability returns the statistic match's probability of picking 1 of n
+// (canonicalProbability).
 func probability(n int) string {
 	if n < len(probabilities) {
 		return probabilities[n][len(statisticArgs):]
@@ -360,9 +354,12 @@ var probabilities, jumpArgsMemo = func() ([]string, [2][]string) {
 	return probs, jumps
 }()
 
+// formatProbability returns the probability of picking 1 of n: the
+// fraction iptables stores for kube-proxy's text (1/n with ten decimals),
+// as its shortest decimal.
 func formatProbability(n int) string {
-	q := math.Round(float64(0x80000000) / float64(n))
-	return strconv.FormatFloat(q/float64(0x80000000), 'f', 11, 64)
+	kp, _ := strconv.ParseFloat(strconv.FormatFloat(1/float64(n), 'f', 10, 64), 64)
+	return canonicalProbability(probabilityBits(kp))
 }
 
 // endpoint is one endpoint of a service port, in one family. It holds no
@@ -567,7 +564,7 @@ func renderService(fc *famConfig, sc *renderScratch, w *writer, se *client.Servi
 		ranges = nil // a zero-length range allows every client
 	}
 	if fc.localCIDR.IsValid() && sc.cidr == "" {
-		sc.cidr = fc.localCIDR.String()
+		sc.cidr = prefixText(fc.localCIDR)
 	}
 	eps := slices.Grow(sc.eps[:0], len(se.Endpoints))
 	for _, p := range svc.Ports {
@@ -691,11 +688,6 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	f := append(sc.frag[:0], ` -m comment --comment "`...)
 	f = append(appendEscaped(f, pn), " -> "...)
 	toEnd := len(f)
-	if v6 {
-		f = append(f, "/128"...)
-	} else {
-		f = append(f, "/32"...)
-	}
 	if !large {
 		f = append(appendEscaped(append(f, ` -m comment --comment "`...), pn), '"')
 	}
@@ -817,7 +809,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	if usesFW {
 		allowNode := false
 		for _, rg := range ranges {
-			w.line(fwChain).a("-s", rg.String()).comment2(pn, " loadbalancer IP").a("-j", extChain).in(fwChain)
+			w.line(fwChain).a("-s", prefixText(rg)).comment2(pn, " loadbalancer IP").a("-j", extChain).in(fwChain)
 			if fc.nodeIP.IsValid() && rg.Contains(fc.nodeIP) {
 				allowNode = true
 			}
@@ -880,8 +872,8 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 		slices.SortFunc(reach, func(x, y endpoint) int { return bytes.Compare(x.str(b), y.str(b)) })
 	}
 	for _, e := range reach {
-		// " -s ip/bits": the address as e.str ("ip:port", "[ip]:port")
-		// has it.
+		// " -s ip": the address as e.str ("ip:port", "[ip]:port") has
+		// it.
 		ip := e.str(b)
 		ip = ip[:bytes.LastIndexByte(ip, ':')]
 		if v6 {

@@ -56,13 +56,13 @@ func TestRender(t *testing.T) {
 		fc:   v4,
 		svc:  svcSpec{name: "web", clusterIPs: []string{"10.96.0.10"}, ports: []client.Port{tcp("http", 80, 8080)}, eps: []ep{{ip: "10.244.1.5"}}},
 		want: map[string][]string{
-			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-CDGGSHYLG3RE2FKL`},
+			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.10 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-CDGGSHYLG3RE2FKL`},
 			"KUBE-SVC-CDGGSHYLG3RE2FKL": {
-				`-A KUBE-SVC-CDGGSHYLG3RE2FKL ! -s 10.244.0.0/16 -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`,
+				`-A KUBE-SVC-CDGGSHYLG3RE2FKL ! -s 10.244.0.0/16 -d 10.96.0.10 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`,
 				`-A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default/web:http -> 10.244.1.5:8080" -j KUBE-SEP-AFGSLHOD2HFNCBX4`,
 			},
 			"KUBE-SEP-AFGSLHOD2HFNCBX4": {
-				`-A KUBE-SEP-AFGSLHOD2HFNCBX4 -s 10.244.1.5/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ`,
+				`-A KUBE-SEP-AFGSLHOD2HFNCBX4 -s 10.244.1.5 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ`,
 				`-A KUBE-SEP-AFGSLHOD2HFNCBX4 -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.1.5:8080`,
 			},
 		},
@@ -71,13 +71,13 @@ func TestRender(t *testing.T) {
 		fc:   masqAll,
 		svc:  svcSpec{name: "web", clusterIPs: []string{"10.96.0.10"}, ports: []client.Port{tcp("http", 80, 8080)}, eps: []ep{{ip: "10.244.1.5"}}},
 		want: map[string][]string{
-			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j ` + svcWeb},
+			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.10 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j ` + svcWeb},
 			svcWeb: {
-				`-A ` + svcWeb + ` -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`,
+				`-A ` + svcWeb + ` -d 10.96.0.10 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`,
 				`-A ` + svcWeb + ` -m comment --comment "default/web:http -> 10.244.1.5:8080" -j ` + sepWeb,
 			},
 			sepWeb: {
-				`-A ` + sepWeb + ` -s 10.244.1.5/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ`,
+				`-A ` + sepWeb + ` -s 10.244.1.5 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ`,
 				`-A ` + sepWeb + ` -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.1.5:8080`,
 			},
 		},
@@ -86,10 +86,10 @@ func TestRender(t *testing.T) {
 		fc:   v6,
 		svc:  svcSpec{name: "web", clusterIPs: []string{"10.96.0.10", "fd00:96::10"}, ports: []client.Port{tcp("http", 80, 8080)}, eps: []ep{{ip: "10.244.1.5"}, {ip: "fd00:244::5"}}},
 		want: map[string][]string{
-			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d fd00:96::10/128 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j ` + svcWeb},
+			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d fd00:96::10 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j ` + svcWeb},
 			svcWeb:              {`-A ` + svcWeb + ` -m comment --comment "default/web:http -> [fd00:244::5]:8080" -j ` + sep6},
 			sep6: {
-				`-A ` + sep6 + ` -s fd00:244::5/128 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ`,
+				`-A ` + sep6 + ` -s fd00:244::5 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ`,
 				`-A ` + sep6 + ` -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination [fd00:244::5]:8080`,
 			},
 		},
@@ -99,9 +99,9 @@ func TestRender(t *testing.T) {
 		svc: svcSpec{name: "dns", typ: client.NodePort, clusterIPs: []string{"10.96.0.53"}, externalIPs: []string{"198.51.100.1"},
 			ports: []client.Port{withNodePort(udp("", 53, 53), 30053)}},
 		want: map[string][]string{
-			"filter/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.53/32 -p udp -m comment --comment "default/dns has no endpoints" -m udp --dport 53 -j REJECT --reject-with icmp-port-unreachable`},
+			"filter/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.53 -p udp -m comment --comment "default/dns has no endpoints" -m udp --dport 53 -j REJECT --reject-with icmp-port-unreachable`},
 			"filter/KUBE-EXTERNAL-SERVICES": {
-				`-A KUBE-EXTERNAL-SERVICES -d 198.51.100.1/32 -p udp -m comment --comment "default/dns has no endpoints" -m udp --dport 53 -j REJECT --reject-with icmp-port-unreachable`,
+				`-A KUBE-EXTERNAL-SERVICES -d 198.51.100.1 -p udp -m comment --comment "default/dns has no endpoints" -m udp --dport 53 -j REJECT --reject-with icmp-port-unreachable`,
 				`-A KUBE-EXTERNAL-SERVICES -p udp -m comment --comment "default/dns has no endpoints" -m addrtype --dst-type LOCAL -m udp --dport 30053 -j REJECT --reject-with icmp-port-unreachable`,
 			},
 		},
@@ -110,31 +110,31 @@ func TestRender(t *testing.T) {
 		fc:   v4,
 		svc:  svcSpec{name: "dns", iLocal: true, clusterIPs: []string{"10.96.0.53"}, ports: []client.Port{udp("", 53, 53)}, eps: []ep{{ip: "10.244.2.5", remote: true}}},
 		want: map[string][]string{
-			"filter/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.53/32 -p udp -m comment --comment "default/dns has no local endpoints" -m udp --dport 53 -j DROP`},
+			"filter/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.53 -p udp -m comment --comment "default/dns has no local endpoints" -m udp --dport 53 -j DROP`},
 		},
 	}, {
-		name: "three endpoints: statistic probabilities as the kernel keeps them",
+		name: "three endpoints: statistic probabilities, the shortest decimals of what the kernel keeps",
 		fc:   v4,
 		svc: svcSpec{name: "dns", clusterIPs: []string{"10.96.0.53"}, ports: []client.Port{udp("", 53, 53)},
 			eps: []ep{{ip: "10.244.1.5"}, {ip: "10.244.1.10"}, {ip: "10.244.1.7", notReady: true}, {ip: "10.244.1.6"}}},
 		want: map[string][]string{
-			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.53/32 -p udp -m comment --comment "default/dns cluster IP" -m udp --dport 53 -j ` + ServiceChain(dns, "udp")},
+			"nat/KUBE-SERVICES": {`-A KUBE-SERVICES -d 10.96.0.53 -p udp -m comment --comment "default/dns cluster IP" -m udp --dport 53 -j ` + ServiceChain(dns, "udp")},
 			ServiceChain(dns, "udp"): {
-				`-A ` + ServiceChain(dns, "udp") + ` ! -s 10.244.0.0/16 -d 10.96.0.53/32 -p udp -m comment --comment "default/dns cluster IP" -m udp --dport 53 -j KUBE-MARK-MASQ`,
-				`-A ` + ServiceChain(dns, "udp") + ` -m comment --comment "default/dns -> 10.244.1.10:53" -m statistic --mode random --probability 0.33333333349 -j ` + EndpointChain(dns, "udp", "10.244.1.10:53"),
-				`-A ` + ServiceChain(dns, "udp") + ` -m comment --comment "default/dns -> 10.244.1.5:53" -m statistic --mode random --probability 0.50000000000 -j ` + EndpointChain(dns, "udp", "10.244.1.5:53"),
+				`-A ` + ServiceChain(dns, "udp") + ` ! -s 10.244.0.0/16 -d 10.96.0.53 -p udp -m comment --comment "default/dns cluster IP" -m udp --dport 53 -j KUBE-MARK-MASQ`,
+				`-A ` + ServiceChain(dns, "udp") + ` -m comment --comment "default/dns -> 10.244.1.10:53" -m statistic --mode random --probability 0.3333333335 -j ` + EndpointChain(dns, "udp", "10.244.1.10:53"),
+				`-A ` + ServiceChain(dns, "udp") + ` -m comment --comment "default/dns -> 10.244.1.5:53" -m statistic --mode random --probability 0.5 -j ` + EndpointChain(dns, "udp", "10.244.1.5:53"),
 				`-A ` + ServiceChain(dns, "udp") + ` -m comment --comment "default/dns -> 10.244.1.6:53" -j ` + EndpointChain(dns, "udp", "10.244.1.6:53"),
 			},
 			EndpointChain(dns, "udp", "10.244.1.10:53"): {
-				`-A ` + EndpointChain(dns, "udp", "10.244.1.10:53") + ` -s 10.244.1.10/32 -m comment --comment "default/dns" -j KUBE-MARK-MASQ`,
+				`-A ` + EndpointChain(dns, "udp", "10.244.1.10:53") + ` -s 10.244.1.10 -m comment --comment "default/dns" -j KUBE-MARK-MASQ`,
 				`-A ` + EndpointChain(dns, "udp", "10.244.1.10:53") + ` -p udp -m comment --comment "default/dns" -m udp -j DNAT --to-destination 10.244.1.10:53`,
 			},
 			EndpointChain(dns, "udp", "10.244.1.5:53"): {
-				`-A ` + EndpointChain(dns, "udp", "10.244.1.5:53") + ` -s 10.244.1.5/32 -m comment --comment "default/dns" -j KUBE-MARK-MASQ`,
+				`-A ` + EndpointChain(dns, "udp", "10.244.1.5:53") + ` -s 10.244.1.5 -m comment --comment "default/dns" -j KUBE-MARK-MASQ`,
 				`-A ` + EndpointChain(dns, "udp", "10.244.1.5:53") + ` -p udp -m comment --comment "default/dns" -m udp -j DNAT --to-destination 10.244.1.5:53`,
 			},
 			EndpointChain(dns, "udp", "10.244.1.6:53"): {
-				`-A ` + EndpointChain(dns, "udp", "10.244.1.6:53") + ` -s 10.244.1.6/32 -m comment --comment "default/dns" -j KUBE-MARK-MASQ`,
+				`-A ` + EndpointChain(dns, "udp", "10.244.1.6:53") + ` -s 10.244.1.6 -m comment --comment "default/dns" -j KUBE-MARK-MASQ`,
 				`-A ` + EndpointChain(dns, "udp", "10.244.1.6:53") + ` -p udp -m comment --comment "default/dns" -m udp -j DNAT --to-destination 10.244.1.6:53`,
 			},
 		},
@@ -147,12 +147,12 @@ func TestRender(t *testing.T) {
 			eps:   []ep{{ip: "10.244.1.9"}, {ip: "10.244.2.9", remote: true}}},
 		want: map[string][]string{
 			"nat/KUBE-SERVICES": {
-				`-A KUBE-SERVICES -d 10.96.0.30/32 -p tcp -m comment --comment "default/lb cluster IP" -m tcp --dport 443 -j ` + lbSVC,
-				`-A KUBE-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "default/lb loadbalancer IP" -m tcp --dport 443 -j ` + lbFW,
+				`-A KUBE-SERVICES -d 10.96.0.30 -p tcp -m comment --comment "default/lb cluster IP" -m tcp --dport 443 -j ` + lbSVC,
+				`-A KUBE-SERVICES -d 192.0.2.10 -p tcp -m comment --comment "default/lb loadbalancer IP" -m tcp --dport 443 -j ` + lbFW,
 			},
 			"nat/KUBE-NODEPORTS":         {`-A KUBE-NODEPORTS -p tcp -m comment --comment "default/lb" -m tcp --dport 30443 -j ` + lbEXT},
 			"filter/KUBE-NODEPORTS":      {`-A KUBE-NODEPORTS -p tcp -m comment --comment "default/lb health check node port" -m tcp --dport 32000 -j ACCEPT`},
-			"filter/KUBE-PROXY-FIREWALL": {`-A KUBE-PROXY-FIREWALL -d 192.0.2.10/32 -p tcp -m comment --comment "default/lb traffic not accepted by ` + lbFW + `" -m tcp --dport 443 -j DROP`},
+			"filter/KUBE-PROXY-FIREWALL": {`-A KUBE-PROXY-FIREWALL -d 192.0.2.10 -p tcp -m comment --comment "default/lb traffic not accepted by ` + lbFW + `" -m tcp --dport 443 -j DROP`},
 			lbEXT: {
 				`-A ` + lbEXT + ` -s 10.244.0.0/16 -m comment --comment "pod traffic for default/lb external destinations" -j ` + lbSVC,
 				`-A ` + lbEXT + ` -m comment --comment "masquerade LOCAL traffic for default/lb external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
@@ -161,14 +161,14 @@ func TestRender(t *testing.T) {
 			},
 			lbFW: {
 				`-A ` + lbFW + ` -s 192.168.50.0/24 -m comment --comment "default/lb loadbalancer IP" -j ` + lbEXT,
-				`-A ` + lbFW + ` -s 192.0.2.10/32 -m comment --comment "default/lb loadbalancer IP" -j ` + lbEXT,
+				`-A ` + lbFW + ` -s 192.0.2.10 -m comment --comment "default/lb loadbalancer IP" -j ` + lbEXT,
 				`-A ` + lbFW + ` -m comment --comment "other traffic to default/lb will be dropped by KUBE-PROXY-FIREWALL"`,
 			},
 			lbSVC: {
-				`-A ` + lbSVC + ` ! -s 10.244.0.0/16 -d 10.96.0.30/32 -p tcp -m comment --comment "default/lb cluster IP" -m tcp --dport 443 -j KUBE-MARK-MASQ`,
+				`-A ` + lbSVC + ` ! -s 10.244.0.0/16 -d 10.96.0.30 -p tcp -m comment --comment "default/lb cluster IP" -m tcp --dport 443 -j KUBE-MARK-MASQ`,
 				`-A ` + lbSVC + ` -m comment --comment "default/lb -> 10.244.1.9:80" -m recent --rcheck --seconds 60 --reap --name ` + lbLocal + ` --mask 255.255.255.255 --rsource -j ` + lbLocal,
 				`-A ` + lbSVC + ` -m comment --comment "default/lb -> 10.244.2.9:80" -m recent --rcheck --seconds 60 --reap --name ` + lbRemote + ` --mask 255.255.255.255 --rsource -j ` + lbRemote,
-				`-A ` + lbSVC + ` -m comment --comment "default/lb -> 10.244.1.9:80" -m statistic --mode random --probability 0.50000000000 -j ` + lbLocal,
+				`-A ` + lbSVC + ` -m comment --comment "default/lb -> 10.244.1.9:80" -m statistic --mode random --probability 0.5 -j ` + lbLocal,
 				`-A ` + lbSVC + ` -m comment --comment "default/lb -> 10.244.2.9:80" -j ` + lbRemote,
 			},
 			lbSVL: {
@@ -176,11 +176,11 @@ func TestRender(t *testing.T) {
 				`-A ` + lbSVL + ` -m comment --comment "default/lb -> 10.244.1.9:80" -j ` + lbLocal,
 			},
 			lbLocal: {
-				`-A ` + lbLocal + ` -s 10.244.1.9/32 -m comment --comment "default/lb" -j KUBE-MARK-MASQ`,
+				`-A ` + lbLocal + ` -s 10.244.1.9 -m comment --comment "default/lb" -j KUBE-MARK-MASQ`,
 				`-A ` + lbLocal + ` -p tcp -m comment --comment "default/lb" -m recent --set --name ` + lbLocal + ` --mask 255.255.255.255 --rsource -m tcp -j DNAT --to-destination 10.244.1.9:80`,
 			},
 			lbRemote: {
-				`-A ` + lbRemote + ` -s 10.244.2.9/32 -m comment --comment "default/lb" -j KUBE-MARK-MASQ`,
+				`-A ` + lbRemote + ` -s 10.244.2.9 -m comment --comment "default/lb" -j KUBE-MARK-MASQ`,
 				`-A ` + lbRemote + ` -p tcp -m comment --comment "default/lb" -m recent --set --name ` + lbRemote + ` --mask 255.255.255.255 --rsource -m tcp -j DNAT --to-destination 10.244.2.9:80`,
 			},
 		},

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// kernelTable is one table as iptables-save printed it.
+// kernelTable is one table as iptables-save printed it, its rules in
+// canonical form (canonicalRule).
 type kernelTable struct {
 	chains map[string]bool
 	rules  map[string][]string // chain -> lines in order
@@ -23,8 +24,14 @@ func (t kernelTable) text(chain string) []byte {
 	return b
 }
 
+// parseSave reads iptables-save's output of one table.
 func parseSave(out []byte) kernelTable {
 	t := kernelTable{chains: map[string]bool{}, rules: map[string][]string{}}
+	var buf []byte
+	// iptables-save prints a chain's rules together: they are collected
+	// in lines, for chain cur, and stored when the chain changes.
+	var cur string
+	var lines []string
 	for len(out) > 0 {
 		var line []byte
 		if i := bytes.IndexByte(out, '\n'); i >= 0 {
@@ -38,8 +45,18 @@ func parseSave(out []byte) kernelTable {
 			t.chains[string(name)] = true
 		case bytes.HasPrefix(line, []byte("-A ")):
 			name, _, _ := bytes.Cut(line[3:], []byte(" "))
-			t.rules[string(name)] = append(t.rules[string(name)], string(line))
+			if string(name) != cur {
+				if lines != nil {
+					t.rules[cur] = lines
+				}
+				cur = string(name)
+				lines = t.rules[cur]
+			}
+			lines = append(lines, canonicalRule(line, &buf))
 		}
+	}
+	if lines != nil {
+		t.rules[cur] = lines
 	}
 	return t
 }

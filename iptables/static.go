@@ -8,7 +8,7 @@ import (
 )
 
 // jump is a rule in a built-in chain that sends traffic to one of ours, in
-// the form iptables-save prints it (without "-A From ").
+// canonical form (without "-A From ").
 type jump struct {
 	table, from, rule string
 }
@@ -72,7 +72,7 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 		dst := ""
 		switch {
 		case fc.fam == rules.IPv6:
-			dst = "! -d ::1/128 "
+			dst = "! -d ::1 "
 		case !c.LocalhostNodePorts:
 			dst = "! -d 127.0.0.0/8 "
 		}
@@ -82,7 +82,7 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 		if a.IsLoopback() && (fc.fam == rules.IPv6 || !c.LocalhostNodePorts) {
 			continue
 		}
-		nodePorts = append(nodePorts, "-A "+chainServices+" -d "+hostPrefix(a)+" "+comment+" -j "+chainNodePorts)
+		nodePorts = append(nodePorts, "-A "+chainServices+" -d "+a.String()+" "+comment+" -j "+chainNodePorts)
 	}
 	var forward []string
 	if !c.TCPBeLiberal {

@@ -16,7 +16,7 @@ import (
 func TestNodePortRulesPerFamily(t *testing.T) {
 	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
 	all4 := `-A KUBE-SERVICES ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`
-	all6 := `-A KUBE-SERVICES ! -d ::1/128 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`
+	all6 := `-A KUBE-SERVICES ! -d ::1 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`
 	only := func(a string) string {
 		return `-A KUBE-SERVICES -d ` + a + ` -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS`
 	}
@@ -29,11 +29,11 @@ func TestNodePortRulesPerFamily(t *testing.T) {
 	}{
 		{"no --nodeport-addresses", nil, nil, []string{all4}, []string{all6}},
 		{"IPv4 CIDR: IPv6 unrestricted", []netip.Prefix{pfx("192.168.50.0/24")}, []netip.Addr{addr("192.168.50.10")},
-			[]string{only("192.168.50.10/32")}, []string{all6}},
+			[]string{only("192.168.50.10")}, []string{all6}},
 		{"IPv6 CIDR without a node address: no IPv6 node ports", []netip.Prefix{pfx("192.168.50.0/24"), pfx("fd00:50::/64")},
-			[]netip.Addr{addr("192.168.50.10")}, []string{only("192.168.50.10/32")}, nil},
+			[]netip.Addr{addr("192.168.50.10")}, []string{only("192.168.50.10")}, nil},
 		{"both families", []netip.Prefix{pfx("192.168.50.0/24"), pfx("fd00:50::/64")},
-			[]netip.Addr{addr("192.168.50.10"), addr("fd00:50::2")}, []string{only("192.168.50.10/32")}, []string{only("fd00:50::2/128")}},
+			[]netip.Addr{addr("192.168.50.10"), addr("fd00:50::2")}, []string{only("192.168.50.10")}, []string{only("fd00:50::2")}},
 	}
 	for _, tt := range tests {
 		c := Config{IPv4: true, IPv6: true, NodePortCIDRs: tt.cidrs, NodePortIPs: tt.ips}
