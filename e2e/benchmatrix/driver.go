@@ -378,6 +378,10 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 			d.p = nil
 		}
 	}
+	if err == nil && strace == "" && rep == 0 {
+		// Where the time went, in the proxy's words (the run's log only).
+		d.Logf("%s %dx%d: proxy log at the first initial sync's end:\n%s", d.Sink.Name, d.Services, d.Endpoints, tail(d.p.log.String(), 15))
+	}
 	if errors.Is(err, errTimeout) {
 		s.Seconds = end.Sub(d.p.start).Seconds() // a lower bound
 		d.Logf("%s: kernel state at the timeout:\n%s\nproxy log tail:\n%s", d.Sink.Name, d.pr.dump(), tail(d.p.log.String(), 30))

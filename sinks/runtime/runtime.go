@@ -344,8 +344,8 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 			h.put(s)
 		})
 	}()
-	tick := time.NewTicker(c.SyncPeriod)
-	defer tick.Stop()
+	resync := newResyncSchedule(c.SyncPeriod)
+	defer resync.stop()
 	watch := newStaleWatch(src.Stats, log)
 	watchTick := time.NewTicker(StaleCheckInterval)
 	defer watchTick.Stop()
@@ -368,11 +368,13 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 				triggers = append(triggers[:0], triggers[n:]...)
 			}
 			b.Controller.Snapshot(p.s)
+			resync.synced()
 			// Errors are logged by the server, and retried at every
 			// snapshot.
 			_ = services.Sync(p.s)
-		case <-tick.C:
+		case <-resync.C():
 			b.Controller.Resync()
+			resync.resynced()
 		}
 	}
 }
