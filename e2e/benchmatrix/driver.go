@@ -63,8 +63,11 @@ type Sample struct {
 	PeakRSSMB float64 `json:"peakRssMB"`
 	// RestoreBytes went to iptables-restore and ip6tables-restore.
 	RestoreBytes int64 `json:"restoreBytes"`
-	// Syscalls counted by strace -f -c (ScInitialStrace only).
-	Syscalls int64 `json:"syscalls,omitempty"`
+	// Syscalls counted by strace -f -c (ScInitialStrace only), and of
+	// them the socket message calls (sendmsg, recvmsg, sendto, recvfrom
+	// and their mmsg forms): the netlink traffic.
+	Syscalls        int64 `json:"syscalls,omitempty"`
+	MessageSyscalls int64 `json:"messageSyscalls,omitempty"`
 	// KernelOps and NetlinkSyscalls are the sinks' own counters
 	// (proxysinks_kernel_operations_total, proxysinks_netlink_syscalls_total)
 	// over the interval; -1 when the proxy has none.
@@ -374,7 +377,9 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 	if err == nil {
 		fill(&s, start, d.measure(ctx, end, &start))
 		if strace != "" {
-			s.Syscalls, err = d.p.stop()
+			var c straceCounts
+			c, err = d.p.stop()
+			s.Syscalls, s.MessageSyscalls = c.total, c.messages
 			d.p = nil
 		}
 	}

@@ -52,12 +52,12 @@ func TestParseStatCPU(t *testing.T) {
 }
 
 func TestParseStraceTotal(t *testing.T) {
-	out := "    calls syscall\n--------- ----------------\n       20 read\n        9 write\n--------- ----------------\n       29 total\n"
-	got, err := parseStraceTotal(out)
-	if err != nil || got != 29 {
-		t.Errorf("total %d, %v; want 29", got, err)
+	out := "    calls syscall\n--------- ----------------\n       20 read\n        9 write\n        4 sendmsg\n       12 recvmsg\n        3 sendto\n--------- ----------------\n       48 total\n"
+	got, err := parseStrace(out)
+	if want := (straceCounts{total: 48, messages: 19}); err != nil || got != want {
+		t.Errorf("counts %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := parseStraceTotal("garbage"); err == nil {
+	if _, err := parseStrace("garbage"); err == nil {
 		t.Error("no total line parsed")
 	}
 }

@@ -335,7 +335,7 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 // stop ends the proxy (SIGTERM, SIGKILL after 20 s, 2 minutes under
 // strace, which slows the exit too) and whatever it left running in its
 // process group, and, under strace, returns the syscalls strace counted.
-func (p *proxy) stop() (syscalls int64, err error) {
+func (p *proxy) stop() (syscalls straceCounts, err error) {
 	grace := 20 * time.Second
 	if p.straceOut != "" {
 		grace = 2 * time.Minute
@@ -362,25 +362,47 @@ func (p *proxy) stop() (syscalls int64, err error) {
 	// using most of a core during the next proxy's cells).
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	if p.straceOut == "" {
-		return 0, nil
+		return straceCounts{}, nil
 	}
 	b, err := os.ReadFile(p.straceOut)
 	if err != nil {
-		return 0, fmt.Errorf("benchmatrix: strace output: %w", err)
+		return straceCounts{}, fmt.Errorf("benchmatrix: strace output: %w", err)
 	}
-	return parseStraceTotal(string(b))
+	return parseStrace(string(b))
 }
 
-// parseStraceTotal returns the calls of strace -c -U calls,name's total
-// line.
-func parseStraceTotal(out string) (int64, error) {
+// straceCounts is what strace -c counted.
+type straceCounts struct {
+	// total is every system call; messages the socket message calls
+	// (sendmsg, recvmsg, sendto, recvfrom, sendmmsg, recvmmsg): netlink
+	// for every proxy here (Go's TCP to the apiserver uses read and
+	// write).
+	total, messages int64
+}
+
+var messageCalls = map[string]bool{"sendmsg": true, "recvmsg": true, "sendto": true, "recvfrom": true, "sendmmsg": true, "recvmmsg": true}
+
+// parseStrace reads strace -c -U calls,name's table.
+func parseStrace(out string) (straceCounts, error) {
+	var c straceCounts
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) == 2 && f[1] == "total" {
-			return strconv.ParseInt(f[0], 10, 64)
+		if len(f) != 2 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if f[1] == "total" {
+			c.total = n
+			return c, nil
+		}
+		if messageCalls[f[1]] {
+			c.messages += n
 		}
 	}
-	return 0, fmt.Errorf("benchmatrix: no total in strace output %q", tail(out, 5))
+	return straceCounts{}, fmt.Errorf("benchmatrix: no total in strace output %q", tail(out, 5))
 }
 
 // tail returns the last n lines of s.
