@@ -107,8 +107,11 @@ type Config struct {
 	// periodic resync so that no resync overlaps a change.
 	ChangeArgs []string
 	// Strace, when not empty, is strace's path: one more initial sync
-	// runs under strace -f -c.
-	Strace string
+	// runs under strace -f -c, tracing the socket message calls only
+	// (--seccomp-bpf: the others run at full speed), or every call with
+	// StraceAll (slow: kube-proxy makes millions).
+	Strace    string
+	StraceAll bool
 	// APITarget is the apiserver's host:port as the driver reaches it;
 	// Client writes to it.
 	APITarget string
@@ -339,7 +342,7 @@ func (d *driver) emit(s Sample, err error) {
 }
 
 func (d *driver) startProxy(strace string) error {
-	p, err := startProxy(d.node, d.Work, d.wrapDir, strace, d.Sink.Bin, append([]string{"--kubeconfig=" + d.Sink.Kubeconfig}, d.Sink.Args...)...)
+	p, err := startProxy(d.node, d.Work, d.wrapDir, strace, d.StraceAll, d.Sink.Bin, append([]string{"--kubeconfig=" + d.Sink.Kubeconfig}, d.Sink.Args...)...)
 	if err != nil {
 		return err
 	}

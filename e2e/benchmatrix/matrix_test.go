@@ -29,8 +29,13 @@ const (
 	// that order.
 	SinksEnv = "PROXYSINKS_BENCH_SINKS"
 	// StraceEnv=0 skips the initial sync under strace; =1 runs it in
-	// -short too (on the host; in the VM only without -short).
+	// -short too (on the host; in the VM only without -short); =all
+	// traces every system call there, not only the socket message calls.
 	StraceEnv = "PROXYSINKS_BENCH_STRACE"
+	// TimeoutEnv overrides the longest wait for the kernel (a Go
+	// duration; by default 2 minutes plus 2 ms per endpoint, three times
+	// that in the VM).
+	TimeoutEnv = "PROXYSINKS_BENCH_TIMEOUT"
 	// EndpointRepsEnv overrides the number of one-endpoint changes.
 	EndpointRepsEnv = "PROXYSINKS_BENCH_ENDPOINT_REPS"
 	// RepsEnv overrides the repetitions of the cells.
@@ -234,18 +239,24 @@ func TestMatrix(t *testing.T) {
 				t.Fatal(err)
 			}
 			timeout := 120*time.Second + time.Duration(n*m)*2*time.Millisecond
+			vmTimeout := 3 * timeout // TCG: kube-proxy took over 140 s for 1,000 x 10 on a loaded host
+			if v := os.Getenv(TimeoutEnv); v != "" {
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					t.Fatalf("%s: bad duration %q", TimeoutEnv, v)
+				}
+				timeout, vmTimeout = d, d
+			}
 			for _, s := range sinks {
 				kc := sinkKC
 				if s.KubeProxy {
 					kc = kpKC
 				}
 				cfg := Config{Sink: s, Services: n, Endpoints: m, Reps: pl.reps, EndpointReps: pl.endpointReps,
-					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, Emit: emit, Logf: t.Logf}
+					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, StraceAll: os.Getenv(StraceEnv) == "all", Emit: emit, Logf: t.Logf}
 				cfg.Sink.Kubeconfig = kc
 				if s.Kind == KindIPVS {
-					// TCG on a loaded host: kube-proxy took over 140 s for
-					// 1,000 x 10 there.
-					cfg.Timeout *= 3
+					cfg.Timeout = vmTimeout
 					vmStrace := strace
 					if !pl.vmStrace {
 						vmStrace = ""
@@ -428,7 +439,7 @@ func TestMatrixGuest(t *testing.T) {
 // commandLine is the make command that reproduces a plan.
 func commandLine(p plan) string {
 	var env []string
-	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, LabelEnv} {
+	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, LabelEnv} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+strconv.Quote(v))
 		}
