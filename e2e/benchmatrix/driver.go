@@ -335,8 +335,8 @@ func (d *driver) emit(s Sample, err error) {
 		s.Error = err.Error()
 		d.Logf("%s %s rep %d: %v", s.Sink, s.Scenario, s.Rep, err)
 	} else {
-		d.Logf("%s %dx%d %s rep %d: %.3f s, %.2f CPU-s, %.0f MB, %d restore bytes, %d syscalls, %.0f kernel ops",
-			s.Sink, s.Services, s.Endpoints, s.Scenario, s.Rep, s.Seconds, s.CPUSeconds, s.PeakRSSMB, s.RestoreBytes, s.Syscalls, s.KernelOps)
+		d.Logf("%s %dx%d %s rep %d: %.3f s, %.2f CPU-s, %.0f MB, %d restore bytes, %d syscalls (%d socket messages), %.0f kernel ops",
+			s.Sink, s.Services, s.Endpoints, s.Scenario, s.Rep, s.Seconds, s.CPUSeconds, s.PeakRSSMB, s.RestoreBytes, s.Syscalls, s.MessageSyscalls, s.KernelOps)
 	}
 	d.Emit(s)
 }
