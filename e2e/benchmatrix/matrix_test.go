@@ -339,7 +339,9 @@ func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, floorBin, 
 `, cfg.Services, cfg.Endpoints)
 	}
 	script += `benchmatrix.test -test.run '^TestMatrixGuest$' -test.v -test.timeout 0`
-	status, console := vm.RunShell(t, script, vm.Options{
+	// The samples printed before a VM that failed or was stopped (a cell
+	// too slow to wait for) are kept.
+	status, console, vmErr := vm.RunShellOutput(t, script, vm.Options{
 		Files: files, WorkDir: work, MemoryMB: mem,
 		Env:     []string{guestEnv + "=/job/work/guest.json"},
 		Timeout: 4*cfg.Timeout + 20*time.Minute,
@@ -364,7 +366,9 @@ func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, floorBin, 
 			got++
 		}
 	}
-	if status != 0 {
+	if vmErr != nil {
+		t.Errorf("%s at %dx%d: the VM: %v (%d samples kept)", cfg.Sink.Name, cfg.Services, cfg.Endpoints, vmErr, got)
+	} else if status != 0 {
 		t.Errorf("%s at %dx%d: the guest driver failed (exit status %d)", cfg.Sink.Name, cfg.Services, cfg.Endpoints, status)
 	}
 	if got == 0 {

@@ -80,6 +80,19 @@ func (w *logWriter) Write(p []byte) (int, error) {
 // when the guest hangs, crashes or cannot start.
 func RunShell(t testing.TB, command string, opt Options) (int, string) {
 	t.Helper()
+	status, console, err := RunShellOutput(t, command, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, console
+}
+
+// RunShellOutput is RunShell returning the error (the guest hung, crashed,
+// could not start or was stopped from outside) with the console output
+// up to then, instead of failing the test: for callers that keep what the
+// guest printed before it went.
+func RunShellOutput(t testing.TB, command string, opt Options) (int, string, error) {
+	t.Helper()
 	Require(t)
 	w := &logWriter{t: t}
 	opt.Output = w
@@ -87,10 +100,7 @@ func RunShell(t testing.TB, command string, opt Options) (int, string) {
 		opt.Timeout = timeout(t, 15*time.Minute)
 	}
 	status, err := Run(context.Background(), command, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return status, w.buf.String()
+	return status, w.buf.String(), err
 }
 
 // RunTests compiles the tests of a workspace package (an import path) as a
