@@ -571,7 +571,9 @@ func latencyTable(b *strings.Builder, t *table) {
 // closest to 10,000 services where its proxies were all measured.
 func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	pick := func(sinks ...string) (sizeKey, *table) {
+	// pickIn returns the size whose sc cells all sinks have; pick that
+	// of the initial sync.
+	pickIn := func(sc string, sinks ...string) (sizeKey, *table) {
 		var k sizeKey
 		for _, c := range keys {
 			if c.m != 10 {
@@ -579,7 +581,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			}
 			all := true
 			for _, s := range sinks {
-				if len(tables[c].get(s, ScInitial).ok) == 0 {
+				if len(tables[c].get(s, sc).ok) == 0 {
 					all = false
 				}
 			}
@@ -589,6 +591,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 		}
 		return k, tables[k]
 	}
+	pick := func(sinks ...string) (sizeKey, *table) { return pickIn(ScInitial, sinks...) }
 	at := func(k sizeKey, t *table, sink string) string {
 		if k.n == 10000 {
 			return fmt.Sprintf("at %s, run %s", k, t.label(sink))
@@ -642,10 +645,15 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			continue
 		}
 		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
-		if r := ratio(t, s, "kube-proxy ipvs", ScInitialStrace, sys, median); !math.IsNaN(r) {
-			check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f, every call of the process and its children) "+at(k, t, "kube-proxy ipvs"), r, 100, "x")
+		ks, ts := pickIn(ScInitialStrace, s, "kube-proxy ipvs")
+		if ts == nil {
+			w("- %s initial sync, syscalls vs kube-proxy ipvs: not measured (no size where both have a strace cell).\n", s)
+			continue
 		}
-		check(s+" initial sync, socket message syscalls (sendmsg, recvmsg, sendto, recvfrom: the netlink traffic) vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), ratio(t, s, "kube-proxy ipvs", ScInitialStrace, func(x Sample) float64 { return float64(x.MessageSyscalls) }, median), 100, "x")
+		if r := ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, sys, median); !math.IsNaN(r) {
+			check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f, every call of the process and its children) "+at(ks, ts, "kube-proxy ipvs"), r, 100, "x")
+		}
+		check(s+" initial sync, socket message syscalls (sendmsg, recvmsg, sendto, recvfrom: the netlink traffic) vs kube-proxy ipvs "+at(ks, ts, "kube-proxy ipvs"), ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, func(x Sample) float64 { return float64(x.MessageSyscalls) }, median), 100, "x")
 	}
 	floorTargets(b, tables, keys)
 	if k, t := pick("ipvs-incremental", "kube-proxy ipvs"); t != nil {
