@@ -27,6 +27,13 @@ import (
 // compares with a 31-bit random number.
 func probabilityBits(p float64) uint32 { return uint32(math.Round(p * 0x80000000)) }
 
+// kubeProxyBits is what iptables stores for kube-proxy's probability of
+// picking 1 of n endpoints (its text: 1/n with ten decimals).
+func kubeProxyBits(n int) uint32 {
+	kp, _ := strconv.ParseFloat(strconv.FormatFloat(1/float64(n), 'f', 10, 64), 64)
+	return probabilityBits(kp)
+}
+
 // shortestProbability returns the shortest decimal that iptables stores as
 // v: the decimal nearest to v/2^31 with the fewest digits that parses back
 // to v. Eleven digits, iptables-save's, always do.
@@ -48,8 +55,7 @@ var probabilityMemo, savedProbabilities = func() (map[uint32]string, map[string]
 	m := make(map[uint32]string, 256)
 	saved := make(map[string]string, 256)
 	for n := 2; n <= 256; n++ {
-		kp, _ := strconv.ParseFloat(strconv.FormatFloat(1/float64(n), 'f', 10, 64), 64)
-		v := probabilityBits(kp)
+		v := kubeProxyBits(n)
 		m[v] = shortestProbability(v)
 		saved[strconv.FormatFloat(float64(v)/0x80000000, 'f', 11, 64)] = m[v]
 	}

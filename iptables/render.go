@@ -358,8 +358,7 @@ var probabilities, jumpArgsMemo = func() ([]string, [2][]string) {
 // fraction iptables stores for kube-proxy's text (1/n with ten decimals),
 // as its shortest decimal.
 func formatProbability(n int) string {
-	kp, _ := strconv.ParseFloat(strconv.FormatFloat(1/float64(n), 'f', 10, 64), 64)
-	return canonicalProbability(probabilityBits(kp))
+	return canonicalProbability(kubeProxyBits(n))
 }
 
 // endpoint is one endpoint of a service port, in one family. It holds no

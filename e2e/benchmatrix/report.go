@@ -509,16 +509,22 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 // samples (kubeproxy_sync_proxy_rules_duration_seconds), with the median
 // number of syncs; "—" for samples from before the driver read it.
 func ownSync(c *cell) string {
-	var sum, n []float64
+	sum, n := syncTimes(c)
+	if len(sum) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s (%s)", fmtSec(median(sum)), fmtCount(median(n)))
+}
+
+// syncTimes returns the proxy's own sync time and number of syncs of each
+// sample that has them.
+func syncTimes(c *cell) (sum, n []float64) {
 	for _, x := range c.ok {
 		if x.Syncs > 0 {
 			sum, n = append(sum, x.SyncSeconds), append(n, x.Syncs)
 		}
 	}
-	if len(sum) == 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%s (%s)", fmtSec(median(sum)), fmtCount(median(n)))
+	return sum, n
 }
 
 // programmed returns a sink's one-endpoint changes as it timed them
@@ -729,12 +735,7 @@ func floorTargets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey)
 		}
 		t := tables[k]
 		floor := median(t.get(s, ScFloor).values(seconds))
-		var syncs []float64
-		for _, x := range t.get(s, ScInitial).ok {
-			if x.Syncs > 0 {
-				syncs = append(syncs, x.SyncSeconds)
-			}
-		}
+		syncs, _ := syncTimes(t.get(s, ScInitial))
 		own, whole := median(syncs), median(t.get(s, ScInitial).values(seconds))
 		verdict := "**met**"
 		if own > 1.3*floor {
