@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jsimonetti/rtnetlink/v2"
@@ -49,6 +50,9 @@ type Conn struct {
 	// request at a time); dialed on first use.
 	raw     *netlink.Conn
 	timeout time.Duration
+	// sendmsg, messages and replies count the address batches' traffic
+	// (Stats); atomic, so that Stats may run beside a batch.
+	sendmsg, messages, replies atomic.Uint64
 	// stale is set when a wait timed out: a late reply may still come on
 	// the sockets, so they are replaced before the next call.
 	stale bool
@@ -90,7 +94,7 @@ func Dial(cfg *Config) (*Conn, error) {
 		}
 		ns = fd
 	}
-	c, err := rtnetlink.Dial(&netlink.Config{NetNS: ns})
+	c, err := rtnetlink.Dial(socketConfig(ns))
 	if err != nil {
 		if ns != 0 {
 			unix.Close(ns)
@@ -98,6 +102,15 @@ func Dial(cfg *Config) (*Conn, error) {
 		return nil, &Error{Op: "dial", Object: "rtnetlink", Err: err}
 	}
 	return &Conn{c: c, netns: ns, timeout: netlinkraw.ReplyTimeout(cfg.ReplyTimeout)}, nil
+}
+
+// messageBuffer holds the largest datagram the kernel sends (dump datagrams
+// are capped near 32 KiB). With a fixed buffer, mdlayher/netlink reads each
+// datagram with one recvmsg instead of peeking at its size first.
+const messageBuffer = 64 << 10
+
+func socketConfig(netns int) *netlink.Config {
+	return &netlink.Config{NetNS: netns, MessageBufferSize: messageBuffer}
 }
 
 // Close closes the sockets.
@@ -151,7 +164,7 @@ func (c *Conn) fresh() error {
 		c.c.Close()
 		c.c = nil
 	}
-	nc, err := rtnetlink.Dial(&netlink.Config{NetNS: c.netns})
+	nc, err := rtnetlink.Dial(socketConfig(c.netns))
 	if err != nil {
 		return &Error{Op: "dial", Object: "rtnetlink", Err: err}
 	}
@@ -297,12 +310,18 @@ func (c *Conn) DelAddresses(name string, addrs []netip.Addr) error {
 	return c.batch("delete address", name, unix.RTM_DELADDR, 0, l.Index, addrs, unix.EADDRNOTAVAIL)
 }
 
-// batchSize bounds the requests of one sendmsg: each asks for an ACK, and
-// all ACKs of a batch must fit the receive buffer.
+// batchSize bounds the requests of one sendmsg. Only the last asks for an
+// ACK, but every failed one is answered with its own error datagram, and
+// all of them must fit the receive buffer.
 const batchSize = 64
 
 // batch sends one address message per address, batchSize per sendmsg, and
-// reads their answers, which the kernel sends in order, one datagram each.
+// reads their answers. As the IPVS client does, only the last message of a
+// sendmsg asks for an acknowledgement: the kernel handles the messages of
+// one sendmsg in order, answers each failed one with an error carrying its
+// sequence number, and answers the last one either way, so the answer to
+// the last message ends the batch and proves the others without an error
+// succeeded. With nothing failing, a batch costs one sendmsg and one reply.
 func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.HeaderFlags, index uint32, addrs []netip.Addr, tolerate unix.Errno) error {
 	if len(addrs) == 0 {
 		return nil
@@ -311,7 +330,7 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 		return err
 	}
 	if c.raw == nil {
-		raw, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: c.netns})
+		raw, err := netlink.Dial(unix.NETLINK_ROUTE, socketConfig(c.netns))
 		if err != nil {
 			return &Error{Op: "dial", Object: "rtnetlink", Err: err}
 		}
@@ -322,43 +341,81 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 	for start := 0; start < len(addrs); start += batchSize {
 		chunk := addrs[start:min(start+batchSize, len(addrs))]
 		msgs = msgs[:0]
-		for _, a := range chunk {
+		for i, a := range chunk {
 			data, err := addrMessage(index, a.Unmap()).MarshalBinary()
 			if err != nil {
 				return &Error{Op: op, Object: a.String() + " on " + name, Err: err}
 			}
-			msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | flags}, Data: data})
+			f := netlink.Request | flags
+			if i == len(chunk)-1 {
+				f |= netlink.Acknowledge
+			}
+			msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: typ, Flags: f}, Data: data})
 		}
-		if _, err := c.raw.SendMessages(msgs); err != nil {
-			return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}, failed)
+		batchErr := func(err error) error {
+			return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s (not answered: each may or may not be done)", len(chunk), name), Err: err}, failed)
 		}
+		sent, err := c.raw.SendMessages(msgs)
+		if err != nil {
+			return batchErr(err)
+		}
+		c.sendmsg.Add(1)
+		c.messages.Add(uint64(len(sent)))
+		first, last := sent[0].Header.Sequence, sent[len(sent)-1].Header.Sequence
 		if err := c.raw.SetReadDeadline(netlinkraw.ReplyDeadline(c.timeout)); err != nil {
-			return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s", len(chunk), name), Err: err}, failed)
+			return batchErr(err)
 		}
-		for got := 0; got < len(chunk); {
+		for {
 			replies, err := c.raw.Receive()
-			if err != nil {
-				var errno unix.Errno
-				if !errors.As(err, &errno) {
-					// A transport failure (a timeout, a closed socket): the
-					// remaining answers are lost.
-					err = c.timedOut(err)
-					return joinFailed(&Error{Op: op, Object: fmt.Sprintf("%d addresses on %s (%d of them answered; the rest may or may not be done)", len(chunk), name, got), Err: err}, failed)
+			c.replies.Add(1)
+			var seq uint32
+			switch {
+			case err == nil:
+				// An acknowledgement (the last message succeeded), or an
+				// answer to no message of this batch.
+				if len(replies) == 0 {
+					continue
 				}
-				if errno != tolerate {
-					a := chunk[got].Unmap()
+				seq = replies[len(replies)-1].Header.Sequence
+			default:
+				var oe *netlink.OpError
+				var errno unix.Errno
+				if !errors.As(err, &oe) || !errors.As(err, &errno) || oe.Sequence == 0 {
+					// A transport failure (a timeout, a closed socket): the
+					// answers not read are lost.
+					return batchErr(c.timedOut(err))
+				}
+				seq = oe.Sequence
+				if i := seq - first; seq-first <= last-first && errno != tolerate {
+					a := chunk[i].Unmap()
 					failed = append(failed, &Error{Op: op, Object: a.String() + " on " + name, Addr: a, Err: errno})
 				}
-				got++
-				continue
 			}
-			got += len(replies)
+			if seq == last {
+				break
+			}
 		}
 	}
 	if len(failed) > 0 {
 		return &BatchError{Errors: failed}
 	}
 	return nil
+}
+
+// Stats counts the address batches' traffic on a connection.
+type Stats struct {
+	// Sendmsg counts the batches sent, one sendmsg each; Messages the
+	// address messages they carried.
+	Sendmsg, Messages uint64
+	// Replies counts the answers read, one recvmsg each: one per batch
+	// and one per failed address.
+	Replies uint64
+}
+
+// Stats returns the counts so far. Unlike the other methods, it may be
+// called while another goroutine uses the connection.
+func (c *Conn) Stats() Stats {
+	return Stats{Sendmsg: c.sendmsg.Load(), Messages: c.messages.Load(), Replies: c.replies.Load()}
 }
 
 // BatchError is the error of AddAddresses or DelAddresses when some

@@ -279,3 +279,75 @@ func TestBatchFailureInTheMiddle(t *testing.T) {
 		t.Errorf("bound %v, want %v and %v only", got, a, d)
 	}
 }
+
+// TestBatchAnswers: only the last address of each sendmsg asks for an
+// acknowledgement, so a batch with nothing failing costs one reply; each
+// failed address, first, last or inside a batch, is still named, and the
+// others are bound.
+func TestBatchAnswers(t *testing.T) {
+	c, ns := dial(t)
+	veth(t, ns, "vips2")
+	ns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.vips2.disable_ipv6=1")
+	// 200 addresses make four batches: 0–63, 64–127, 128–191, 192–199.
+	const n = 200
+	bad := []int{0, 63, 64, 127, 199} // IPv6: refused on this link
+	var addrs, wantFailed []netip.Addr
+	for i := range n {
+		a := netip.AddrFrom4([4]byte{10, 97, byte(i >> 8), byte(i)})
+		if slices.Contains(bad, i) {
+			a = netip.AddrFrom16([16]byte{0: 0xfd, 3: 0x97, 15: byte(i)})
+			wantFailed = append(wantFailed, a)
+		}
+		addrs = append(addrs, a)
+	}
+	before := c.Stats()
+	err := c.AddAddresses("vips2", addrs)
+	var be *link.BatchError
+	if !errors.As(err, &be) {
+		t.Fatalf("AddAddresses = %v, want a BatchError", err)
+	}
+	var gotFailed []netip.Addr
+	for _, e := range be.Errors {
+		var le *link.Error
+		if !errors.As(e, &le) {
+			t.Fatalf("failure %v is not a *link.Error", e)
+		}
+		gotFailed = append(gotFailed, le.Addr)
+	}
+	if d := cmp.Diff(wantFailed, gotFailed, cmpAddr); d != "" {
+		t.Errorf("failed addresses -want +got:\n%s", d)
+	}
+	got, err := c.Addresses("vips2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []netip.Addr
+	for _, a := range addrs {
+		if !slices.Contains(wantFailed, a) {
+			want = append(want, a)
+		}
+	}
+	sortAddrs(want)
+	if d := cmp.Diff(want, got, cmpAddr); d != "" {
+		t.Errorf("bound addresses -want +got:\n%s", d)
+	}
+	// Batch 1: two errors (0, and 63 answering the last message); batch
+	// 2: two (64, 127); batch 3: the acknowledgement; batch 4: 199's error.
+	wantStats := link.Stats{Sendmsg: 4, Messages: n, Replies: 6}
+	if d := cmp.Diff(wantStats, sub(c.Stats(), before)); d != "" {
+		t.Errorf("batch traffic -want +got:\n%s", d)
+	}
+	// With nothing failing, one reply per batch.
+	before = c.Stats()
+	if err := c.DelAddresses("vips2", want); err != nil {
+		t.Fatal(err)
+	}
+	wantStats = link.Stats{Sendmsg: 4, Messages: uint64(len(want)), Replies: 4}
+	if d := cmp.Diff(wantStats, sub(c.Stats(), before)); d != "" {
+		t.Errorf("batch traffic of a clean delete -want +got:\n%s", d)
+	}
+}
+
+func sub(a, b link.Stats) link.Stats {
+	return link.Stats{Sendmsg: a.Sendmsg - b.Sendmsg, Messages: a.Messages - b.Messages, Replies: a.Replies - b.Replies}
+}

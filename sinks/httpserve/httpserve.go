@@ -58,7 +58,7 @@ func NewMetrics() *Metrics {
 		SyncKernelOps: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "proxysinks_sync_kernel_operations", Help: "Kernel objects written by the last sync."}),
 		Syscalls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "proxysinks_netlink_syscalls_total", Help: "sendmsg and recvmsg calls on the sink's netlink sockets."}),
+			Name: "proxysinks_netlink_syscalls_total", Help: "sendmsg and recvmsg calls on the sink's IPVS and ipset sockets and its address batches."}),
 		SyncSyscalls: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "proxysinks_sync_netlink_syscalls", Help: "sendmsg and recvmsg calls made by the last sync."}),
 		FailedObjects: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -180,8 +180,8 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler, Repair: node.Repair})
 	syscalls := func() uint64 {
-		a, b := ipvsConn.Counters(), ipsetConn.Stats()
-		return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg
+		a, b, l := ipvsConn.Counters(), ipsetConn.Stats(), links.Stats()
+		return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg + l.Sendmsg + l.Replies
 	}
 	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
 }
