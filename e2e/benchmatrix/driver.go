@@ -118,11 +118,42 @@ type Config struct {
 	Client    kubernetes.Interface `json:"-"`
 	// Timeout bounds each wait for the kernel.
 	Timeout time.Duration
+	// Only, when not nil, runs only the scenarios it names (the keys of
+	// Scenarios); the others are skipped. Any cell after the initial sync
+	// needs a programmed kernel, so selecting one runs the initial sync
+	// too; "strace" alone runs only the initial sync under strace.
+	Only map[string]bool
 	// Work is a scratch directory.
 	Work string
 	// Emit receives every sample as it is measured; Logf progress.
 	Emit func(Sample)                     `json:"-"`
 	Logf func(format string, args ...any) `json:"-"`
+}
+
+// Scenarios maps the short names PROXYSINKS_BENCH_SCENARIOS takes to the
+// scenarios they select.
+var Scenarios = map[string][]string{
+	"initial":  {ScInitial},
+	"steady":   {ScSteady},
+	"restart":  {ScRestart},
+	"endpoint": {ScEndpointAdd, ScEndpointRemove},
+	"service":  {ScServiceAdd, ScServiceRemove},
+	"percent":  {ScOnePercent},
+	"strace":   {ScInitialStrace},
+}
+
+// runs reports whether the run includes the scenario of short name name.
+func (c *Config) runs(name string) bool { return c.Only == nil || c.Only[name] }
+
+// needsProxy reports whether any cell but the strace one runs: they all
+// start from the initial sync (and the IPVS floor is measured beside it).
+func (c *Config) needsProxy() bool {
+	for name := range Scenarios {
+		if name != "strace" && c.runs(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // errTimeout marks a kernel that was not programmed in time.
@@ -152,6 +183,24 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer d.teardown()
+	if d.needsProxy() {
+		if err := d.cells(ctx); err != nil {
+			return err
+		}
+	}
+	// Last, so that a proxy slowed past the timeout by strace (kube-proxy
+	// under TCG) costs only this cell: one more initial sync under strace.
+	if d.Strace != "" && d.runs("strace") {
+		d.teardown()
+		if err := d.initial(ctx, 0, d.Strace); err != nil {
+			d.Logf("%s: strace run: %v", d.Sink.Name, err)
+		}
+	}
+	return nil
+}
+
+// cells runs the initial syncs and the selected cells that follow them.
+func (d *driver) cells(ctx context.Context) error {
 	// Initial syncs: each from an empty kernel in a fresh namespace; the
 	// last one's proxy stays for the other scenarios.
 	for rep := range d.Reps {
@@ -168,29 +217,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("benchmatrix: %s: first sync not completed: %w", d.Sink.Name, err)
 	}
 	d.probeTime, d.probes = 0, 0
-	d.steady(ctx)
+	if d.runs("steady") {
+		d.steady(ctx)
+	}
 	// Restarts and changes with ChangeArgs (the long resync period).
 	d.Sink.Args = append(append([]string{}, d.Sink.Args...), d.ChangeArgs...)
-	for rep := range d.Reps {
-		if err := d.restart(ctx, rep); err != nil {
-			return err
+	if d.runs("restart") {
+		for rep := range d.Reps {
+			if err := d.restart(ctx, rep); err != nil {
+				return err
+			}
 		}
 	}
-	for rep := range d.EndpointReps {
-		d.endpoint(ctx, rep)
-	}
-	for rep := range d.Reps {
-		d.service(ctx, rep)
-	}
-	for rep := range d.Reps {
-		d.onePercent(ctx, rep)
-	}
-	// Last, so that a proxy slowed past the timeout by strace (kube-proxy
-	// under TCG) costs only this cell: one more initial sync under strace.
-	if d.Strace != "" {
-		d.teardown()
-		if err := d.initial(ctx, 0, d.Strace); err != nil {
-			d.Logf("%s: strace run: %v", d.Sink.Name, err)
+	cells := []struct {
+		name string
+		reps int
+		f    func(context.Context, int)
+	}{{"endpoint", d.EndpointReps, d.endpoint}, {"service", d.Reps, d.service}, {"percent", d.Reps, d.onePercent}}
+	for _, c := range cells {
+		if !d.runs(c.name) {
+			continue
+		}
+		for rep := range c.reps {
+			c.f(ctx, rep)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,11 @@ const (
 	LabelEnv = "PROXYSINKS_BENCH_LABEL"
 	// guestEnv tells TestMatrixGuest, in the VM, where its Config is.
 	guestEnv = "PROXYSINKS_BENCH_GUEST"
+	// ScenariosEnv, a comma-separated list of Scenarios' names, runs only
+	// those cells (default: all); for example "strace" runs only the
+	// initial sync under strace, "initial" only the initial syncs (and,
+	// in the VM, the IPVS floor beside them).
+	ScenariosEnv = "PROXYSINKS_BENCH_SCENARIOS"
 )
 
 // samplePrefix starts the console lines carrying a guest's samples.
@@ -61,6 +67,8 @@ type plan struct {
 	// vmStrace runs the initial sync under strace in the VM too (slow
 	// under TCG: minutes at 1,000 x 10).
 	vmStrace bool
+	// only selects scenarios (Config.Only); nil: all.
+	only map[string]bool
 }
 
 // changeSyncPeriod is the periodic resync of the proxies during the change
@@ -116,6 +124,19 @@ func planFromEnv(t *testing.T) plan {
 	}
 	if v := os.Getenv(LabelEnv); v != "" {
 		p.label = v
+	}
+	if v := os.Getenv(ScenariosEnv); v != "" {
+		p.only = map[string]bool{}
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if _, ok := Scenarios[f]; !ok {
+				t.Fatalf("%s: no scenario %q (want some of %s)", ScenariosEnv, f, strings.Join(slices.Sorted(maps.Keys(Scenarios)), ", "))
+			}
+			p.only[f] = true
+		}
+		if p.only["strace"] {
+			p.vmStrace = true
+		}
 	}
 	return p
 }
@@ -253,7 +274,7 @@ func TestMatrix(t *testing.T) {
 					kc = kpKC
 				}
 				cfg := Config{Sink: s, Services: n, Endpoints: m, Reps: pl.reps, EndpointReps: pl.endpointReps,
-					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, StraceAll: os.Getenv(StraceEnv) == "all", Emit: emit, Logf: t.Logf}
+					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, Only: pl.only, StraceAll: os.Getenv(StraceEnv) == "all", Emit: emit, Logf: t.Logf}
 				cfg.Sink.Kubeconfig = kc
 				if s.Kind == KindIPVS {
 					cfg.Timeout = vmTimeout
@@ -262,7 +283,7 @@ func TestMatrix(t *testing.T) {
 						vmStrace = ""
 					}
 					floor := ""
-					if !s.KubeProxy {
+					if !s.KubeProxy && cfg.needsProxy() {
 						floor = floorBin
 					}
 					runGuest(t, c, cfg, guestBin, floor, adminGuest, vmStrace, emit)
@@ -443,7 +464,7 @@ func TestMatrixGuest(t *testing.T) {
 // commandLine is the make command that reproduces a plan.
 func commandLine(p plan) string {
 	var env []string
-	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, LabelEnv} {
+	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, ScenariosEnv, LabelEnv} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+strconv.Quote(v))
 		}

@@ -138,3 +138,53 @@ func TestParseFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestMerge: a newer run replaces, for its group of proxies, only the
+// scenarios it measured; the floor goes with the initial sync.
+func TestMerge(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 12, 1, h, 0, 0, 0, time.UTC) }
+	smp := func(sink, kind, sc string, secs float64) Sample {
+		return Sample{Sink: sink, Kind: kind, Scenario: sc, Services: 10, Endpoints: 1, Seconds: secs}
+	}
+	old := &Results{Label: "old", Started: at(1), Samples: []Sample{
+		smp("ipvs-fullstate", KindIPVS, ScFloor, 1),
+		smp("ipvs-fullstate", KindIPVS, ScInitial, 2),
+		smp("kube-proxy ipvs", KindIPVS, ScInitial, 3),
+		smp("ipvs-fullstate", KindIPVS, ScInitialStrace, 4),
+		smp("kube-proxy ipvs", KindIPVS, ScInitialStrace, 5),
+		smp("iptables", KindIPTables, ScInitial, 6),
+	}}
+	straceOnly := &Results{Label: "strace", Started: at(2), Samples: []Sample{
+		smp("ipvs-fullstate", KindIPVS, ScInitialStrace, 14),
+		smp("kube-proxy ipvs", KindIPVS, ScInitialStrace, 15),
+	}}
+	initialOnly := &Results{Label: "initial", Started: at(3), Samples: []Sample{
+		smp("ipvs-incremental", KindIPVS, ScInitial, 22),
+	}}
+	tables := merge([]*Results{old, straceOnly, initialOnly})
+	tb := tables[sizeKey{10, 1}]
+	type got struct{ Sink, Scenario, Run string }
+	var gotRuns []got
+	for _, sink := range []string{"ipvs-fullstate", "ipvs-incremental", "kube-proxy ipvs", "iptables"} {
+		for _, sc := range []string{ScFloor, ScInitial, ScInitialStrace} {
+			if c := tb.get(sink, sc); len(c.ok) > 0 {
+				gotRuns = append(gotRuns, got{sink, sc, tb.label(sink, sc)})
+			}
+		}
+	}
+	want := []got{
+		// The newest initial sync of the VM's proxies ("initial") replaced
+		// the old initial syncs and the floor beside them.
+		{"ipvs-fullstate", ScInitialStrace, "strace"},
+		{"ipvs-incremental", ScInitial, "initial"},
+		{"kube-proxy ipvs", ScInitialStrace, "strace"},
+		// Another group: untouched.
+		{"iptables", ScInitial, "old"},
+	}
+	if d := cmp.Diff(want, gotRuns); d != "" {
+		t.Errorf("merged runs -want +got:\n%s", d)
+	}
+	if l := tb.labels(); l != "initial, old, strace" {
+		t.Errorf("labels = %q", l)
+	}
+}

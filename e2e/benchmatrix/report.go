@@ -137,7 +137,17 @@ type cell struct {
 type table struct {
 	cells map[string]map[string]*cell // sink, scenario
 	kinds map[string]string
-	runOf map[string]*Results // the run each sink's samples come from
+	runOf map[string]map[string]*Results // sink, scenario: the run of the samples
+}
+
+// mergedWith lists the scenarios whose samples a run's sample of scenario
+// sc replaces: its own, and the IPVS floor and the initial sync together.
+func mergedWith(sc string) []string {
+	switch sc {
+	case ScInitial, ScFloor:
+		return []string{ScInitial, ScFloor}
+	}
+	return []string{sc}
 }
 
 // group is the set of proxies measured together: in the VM or on the host.
@@ -152,19 +162,34 @@ func group(kind string) string {
 func (t *table) labels() string {
 	var l []string
 	for _, s := range sinkOrder {
-		if r := t.runOf[s]; r != nil && !slices.Contains(l, r.Label) {
-			l = append(l, r.Label)
+		for _, r := range t.runOf[s] {
+			if !slices.Contains(l, r.Label) {
+				l = append(l, r.Label)
+			}
 		}
 	}
+	slices.Sort(l)
 	return strings.Join(l, ", ")
 }
 
-// label is the run of one sink's row.
-func (t *table) label(sink string) string {
-	if r := t.runOf[sink]; r != nil {
+// label is the run of one sink's samples of scenario sc.
+func (t *table) label(sink, sc string) string {
+	if r := t.runOf[sink][sc]; r != nil {
 		return r.Label
 	}
 	return "—"
+}
+
+// from reports whether any of the table's samples come from run r.
+func (t *table) from(r *Results) bool {
+	for _, scs := range t.runOf {
+		for _, x := range scs {
+			if x == r {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (t *table) get(sink, sc string) *cell {
@@ -218,6 +243,59 @@ func percentile(v []float64, p float64) float64 {
 func seconds(s Sample) float64 { return s.Seconds }
 func cpu(s Sample) float64     { return s.CPUSeconds }
 
+// merge indexes the samples of runs, oldest first: each size, group of
+// proxies (the VM's, the host's) and scenario from the newest run that
+// measured it, so that a sink and the kube-proxy it is compared with
+// always come from one run. The IPVS floor goes with the initial sync it
+// was measured beside.
+func merge(runs []*Results) map[sizeKey]*table {
+	tables := map[sizeKey]*table{}
+	for _, r := range runs {
+		type part struct {
+			size      sizeKey
+			group, sc string
+		}
+		fresh := map[part]bool{} // replaced by r
+		for _, s := range r.Samples {
+			k := sizeKey{s.Services, s.Endpoints}
+			t := tables[k]
+			if t == nil {
+				t = &table{cells: map[string]map[string]*cell{}, kinds: map[string]string{}, runOf: map[string]map[string]*Results{}}
+				tables[k] = t
+			}
+			g := group(s.Kind)
+			for _, sc := range mergedWith(s.Scenario) {
+				if p := (part{k, g, sc}); !fresh[p] {
+					fresh[p] = true
+					for sink, kind := range t.kinds {
+						if group(kind) == g {
+							delete(t.cells[sink], sc)
+							delete(t.runOf[sink], sc)
+						}
+					}
+				}
+			}
+			if t.cells[s.Sink] == nil {
+				t.cells[s.Sink] = map[string]*cell{}
+				t.runOf[s.Sink] = map[string]*Results{}
+			}
+			c := t.cells[s.Sink][s.Scenario]
+			if c == nil {
+				c = &cell{}
+				t.cells[s.Sink][s.Scenario] = c
+			}
+			t.kinds[s.Sink] = s.Kind
+			t.runOf[s.Sink][s.Scenario] = r
+			if s.Error != "" {
+				c.err = append(c.err, s.Error)
+			} else {
+				c.ok = append(c.ok, s)
+			}
+		}
+	}
+	return tables
+}
+
 // Render reads every results-*.json in dir and writes the report and its
 // plots (into dir).
 func Render(dir, report string) error {
@@ -238,52 +316,7 @@ func Render(dir, report string) error {
 		runs = append(runs, &r)
 	}
 	slices.SortFunc(runs, func(a, b *Results) int { return a.Started.Compare(b.Started) })
-	// Each size from the newest run that measured it: ratios stay within
-	// one run.
-	// Each size and group of proxies (the VM's, the host's) from the
-	// newest run that measured it: a sink and the kube-proxy it is
-	// compared with always come from one run.
-	tables := map[sizeKey]*table{}
-	for _, r := range runs {
-		fresh := map[sizeKey]map[string]bool{} // size, group replaced by r
-		for _, s := range r.Samples {
-			k := sizeKey{s.Services, s.Endpoints}
-			t := tables[k]
-			if t == nil {
-				t = &table{cells: map[string]map[string]*cell{}, kinds: map[string]string{}, runOf: map[string]*Results{}}
-				tables[k] = t
-			}
-			g := group(s.Kind)
-			if fresh[k] == nil {
-				fresh[k] = map[string]bool{}
-			}
-			if !fresh[k][g] {
-				fresh[k][g] = true
-				for sink, kind := range t.kinds {
-					if group(kind) == g {
-						delete(t.cells, sink)
-						delete(t.kinds, sink)
-						delete(t.runOf, sink)
-					}
-				}
-			}
-			if t.cells[s.Sink] == nil {
-				t.cells[s.Sink] = map[string]*cell{}
-			}
-			c := t.cells[s.Sink][s.Scenario]
-			if c == nil {
-				c = &cell{}
-				t.cells[s.Sink][s.Scenario] = c
-			}
-			t.kinds[s.Sink] = s.Kind
-			t.runOf[s.Sink] = r
-			if s.Error != "" {
-				c.err = append(c.err, s.Error)
-			} else {
-				c.ok = append(c.ok, s)
-			}
-		}
-	}
+	tables := merge(runs)
 	if len(tables) == 0 {
 		return fmt.Errorf("benchmatrix: no results in %s", dir)
 	}
@@ -298,16 +331,13 @@ func Render(dir, report string) error {
 	w("# Benchmark report: the sinks against kube-proxy v1.37.2\n\n")
 	w("Generated by `make bench-report` (e2e/benchmatrix); do not edit by hand. ")
 	w("Every number below was measured against real kernels and a real kube-apiserver; ")
-	w("each table comes from one run, so the ratios are within one run.\n\n")
+	w("each scenario of each size comes from one run for the VM's proxies and one for the host's, so the ratios are within one run.\n\n")
 	w("## Runs\n\n| run | started (UTC) | took | command | sizes | host load average (1 min) |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range runs {
 		var sizes []string
 		for _, k := range keys {
-			for _, x := range tables[k].runOf {
-				if x == r {
-					sizes = append(sizes, k.String())
-					break
-				}
+			if tables[k].from(r) {
+				sizes = append(sizes, k.String())
 			}
 		}
 		if len(sizes) == 0 {
@@ -598,11 +628,11 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 		return k, tables[k]
 	}
 	pick := func(sinks ...string) (sizeKey, *table) { return pickIn(ScInitial, sinks...) }
-	at := func(k sizeKey, t *table, sink string) string {
+	at := func(k sizeKey, t *table, sink, sc string) string {
 		if k.n == 10000 {
-			return fmt.Sprintf("at %s, run %s", k, t.label(sink))
+			return fmt.Sprintf("at %s, run %s", k, t.label(sink, sc))
 		}
-		return fmt.Sprintf("at %s, run %s (**no 10,000 x 10 measurement of these proxies: the target's size**)", k, t.label(sink))
+		return fmt.Sprintf("at %s, run %s (**no 10,000 x 10 measurement of these proxies: the target's size**)", k, t.label(sink, sc))
 	}
 	check := func(name string, got, want float64, unit string) {
 		switch {
@@ -629,7 +659,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			}
 			r := kc.timedOut() / median(t.get(s, ScInitial).values(seconds))
 			w("- %s initial sync at %s, run %s: %s had not programmed the kernel after %.0f s; %s's median %.1f s: **more than %.1fx faster**",
-				s, k, t.label(s), c.kp, kc.timedOut(), s, median(t.get(s, ScInitial).values(seconds)), r)
+				s, k, t.label(s, ScInitial), c.kp, kc.timedOut(), s, median(t.get(s, ScInitial).values(seconds)), r)
 			if c.target > 0 {
 				w(" (the %.0fx target is %s at this size)", c.target, map[bool]string{true: "met", false: "not shown"}[r >= c.target])
 			}
@@ -650,19 +680,19 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			w("- %s against kube-proxy ipvs: no size where both finished the initial sync (lower bounds above, if any).\n", s)
 			continue
 		}
-		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
+		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs", ScInitial), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
 		ks, ts := pickIn(ScInitialStrace, s, "kube-proxy ipvs")
 		if ts == nil {
 			w("- %s initial sync, syscalls vs kube-proxy ipvs: not measured (no size where both have a strace cell).\n", s)
 			continue
 		}
 		if r := ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, sys, median); !math.IsNaN(r) {
-			check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f, every call of the process and its children) "+at(ks, ts, "kube-proxy ipvs"), r, 100, "x")
+			check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f, every call of the process and its children) "+at(ks, ts, "kube-proxy ipvs", ScInitialStrace), r, 100, "x")
 		}
-		check(s+" initial sync, socket message syscalls (sendmsg, recvmsg, sendto, recvfrom: the netlink traffic) vs kube-proxy ipvs "+at(ks, ts, "kube-proxy ipvs"), ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, func(x Sample) float64 { return float64(x.MessageSyscalls) }, median), 100, "x")
+		check(s+" initial sync, socket message syscalls (sendmsg, recvmsg, sendto, recvfrom: the netlink traffic) vs kube-proxy ipvs "+at(ks, ts, "kube-proxy ipvs", ScInitialStrace), ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, func(x Sample) float64 { return float64(x.MessageSyscalls) }, median), 100, "x")
 	}
 	floorTargets(b, tables, keys)
-	if k, t := pick("ipvs-incremental", "kube-proxy ipvs"); t != nil {
+	if k, t := pickIn(ScEndpointAdd, "ipvs-incremental", "kube-proxy ipvs"); t != nil {
 		lat := latencies(t, "ipvs-incremental")
 		cpuPer := func(s string) float64 {
 			return mean(append(t.get(s, ScEndpointAdd).values(cpu), t.get(s, ScEndpointRemove).values(cpu)...))
@@ -672,9 +702,9 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 		case math.IsNaN(kc) || math.IsNaN(ic):
 			w("- ipvs-incremental one-endpoint change CPU vs kube-proxy ipvs: not measured.\n")
 		case ic == 0:
-			w("- ipvs-incremental one-endpoint change CPU vs kube-proxy ipvs %s: kube-proxy %.1f CPU-ms per change, ipvs-incremental below one 10 ms tick in every sample: not measurable with /proc's ticks.\n", at(k, t, "kube-proxy ipvs"), 1000*kc)
+			w("- ipvs-incremental one-endpoint change CPU vs kube-proxy ipvs %s: kube-proxy %.1f CPU-ms per change, ipvs-incremental below one 10 ms tick in every sample: not measurable with /proc's ticks.\n", at(k, t, "kube-proxy ipvs", ScEndpointAdd), 1000*kc)
 		default:
-			check("ipvs-incremental one-endpoint change, CPU vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs"), kc/ic, 100, "x")
+			check("ipvs-incremental one-endpoint change, CPU vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs", ScEndpointAdd), kc/ic, 100, "x")
 		}
 		if p := programmed(t, "ipvs-incremental"); len(p) > 0 {
 			p99 := 1000 * percentile(p, 99)
@@ -682,7 +712,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			if p99 > 10 {
 				verdict = "**missed**"
 			}
-			w("- ipvs-incremental event-to-programmed p99 ≤ 10 ms %s (the sink's own proxysinks_snapshot_programming_duration_seconds, coalescing excluded): %s, %.2f ms over %d changes (p50 %.2f ms).\n", at(k, t, "kube-proxy ipvs"), verdict, p99, len(p), 1000*percentile(p, 50))
+			w("- ipvs-incremental event-to-programmed p99 ≤ 10 ms %s (the sink's own proxysinks_snapshot_programming_duration_seconds, coalescing excluded): %s, %.2f ms over %d changes (p50 %.2f ms).\n", at(k, t, "kube-proxy ipvs", ScEndpointAdd), verdict, p99, len(p), 1000*percentile(p, 50))
 		}
 		if len(lat) > 0 {
 			p99 := 1000 * percentile(lat, 99)
@@ -690,11 +720,11 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			if p99 > 10 {
 				verdict = "**missed**"
 			}
-			w("- ipvs-incremental API-write-to-programmed p99 ≤ 10 ms %s: %s, %.1f ms over %d changes. This is measured from the API write in the VM (the write and the watch's delivery through qemu's user network included), a wider interval than the target's event-to-programmed.\n", at(k, t, "kube-proxy ipvs"), verdict, p99, len(lat))
+			w("- ipvs-incremental API-write-to-programmed p99 ≤ 10 ms %s: %s, %.1f ms over %d changes. This is measured from the API write in the VM (the write and the watch's delivery through qemu's user network included), a wider interval than the target's event-to-programmed.\n", at(k, t, "kube-proxy ipvs", ScEndpointAdd), verdict, p99, len(lat))
 		}
 	}
 	if k, t := pick("iptables", "kube-proxy iptables"); t != nil {
-		check("iptables initial sync, CPU vs kube-proxy iptables "+at(k, t, "kube-proxy iptables"), ratio(t, "iptables", "kube-proxy iptables", ScInitial, cpu, mean), 2, "x")
+		check("iptables initial sync, CPU vs kube-proxy iptables "+at(k, t, "kube-proxy iptables", ScInitial), ratio(t, "iptables", "kube-proxy iptables", ScInitial, cpu, mean), 2, "x")
 		rb := func(s, sc string) float64 {
 			return median(t.get(s, sc).values(func(x Sample) float64 { return float64(x.RestoreBytes) }))
 		}
@@ -704,11 +734,11 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			if ours > kp {
 				verdict = "**missed**"
 			}
-			w("- iptables initial sync, bytes to iptables-restore ≤ kube-proxy's %s: %s, %s against %s.\n", at(k, t, "kube-proxy iptables"), verdict, fmtCount(ours), fmtCount(kp))
+			w("- iptables initial sync, bytes to iptables-restore ≤ kube-proxy's %s: %s, %s against %s.\n", at(k, t, "kube-proxy iptables", ScInitial), verdict, fmtCount(ours), fmtCount(kp))
 		}
 		oe, ke := rb("iptables", ScEndpointAdd), rb("kube-proxy iptables", ScEndpointAdd)
 		if !math.IsNaN(oe) && !math.IsNaN(ke) {
-			w("- iptables one endpoint added %s: %s bytes to iptables-restore per change against kube-proxy's %s; the bytes do not show which chains were written (the iptables package's EndpointChange benchmark checks that only the service's chains are).\n", at(k, t, "kube-proxy iptables"), fmtCount(oe), fmtCount(ke))
+			w("- iptables one endpoint added %s: %s bytes to iptables-restore per change against kube-proxy's %s; the bytes do not show which chains were written (the iptables package's EndpointChange benchmark checks that only the service's chains are).\n", at(k, t, "kube-proxy iptables", ScEndpointAdd), fmtCount(oe), fmtCount(ke))
 		}
 	} else {
 		w("- iptables against kube-proxy iptables: not measured.\n")
@@ -742,7 +772,7 @@ func floorTargets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey)
 			verdict = fmt.Sprintf("**missed** by a factor %.1f", own/(1.3*floor))
 		}
 		w("- %s whole initial sync ≤ 1.3x the pre-encoded IPVS floor at %s, run %s (the floor measured in the same VM just before): %s; its own syncs until programmed took %s s (IPVS, kube-ipvs0's addresses, ipsets; the median over the repetitions) against the floor's %s s for the IPVS objects alone: %.1fx. From process start (informers' list included) %s s: %.1fx.\n",
-			s, k, t.label(s), verdict, fmtSec(own), fmtSec(floor), own/floor, fmtSec(whole), whole/floor)
+			s, k, t.label(s, ScInitial), verdict, fmtSec(own), fmtSec(floor), own/floor, fmtSec(whole), whole/floor)
 	}
 }
 
