@@ -2,6 +2,7 @@ package benchmatrix
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,6 +70,9 @@ type plan struct {
 	vmStrace bool
 	// only selects scenarios (Config.Only); nil: all.
 	only map[string]bool
+	// timeout, when set, bounds every wait for the kernel (default: from
+	// the size).
+	timeout time.Duration
 }
 
 // changeSyncPeriod is the periodic resync of the proxies during the change
@@ -76,61 +80,66 @@ type plan struct {
 // keeps the default 30 s and measures the resync's cost).
 const changeSyncPeriod = "1h"
 
-func planFromEnv(t *testing.T) plan {
+// planFromEnv reads the plan from the environment (getenv) over the full
+// or, with short, the short plan's defaults.
+func planFromEnv(getenv func(string) string, short bool) (plan, error) {
 	p := plan{sizes: [][2]int{{1000, 10}, {10000, 10}, {30000, 10}, {1000, 100}}, reps: 3, endpointReps: 20, steady: 61 * time.Second, label: "full", vmStrace: true}
-	if testing.Short() {
+	if short {
 		// Under 15 minutes on a nearly quiet 2-core host (kube-proxy ipvs
 		// alone takes 8 in the VM): one repetition, three one-endpoint
 		// changes each way, no strace cell.
 		p = plan{sizes: [][2]int{{1000, 10}}, reps: 1, endpointReps: 3, steady: 31 * time.Second, label: "short"}
 	}
-	if v := os.Getenv(SizesEnv); v != "" {
+	count := func(env string, dst *int) error {
+		if v := getenv(env); v != "" {
+			r, err := strconv.Atoi(v)
+			if err != nil || r < 1 {
+				return fmt.Errorf("%s: bad count %q (want a positive integer)", env, v)
+			}
+			*dst = r
+		}
+		return nil
+	}
+	duration := func(env string, dst *time.Duration) error {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("%s: bad duration %q (want a positive Go duration, such as 30m)", env, v)
+			}
+			*dst = d
+		}
+		return nil
+	}
+	if v := getenv(SizesEnv); v != "" {
 		p.sizes = nil
 		for _, f := range strings.Split(v, ",") {
 			a, b, _ := strings.Cut(f, "x")
 			n, err1 := strconv.Atoi(a)
 			m, err2 := strconv.Atoi(b)
 			if err1 != nil || err2 != nil || n < 1 || m < 1 {
-				t.Fatalf("%s: bad size %q (want NxM)", SizesEnv, f)
+				return p, fmt.Errorf("%s: bad size %q (want NxM)", SizesEnv, f)
 			}
 			p.sizes = append(p.sizes, [2]int{n, m})
 		}
 	}
-	if v := os.Getenv(RepsEnv); v != "" {
-		r, err := strconv.Atoi(v)
-		if err != nil || r < 1 {
-			t.Fatalf("%s: bad count %q", RepsEnv, v)
-		}
-		p.reps = r
+	if err := cmp.Or(count(RepsEnv, &p.reps), count(EndpointRepsEnv, &p.endpointReps),
+		duration(SteadyEnv, &p.steady), duration(TimeoutEnv, &p.timeout)); err != nil {
+		return p, err
 	}
-	if v := os.Getenv(SteadyEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			t.Fatalf("%s: bad duration %q", SteadyEnv, v)
-		}
-		p.steady = d
-	}
-	if v := os.Getenv(EndpointRepsEnv); v != "" {
-		r, err := strconv.Atoi(v)
-		if err != nil || r < 1 {
-			t.Fatalf("%s: bad count %q", EndpointRepsEnv, v)
-		}
-		p.endpointReps = r
-	}
-	if v := os.Getenv(SinksEnv); v != "" {
+	if v := getenv(SinksEnv); v != "" {
 		for _, s := range strings.Split(v, ",") {
 			p.sinks = append(p.sinks, strings.TrimSpace(s))
 		}
 	}
-	if v := os.Getenv(LabelEnv); v != "" {
+	if v := getenv(LabelEnv); v != "" {
 		p.label = v
 	}
-	if v := os.Getenv(ScenariosEnv); v != "" {
+	if v := getenv(ScenariosEnv); v != "" {
 		p.only = map[string]bool{}
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
 			if _, ok := Scenarios[f]; !ok {
-				t.Fatalf("%s: no scenario %q (want some of %s)", ScenariosEnv, f, strings.Join(slices.Sorted(maps.Keys(Scenarios)), ", "))
+				return p, fmt.Errorf("%s: no scenario %q (want some of %s)", ScenariosEnv, f, strings.Join(slices.Sorted(maps.Keys(Scenarios)), ", "))
 			}
 			p.only[f] = true
 		}
@@ -138,7 +147,7 @@ func planFromEnv(t *testing.T) plan {
 			p.vmStrace = true
 		}
 	}
-	return p
+	return p, nil
 }
 
 // TestMatrix runs the scenario matrix (see the package doc) and writes
@@ -150,7 +159,10 @@ func TestMatrix(t *testing.T) {
 	}
 	vm.Require(t)
 	kubeBin := cluster.Require(t)
-	pl := planFromEnv(t)
+	pl, err := planFromEnv(os.Getenv, testing.Short())
+	if err != nil {
+		t.Fatal(err)
+	}
 	root, err := vm.WorkspaceRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -261,12 +273,8 @@ func TestMatrix(t *testing.T) {
 			}
 			timeout := 120*time.Second + time.Duration(n*m)*2*time.Millisecond
 			vmTimeout := 3 * timeout // TCG: kube-proxy took over 140 s for 1,000 x 10 on a loaded host
-			if v := os.Getenv(TimeoutEnv); v != "" {
-				d, err := time.ParseDuration(v)
-				if err != nil || d <= 0 {
-					t.Fatalf("%s: bad duration %q", TimeoutEnv, v)
-				}
-				timeout, vmTimeout = d, d
+			if pl.timeout > 0 {
+				timeout, vmTimeout = pl.timeout, pl.timeout
 			}
 			for _, s := range sinks {
 				kc := sinkKC

@@ -188,3 +188,62 @@ func TestMerge(t *testing.T) {
 		t.Errorf("labels = %q", l)
 	}
 }
+
+// TestPlanFromEnv: the knobs of make bench-report, and a clear error
+// naming the variable for each bad value.
+func TestPlanFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		want    func(p *plan) // the expected changes to the full plan
+		wantErr string
+	}{
+		{env: nil, want: func(*plan) {}},
+		{env: map[string]string{SizesEnv: "30000x10,1000x100", RepsEnv: "2", EndpointRepsEnv: "5", SteadyEnv: "31s", TimeoutEnv: "25m", LabelEnv: "x", SinksEnv: "iptables, kube-proxy iptables"},
+			want: func(p *plan) {
+				p.sizes, p.reps, p.endpointReps, p.steady, p.timeout, p.label = [][2]int{{30000, 10}, {1000, 100}}, 2, 5, 31*time.Second, 25*time.Minute, "x"
+				p.sinks = []string{"iptables", "kube-proxy iptables"}
+			}},
+		{env: map[string]string{ScenariosEnv: "initial, strace"}, want: func(p *plan) { p.only = map[string]bool{"initial": true, "strace": true} }},
+		{env: map[string]string{SizesEnv: "1000"}, wantErr: `PROXYSINKS_BENCH_SIZES: bad size "1000" (want NxM)`},
+		{env: map[string]string{SizesEnv: "0x10"}, wantErr: `PROXYSINKS_BENCH_SIZES: bad size "0x10" (want NxM)`},
+		{env: map[string]string{RepsEnv: "0"}, wantErr: `PROXYSINKS_BENCH_REPS: bad count "0" (want a positive integer)`},
+		{env: map[string]string{EndpointRepsEnv: "many"}, wantErr: `PROXYSINKS_BENCH_ENDPOINT_REPS: bad count "many" (want a positive integer)`},
+		{env: map[string]string{SteadyEnv: "-1s"}, wantErr: `PROXYSINKS_BENCH_STEADY: bad duration "-1s" (want a positive Go duration, such as 30m)`},
+		{env: map[string]string{TimeoutEnv: "30"}, wantErr: `PROXYSINKS_BENCH_TIMEOUT: bad duration "30" (want a positive Go duration, such as 30m)`},
+		{env: map[string]string{ScenariosEnv: "initial,floor"}, wantErr: `PROXYSINKS_BENCH_SCENARIOS: no scenario "floor" (want some of endpoint, initial, percent, restart, service, steady, strace)`},
+	} {
+		got, err := planFromEnv(func(k string) string { return tc.env[k] }, false)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("%v: error %v, want %s", tc.env, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.env, err)
+			continue
+		}
+		want, _ := planFromEnv(func(string) string { return "" }, false)
+		tc.want(&want)
+		if d := cmp.Diff(want, got, cmp.AllowUnexported(plan{})); d != "" {
+			t.Errorf("%v: plan -want +got:\n%s", tc.env, d)
+		}
+	}
+}
+
+// TestNeedsProxy: the strace cell alone needs no initial sync before it;
+// any other cell does.
+func TestNeedsProxy(t *testing.T) {
+	for only, want := range map[string]bool{"": true, "strace": false, "endpoint": true, "strace,initial": true} {
+		c := Config{}
+		if only != "" {
+			c.Only = map[string]bool{}
+			for _, f := range strings.Split(only, ",") {
+				c.Only[f] = true
+			}
+		}
+		if got := c.needsProxy(); got != want {
+			t.Errorf("needsProxy with %q = %v, want %v", only, got, want)
+		}
+	}
+}
