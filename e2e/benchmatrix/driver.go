@@ -65,7 +65,8 @@ type Sample struct {
 	RestoreBytes int64 `json:"restoreBytes"`
 	// Syscalls counted by strace -f -c (ScInitialStrace only), and of
 	// them the socket message calls (sendmsg, recvmsg, sendto, recvfrom
-	// and their mmsg forms): the netlink traffic.
+	// and their mmsg forms): the netlink traffic. In a cell that timed
+	// out (Error set), what strace counted until then: lower bounds.
 	Syscalls        int64 `json:"syscalls,omitempty"`
 	MessageSyscalls int64 `json:"messageSyscalls,omitempty"`
 	// KernelOps and NetlinkSyscalls are the sinks' own counters
@@ -442,6 +443,15 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 	if errors.Is(err, errTimeout) {
 		s.Seconds = end.Sub(d.p.start).Seconds() // a lower bound
 		d.Logf("%s: kernel state at the timeout:\n%s\nproxy log tail:\n%s", d.Sink.Name, d.pr.dump(), tail(d.p.log.String(), 30))
+		if strace != "" {
+			// What strace counted until the timeout: lower bounds too.
+			c, serr := d.p.stop()
+			d.p = nil
+			if serr != nil {
+				d.Logf("%s: strace counts at the timeout: %v", d.Sink.Name, serr)
+			}
+			s.Syscalls, s.MessageSyscalls = c.total, c.messages
+		}
 	}
 	d.emit(s, err)
 	if err != nil && !errors.Is(err, errTimeout) && strace == "" {
