@@ -131,17 +131,11 @@ type Config struct {
 	Logf func(format string, args ...any) `json:"-"`
 }
 
-// Scenarios maps the short names PROXYSINKS_BENCH_SCENARIOS takes to the
-// scenarios they select.
-var Scenarios = map[string][]string{
-	"initial":  {ScInitial},
-	"steady":   {ScSteady},
-	"restart":  {ScRestart},
-	"endpoint": {ScEndpointAdd, ScEndpointRemove},
-	"service":  {ScServiceAdd, ScServiceRemove},
-	"percent":  {ScOnePercent},
-	"strace":   {ScInitialStrace},
-}
+// Scenarios are the names PROXYSINKS_BENCH_SCENARIOS takes: "endpoint"
+// selects one endpoint added and removed, "service" one service added and
+// removed, "percent" 1% changed, "strace" the initial sync under strace,
+// the others the scenario of that name.
+var Scenarios = []string{"initial", "steady", "restart", "endpoint", "service", "percent", "strace"}
 
 // runs reports whether the run includes the scenario of short name name.
 func (c *Config) runs(name string) bool { return c.Only == nil || c.Only[name] }
@@ -149,7 +143,7 @@ func (c *Config) runs(name string) bool { return c.Only == nil || c.Only[name] }
 // needsProxy reports whether any cell but the strace one runs: they all
 // start from the initial sync (and the IPVS floor is measured beside it).
 func (c *Config) needsProxy() bool {
-	for name := range Scenarios {
+	for _, name := range Scenarios {
 		if name != "strace" && c.runs(name) {
 			return true
 		}
@@ -427,40 +421,34 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 		}
 		return d.pr.full(d.Services, d.Endpoints)
 	})
+	timedOut := errors.Is(err, errTimeout)
 	if err == nil {
 		fill(&s, start, d.measure(ctx, end, &start))
-		if strace != "" {
-			var c straceCounts
-			c, err = d.p.stop()
-			s.Syscalls, s.MessageSyscalls = c.total, c.messages
-			d.p = nil
-		}
 	}
 	if err == nil && strace == "" && rep == 0 {
 		// Where the time went, in the proxy's words (the run's log only).
 		d.Logf("%s %dx%d: proxy log at the first initial sync's end:\n%s", d.Sink.Name, d.Services, d.Endpoints, tail(d.p.log.String(), 15))
 	}
-	if errors.Is(err, errTimeout) {
+	if timedOut {
 		s.Seconds = end.Sub(d.p.start).Seconds() // a lower bound
 		d.Logf("%s: kernel state at the timeout:\n%s\nproxy log tail:\n%s", d.Sink.Name, d.pr.dump(), tail(d.p.log.String(), 30))
-		if strace != "" {
-			// What strace counted until the timeout: lower bounds too.
-			c, serr := d.p.stop()
-			d.p = nil
-			if serr != nil {
-				d.Logf("%s: strace counts at the timeout: %v", d.Sink.Name, serr)
-			}
-			s.Syscalls, s.MessageSyscalls = c.total, c.messages
+	}
+	if strace != "" && (err == nil || timedOut) {
+		// At a timeout, what strace counted until then: lower bounds.
+		c, serr := d.p.stop()
+		d.p = nil
+		s.Syscalls, s.MessageSyscalls = c.total, c.messages
+		if err == nil {
+			err = serr
+		} else if serr != nil {
+			d.Logf("%s: strace counts at the timeout: %v", d.Sink.Name, serr)
 		}
 	}
 	d.emit(s, err)
-	if err != nil && !errors.Is(err, errTimeout) && strace == "" {
-		return err
+	if strace != "" {
+		return nil // the last cell: its failure is in its sample
 	}
-	if errors.Is(err, errTimeout) && strace == "" {
-		return err // nothing else can be measured on an unprogrammed node
-	}
-	return nil
+	return err // nothing else can be measured on an unprogrammed node
 }
 
 // restart stops the proxy and starts it again on the programmed kernel;

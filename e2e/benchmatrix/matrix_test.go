@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,8 +137,8 @@ func planFromEnv(getenv func(string) string, short bool) (plan, error) {
 		p.only = map[string]bool{}
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
-			if _, ok := Scenarios[f]; !ok {
-				return p, fmt.Errorf("%s: no scenario %q (want some of %s)", ScenariosEnv, f, strings.Join(slices.Sorted(maps.Keys(Scenarios)), ", "))
+			if !slices.Contains(Scenarios, f) {
+				return p, fmt.Errorf("%s: no scenario %q (want some of %s)", ScenariosEnv, f, strings.Join(slices.Sorted(slices.Values(Scenarios)), ", "))
 			}
 			p.only[f] = true
 		}

@@ -130,8 +130,7 @@ func thousands(n int) string {
 // cell is the samples of one sink, size and scenario.
 type cell struct {
 	ok     []Sample
-	err    []string
-	failed []Sample // the samples of err, with what they measured
+	failed []Sample // with Error set, and what they measured before it
 }
 
 // straceBound is the most socket message calls strace counted in a cell
@@ -251,8 +250,10 @@ func percentile(v []float64, p float64) float64 {
 	return v[max(0, min(i, len(v)-1))]
 }
 
-func seconds(s Sample) float64 { return s.Seconds }
-func cpu(s Sample) float64     { return s.CPUSeconds }
+func seconds(s Sample) float64  { return s.Seconds }
+func cpu(s Sample) float64      { return s.CPUSeconds }
+func syscalls(s Sample) float64 { return float64(s.Syscalls) }
+func messages(s Sample) float64 { return float64(s.MessageSyscalls) }
 
 // merge indexes the samples of runs, oldest first: each size, group of
 // proxies (the VM's, the host's) and scenario from the newest run that
@@ -298,7 +299,6 @@ func merge(runs []*Results) map[sizeKey]*table {
 			t.kinds[s.Sink] = s.Kind
 			t.runOf[s.Sink][s.Scenario] = r
 			if s.Error != "" {
-				c.err = append(c.err, s.Error)
 				c.failed = append(c.failed, s)
 			} else {
 				c.ok = append(c.ok, s)
@@ -437,8 +437,8 @@ func fmtCount(v float64) string {
 // giving up (0 when none timed out): a lower bound of the cell's time.
 func (c *cell) timedOut() float64 {
 	longest := 0.0
-	for _, e := range c.err {
-		m := afterRE.FindStringSubmatch(e)
+	for _, f := range c.failed {
+		m := afterRE.FindStringSubmatch(f.Error)
 		if m == nil {
 			continue
 		}
@@ -472,7 +472,7 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	any := false
 	for _, s := range sinksOf(t) {
-		if c := t.get(s, sc); len(c.ok)+len(c.err) > 0 {
+		if c := t.get(s, sc); len(c.ok)+len(c.failed) > 0 {
 			any = true
 		}
 	}
@@ -491,11 +491,11 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 	w("\n")
 	for _, s := range sinksOf(t) {
 		c := t.get(s, sc)
-		if len(c.ok) == 0 && len(c.err) == 0 {
+		if len(c.ok) == 0 && len(c.failed) == 0 {
 			continue
 		}
 		if len(c.ok) == 0 {
-			w("| %s | 0 | failed: %s |\n", s, strings.ReplaceAll(firstLine(c.err[0]), "|", "/"))
+			w("| %s | 0 | failed: %s |\n", s, strings.ReplaceAll(firstLine(c.failed[0].Error), "|", "/"))
 			if sc == ScInitial {
 				w("| | | (every later cell of %s needs a programmed kernel: none measured at this size) |\n", s)
 			}
@@ -508,10 +508,10 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 		switch {
 		case sc != ScInitial:
 		case len(st.ok) > 0:
-			if all := median(st.values(func(x Sample) float64 { return float64(x.Syscalls) })); all > 0 {
+			if all := median(st.values(syscalls)); all > 0 {
 				sys = fmtCount(all)
 			}
-			if m := median(st.values(func(x Sample) float64 { return float64(x.MessageSyscalls) })); m > 0 {
+			if m := median(st.values(messages)); m > 0 {
 				sys += " / " + fmtCount(m)
 			}
 		case st.straceBound() > 0:
@@ -546,8 +546,8 @@ func sectionTable(b *strings.Builder, t *table, sc string) {
 			w(" %d of %d |", changed, len(c.ok))
 		}
 		w("\n")
-		if len(c.err) > 0 {
-			w("| %s | | %d failed: %s |\n", s, len(c.err), strings.ReplaceAll(firstLine(c.err[0]), "|", "/"))
+		if len(c.failed) > 0 {
+			w("| %s | | %d failed: %s |\n", s, len(c.failed), strings.ReplaceAll(firstLine(c.failed[0].Error), "|", "/"))
 		}
 	}
 	w("\n")
@@ -691,7 +691,6 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 		}
 		return a / c
 	}
-	sys := func(x Sample) float64 { return float64(x.Syscalls) }
 	for _, s := range []string{"ipvs-fullstate", "ipvs-incremental"} {
 		k, t := pick(s, "kube-proxy ipvs")
 		if t == nil {
@@ -699,7 +698,6 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			continue
 		}
 		check(s+" initial sync, time vs kube-proxy ipvs "+at(k, t, "kube-proxy ipvs", ScInitial), ratio(t, s, "kube-proxy ipvs", ScInitial, seconds, median), 10, "x")
-		msgs := func(x Sample) float64 { return float64(x.MessageSyscalls) }
 		for _, k := range keys {
 			// kube-proxy's strace run stopped at its timeout: what it had
 			// made by then bounds the ratio from below.
@@ -708,23 +706,23 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 			if k.m != 10 || len(kc.ok) > 0 || kc.straceBound() == 0 || len(sc.ok) == 0 {
 				continue
 			}
-			r := kc.straceBound() / median(sc.values(msgs))
+			r := kc.straceBound() / median(sc.values(messages))
 			verdict := "**met**"
 			if r < 100 {
 				verdict = "not shown by this bound"
 			}
 			w("- %s initial sync, socket message syscalls vs kube-proxy ipvs at %s, run %s: kube-proxy ipvs had made more than %s when its strace run stopped at the timeout (%.0f s, its sync unfinished), against %s for %s: **more than %.0fx fewer** (target 100x: %s).\n",
-				s, k, t.label(s, ScInitialStrace), fmtCount(kc.straceBound()), kc.timedOut(), fmtCount(median(sc.values(msgs))), s, r, verdict)
+				s, k, t.label(s, ScInitialStrace), fmtCount(kc.straceBound()), kc.timedOut(), fmtCount(median(sc.values(messages))), s, r, verdict)
 		}
 		ks, ts := pickIn(ScInitialStrace, s, "kube-proxy ipvs")
 		if ts == nil {
 			w("- %s initial sync, syscalls vs kube-proxy ipvs: not measured (no size where both have a strace cell).\n", s)
 			continue
 		}
-		if r := ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, sys, median); !math.IsNaN(r) {
+		if r := ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, syscalls, median); !math.IsNaN(r) {
 			check(s+" initial sync, syscalls vs kube-proxy ipvs (strace -f, every call of the process and its children) "+at(ks, ts, "kube-proxy ipvs", ScInitialStrace), r, 100, "x")
 		}
-		check(s+" initial sync, socket message syscalls (sendmsg, recvmsg, sendto, recvfrom: the netlink traffic) vs kube-proxy ipvs "+at(ks, ts, "kube-proxy ipvs", ScInitialStrace), ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, msgs, median), 100, "x")
+		check(s+" initial sync, socket message syscalls (sendmsg, recvmsg, sendto, recvfrom: the netlink traffic) vs kube-proxy ipvs "+at(ks, ts, "kube-proxy ipvs", ScInitialStrace), ratio(ts, s, "kube-proxy ipvs", ScInitialStrace, messages, median), 100, "x")
 	}
 	floorTargets(b, tables, keys)
 	if k, t := pickIn(ScEndpointAdd, "ipvs-incremental", "kube-proxy ipvs"); t != nil {

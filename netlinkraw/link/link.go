@@ -386,7 +386,7 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 					return batchErr(c.timedOut(err))
 				}
 				seq = oe.Sequence
-				if i := seq - first; seq-first <= last-first && errno != tolerate {
+				if i := seq - first; i <= last-first && errno != tolerate {
 					a := chunk[i].Unmap()
 					failed = append(failed, &Error{Op: op, Object: a.String() + " on " + name, Addr: a, Err: errno})
 				}
