@@ -320,7 +320,7 @@ func (a *Applier) unbind(res *Result, p Plan) {
 	if keep != nil {
 		addrs = make([]netip.Addr, 0, len(p.Unbind))
 		for _, ad := range p.Unbind {
-			if vs, ok := keep[ad]; ok {
+			if vs, ok := keep[ad.Unmap()]; ok {
 				res.Failed[ad] = fmt.Errorf("dataplane: unbind %s: kept while virtual server %s on it is not removed", ad, vs)
 				continue
 			}

@@ -14,8 +14,8 @@ import (
 // on the node, as `kube-proxy --cleanup` does: the virtual servers the
 // sink owns (recorded in its ownership sets, or inferred as for a node
 // kube-proxy ran; Read decides) with their destinations, the iptables
-// jumps and KUBE-* chains of its rulesets, its KUBE-* ipsets and the dummy
-// link with its addresses. Foreign virtual servers, sets, chains and rules
+// jumps and KUBE-* chains of its rulesets, its KUBE-* ipsets, its local
+// routes (BindRoutes) and the dummy link with its addresses. Foreign virtual servers, sets, chains and rules
 // stay; what is already gone is not an error. It returns what it removed,
 // one short description each; a piece that fails does not stop the
 // others.
@@ -68,6 +68,15 @@ func (n *Node) Cleanup() ([]string, error) {
 				continue
 			}
 			removed = append(removed, "ipset "+name)
+		}
+	}
+	if routes, err := n.Kernel.Link.LocalRoutes(RouteLink); err != nil {
+		errs = append(errs, fmt.Errorf("cleanup: %w", err))
+	} else if len(routes) > 0 {
+		if err := n.Kernel.Link.DelLocalRoutes(RouteLink, routes); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup: %w", err))
+		} else {
+			removed = append(removed, fmt.Sprintf("%d local routes", len(routes)))
 		}
 	}
 	if _, err := n.Kernel.Link.Addresses(n.Cfg.Dummy); !errors.Is(err, unix.ENODEV) {

@@ -351,6 +351,8 @@ func (n *Node) timeouts() (bool, error) {
 type State struct {
 	Servers  map[render.VirtualServer]render.ServerOptions
 	Dests    map[render.Destination]render.DestOptions
+	// Bindings are the addresses made local on the dummy link; one made
+	// local the other way than Kernel.Binding is in Other's form.
 	Bindings []netip.Addr
 	Entries  []render.SetEntry
 	// Visible, when not nil, reports whether the read could see a virtual
@@ -391,22 +393,48 @@ func (c *NodeConfig) Owned(vs render.VirtualServer, bound map[netip.Addr]bool, r
 	return false
 }
 
+// readBindings lists the dummy link's addresses and the local routes into
+// st.Bindings, the ones made local the other way than the binding in use
+// in Other's form (to be removed), and returns every address made local
+// either way.
+func (n *Node) readBindings(st *State) (map[netip.Addr]bool, error) {
+	addrs, err := n.Kernel.Link.Addresses(n.Cfg.Dummy)
+	if err != nil && !errors.Is(err, unix.ENODEV) {
+		return nil, err
+	}
+	routes, err := n.Kernel.Link.LocalRoutes(RouteLink)
+	if err != nil {
+		return nil, err
+	}
+	bound := make(map[netip.Addr]bool, len(addrs)+len(routes))
+	add := func(a netip.Addr, routed bool) {
+		bound[a] = true
+		if excluded(a, n.Cfg.ExcludeCIDRs) {
+			return
+		}
+		if routed != n.Kernel.Binding.routed(a) {
+			a = Other(a)
+		}
+		st.Bindings = append(st.Bindings, a)
+	}
+	for _, a := range addrs {
+		add(a, false)
+	}
+	for _, a := range routes {
+		add(a, true)
+	}
+	return bound, nil
+}
+
 // Read dumps what the sink owns: virtual servers it owns with their
 // destinations, the dummy link's addresses, and the entries of its ipsets.
 // Sets or the link that do not exist yet are simply empty.
 func (n *Node) Read() (*State, error) {
 	n.Cfg.defaults()
 	st := &State{Servers: map[render.VirtualServer]render.ServerOptions{}, Dests: map[render.Destination]render.DestOptions{}}
-	addrs, err := n.Kernel.Link.Addresses(n.Cfg.Dummy)
-	if err != nil && !errors.Is(err, unix.ENODEV) {
+	bound, err := n.readBindings(st)
+	if err != nil {
 		return nil, err
-	}
-	bound := map[netip.Addr]bool{}
-	for _, a := range addrs {
-		bound[a] = true
-		if !excluded(a, n.Cfg.ExcludeCIDRs) {
-			st.Bindings = append(st.Bindings, a)
-		}
 	}
 	// The sets first: the records of virtual servers decide ownership.
 	recorded := map[render.VirtualServer]bool{}

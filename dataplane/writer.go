@@ -34,6 +34,12 @@ type Links interface {
 	Addresses(name string) ([]netip.Addr, error)
 	AddAddresses(name string, addrs []netip.Addr) error
 	DelAddresses(name string, addrs []netip.Addr) error
+	// LocalRoutes, AddLocalRoutes and DelLocalRoutes are the local routes
+	// through a link that make addresses local without binding them
+	// (BindRoutes).
+	LocalRoutes(name string) ([]netip.Addr, error)
+	AddLocalRoutes(name string, addrs []netip.Addr) error
+	DelLocalRoutes(name string, addrs []netip.Addr) error
 	// DeleteLink deletes a link and its addresses; a missing link is not
 	// an error.
 	DeleteLink(name string) error
@@ -46,7 +52,66 @@ type Kernel struct {
 	Link     Links
 	// Dummy is the link holding the bound addresses (kube-ipvs0).
 	Dummy string
+	// Binding is how virtual IPs are made local (the zero value:
+	// addresses, as kube-proxy binds them).
+	Binding Binding
 }
+
+// Binding is how the IPVS sinks make a virtual IP local to the node, so
+// that packets to it reach IPVS.
+type Binding int
+
+const (
+	// BindAddresses binds each virtual IP as a /32 or /128 address on the
+	// dummy link, as kube-proxy's IPVS mode does (`ip addr show kube-ipvs0`
+	// lists them).
+	BindAddresses Binding = iota
+	// BindRoutes gives each IPv4 virtual IP a local route (through
+	// RouteLink, of protocol netlinkraw/link.RouteProtocol: `ip route show
+	// table local proto 156`) instead of an address on the dummy link: the same reachability (the
+	// same addresses are local, the same ARP answers, the same source
+	// address for the node's own connections), without the kernel walking
+	// the link's address list for every insert. IPv6 virtual IPs stay
+	// addresses: the kernel refuses IPv6 local routes through a link that
+	// is down, as the dummy is.
+	BindRoutes
+)
+
+// RouteLink is the link BindRoutes' local routes go through: the loopback,
+// not the dummy link, because the kernel flushes every route through a
+// link when the link's last IPv4 address is removed, which is what taking
+// over the addresses kube-proxy (or BindAddresses) bound on kube-ipvs0
+// does; lo keeps 127.0.0.1. Which link a local route names does not change
+// where its packets go (they are the node's either way).
+const RouteLink = "lo"
+
+// Bindings are the values of --ipvs-vip-binding.
+var Bindings = map[string]Binding{"addresses": BindAddresses, "routes": BindRoutes}
+
+// String is the binding's flag value.
+func (b Binding) String() string {
+	for k, v := range Bindings {
+		if v == b {
+			return k
+		}
+	}
+	return fmt.Sprintf("Binding(%d)", int(b))
+}
+
+// routed reports whether a is made local by a route under b.
+func (b Binding) routed(a netip.Addr) bool { return b == BindRoutes && a.Is4() }
+
+// Other is how Node.Read reports a virtual IP made local the other way
+// than the binding in use (an address kube-proxy or the address binding
+// left, under BindRoutes; a route, under BindAddresses): in its
+// IPv4-mapped IPv6 form, a key the renderer never produces, so the sink
+// sees it as one of its own objects nobody wants and removes it, after
+// making the same address local the right way (bindings are added before
+// removals). Unbind takes it back to the other kind.
+func Other(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }
+
+// IsOther reports whether a is in Other's form.
+func IsOther(a netip.Addr) bool { return a.Is4In6() }
 
 // IPVS applies the operations in batches.
 func (k *Kernel) IPVS(ops []ipvs.Op) []error {
@@ -94,24 +159,59 @@ func (k *Kernel) DelEntries(set string, entries []ipset.Entry) []error {
 	return entryErrors(len(entries), k.IPSet.Del(set, entries, ipset.Exist))
 }
 
-func addrErrors(addrs []netip.Addr, err error) []error {
+// bindGroups splits addrs by how b makes each local, and calls f once per
+// non-empty group (routes, addresses) with the group's addresses, unmapped,
+// and the index of each in addrs. The error f returns is every one of the
+// group's. Addresses in Other's form go to the other group than b puts
+// them in.
+func (b Binding) bindGroups(addrs []netip.Addr, f func(routes bool, group []netip.Addr) error) []error {
 	errs := make([]error, len(addrs))
-	if err != nil {
-		for i := range errs {
-			errs[i] = err
+	var idx [2][]int
+	var groups [2][]netip.Addr
+	for i, a := range addrs {
+		routes := b.routed(a.Unmap())
+		if IsOther(a) {
+			routes = !routes
+		}
+		g := 0
+		if routes {
+			g = 1
+		}
+		idx[g] = append(idx[g], i)
+		groups[g] = append(groups[g], a.Unmap())
+	}
+	for g := range groups {
+		if len(groups[g]) == 0 {
+			continue
+		}
+		if err := f(g == 1, groups[g]); err != nil {
+			for _, i := range idx[g] {
+				errs[i] = err
+			}
 		}
 	}
 	return errs
 }
 
-// Bind adds the addresses to the dummy link.
+// Bind makes the addresses local: bound on the dummy link, or given local
+// routes (Binding).
 func (k *Kernel) Bind(addrs []netip.Addr) []error {
-	return addrErrors(addrs, k.Link.AddAddresses(k.Dummy, addrs))
+	return k.Binding.bindGroups(addrs, func(routes bool, g []netip.Addr) error {
+		if routes {
+			return k.Link.AddLocalRoutes(RouteLink, g)
+		}
+		return k.Link.AddAddresses(k.Dummy, g)
+	})
 }
 
-// Unbind removes the addresses from the dummy link.
+// Unbind undoes Bind; an address in Other's form is removed the other way.
 func (k *Kernel) Unbind(addrs []netip.Addr) []error {
-	return addrErrors(addrs, k.Link.DelAddresses(k.Dummy, addrs))
+	return k.Binding.bindGroups(addrs, func(routes bool, g []netip.Addr) error {
+		if routes {
+			return k.Link.DelLocalRoutes(RouteLink, g)
+		}
+		return k.Link.DelAddresses(k.Dummy, g)
+	})
 }
 
 // Destinations dumps a virtual server's destinations.
@@ -123,6 +223,8 @@ func (k *Kernel) Destinations(s ipvs.Service) ([]ipvs.DestinationEntry, error) {
 // stable order (with Applier.Ordered). It is the same code path as the kernel up to the write.
 type DryRun struct {
 	Out io.Writer
+	// Binding is how the kernel writer would make addresses local.
+	Binding Binding
 }
 
 func (d DryRun) print(lines []string) {
@@ -171,12 +273,18 @@ func (d DryRun) AddEntries(set string, es []ipset.Entry) []error { return d.entr
 func (d DryRun) DelEntries(set string, es []ipset.Entry) []error { return d.entries("del", set, es) }
 
 func (d DryRun) addrs(op string, as []netip.Addr) []error {
-	lines := make([]string, len(as))
-	for i, a := range as {
-		lines[i] = "address " + op + " " + a.String()
-	}
-	d.print(lines)
-	return make([]error, len(as))
+	return d.Binding.bindGroups(as, func(routes bool, g []netip.Addr) error {
+		kind := "address"
+		if routes {
+			kind = "local route"
+		}
+		lines := make([]string, len(g))
+		for i, a := range g {
+			lines[i] = kind + " " + op + " " + a.String()
+		}
+		d.print(lines)
+		return nil
+	})
 }
 
 // Bind prints the addresses.

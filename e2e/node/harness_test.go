@@ -85,6 +85,10 @@ const sinkEnv = "PROXYSINKS_E2E_SINK"
 
 var sinkFlag = flag.String("sink", "fullstate", "the IPVS sink under test: fullstate or incremental")
 
+// sinkArgsFlag adds flags to every sink the cases start (before a case's
+// own), e.g. "--ipvs-vip-binding=routes".
+var sinkArgsFlag = flag.String("sink-args", "", "extra flags for every sink started, space-separated")
+
 // sinkUnderTest returns the sink named by -sink; an unknown name fails the
 // child at start.
 func sinkUnderTest(name string) runtime.Sink {
@@ -276,8 +280,9 @@ func (c *cluster) startSink(extra ...string) {
 	if c.api != nil {
 		source = []string{"--kubeconfig", *sinkKCFlag}
 	}
-	args := append(append(source, "--node-name", "node-1", "--node-address", nodeAddr.String()+",192.168.2.10",
-		"--min-sync-period", "50ms", "--sync-period", syncPeriod.String(), "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="), extra...)
+	args := append(append(append(source, "--node-name", "node-1", "--node-address", nodeAddr.String()+",192.168.2.10",
+		"--min-sync-period", "50ms", "--sync-period", syncPeriod.String(), "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="),
+		strings.Fields(*sinkArgsFlag)...), extra...)
 	c.sinkArgs = args
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), roleEnv+"=sink", sinkEnv+"="+*sinkFlag, "SINK_ARGS="+strings.Join(args, " "))
@@ -330,7 +335,7 @@ func (c *cluster) stopAll() {
 	}
 	if c.t.Failed() && c.sinkLog != nil {
 		c.t.Logf("sink log:\n%s", c.sinkLog.String())
-		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ipset", "save"}, {"iptables-save"}} {
+		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ip", "route", "show", "table", "local", "proto", "156"}, {"ipset", "save"}, {"iptables-save"}} {
 			if out, err := c.node.Run(cmd[0], cmd[1:]...); err == nil {
 				c.t.Logf("%s:\n%s", strings.Join(cmd, " "), out)
 			}

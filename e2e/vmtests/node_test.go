@@ -31,6 +31,20 @@ func TestNodeE2EVM(t *testing.T) {
 	}
 }
 
+// routesCases are the node cases TestNodeE2ERoutesVM runs again with
+// --ipvs-vip-binding=routes: every kind of VIP (cluster, node port,
+// external, load-balancer, dual-stack), hairpin, type changes, a restart,
+// cleanup.
+const routesCases = "^(TestBasicEndpoint|TestNodePortFromOutside|TestExternalIPAndLoadBalancerSourceRanges|TestHairpin|TestTypeChanges|TestRestartNoWritesNoDrops|TestDualStack|TestCleanup|TestExternalTrafficLocalKeepsClientAddress)$"
+
+// TestNodeE2ERoutesVM runs routesCases with ipvs-incremental binding
+// IPv4 VIPs as local routes instead of addresses (TestVIPBindingSwitch,
+// in both sinks' runs above, switches between the two).
+func TestNodeE2ERoutesVM(t *testing.T) {
+	vm.RunTests(t, nodePkg, "-test.v", "-test.run", routesCases, "-test.timeout", guestTimeout, "-sink", "incremental",
+		"-sink-args", "--ipvs-vip-binding=routes")
+}
+
 // nodeAPIServer is the server of the sinks' kubeconfig in the node e2e
 // tests' real-API mode: the relay in the node's namespace (node.nodeAPIAddr).
 const nodeAPIServer = "https://127.0.0.1:6443"

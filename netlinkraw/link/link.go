@@ -291,12 +291,10 @@ func (c *Conn) AddAddresses(name string, addrs []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range addrs {
-		if !a.IsValid() || a.Zone() != "" {
-			return &Error{Op: "add address", Object: fmt.Sprintf("%v on %s", a, name), Err: errors.New("not a plain IP address")}
-		}
+	if err := checkAddrs("add address", name, addrs); err != nil {
+		return err
 	}
-	return c.batch("add address", name, unix.RTM_NEWADDR, netlink.Create|netlink.Excl, l.Index, addrs, unix.EEXIST)
+	return c.batch("add address", name, unix.RTM_NEWADDR, netlink.Create|netlink.Excl, addrs, addrEncoder(l.Index), unix.EEXIST)
 }
 
 // DelAddresses unbinds each /32 or /128 address from the link named name.
@@ -307,7 +305,7 @@ func (c *Conn) DelAddresses(name string, addrs []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	return c.batch("delete address", name, unix.RTM_DELADDR, 0, l.Index, addrs, unix.EADDRNOTAVAIL)
+	return c.batch("delete address", name, unix.RTM_DELADDR, 0, addrs, addrEncoder(l.Index), unix.EADDRNOTAVAIL)
 }
 
 // batchSize bounds the requests of one sendmsg. Only the last asks for an
@@ -315,14 +313,19 @@ func (c *Conn) DelAddresses(name string, addrs []netip.Addr) error {
 // all of them must fit the receive buffer.
 const batchSize = 64
 
-// batch sends one address message per address, batchSize per sendmsg, and
-// reads their answers. As the IPVS client does, only the last message of a
+// addrEncoder encodes the address messages of link index for batch.
+func addrEncoder(index uint32) func(netip.Addr) ([]byte, error) {
+	return func(a netip.Addr) ([]byte, error) { return addrMessage(index, a).MarshalBinary() }
+}
+
+// batch sends one message per address (encoded by encode, of type typ),
+// batchSize per sendmsg, and reads their answers. As the IPVS client does, only the last message of a
 // sendmsg asks for an acknowledgement: the kernel handles the messages of
 // one sendmsg in order, answers each failed one with an error carrying its
 // sequence number, and answers the last one either way, so the answer to
 // the last message ends the batch and proves the others without an error
 // succeeded. With nothing failing, a batch costs one sendmsg and one reply.
-func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.HeaderFlags, index uint32, addrs []netip.Addr, tolerate unix.Errno) error {
+func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.HeaderFlags, addrs []netip.Addr, encode func(netip.Addr) ([]byte, error), tolerate unix.Errno) error {
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -342,7 +345,7 @@ func (c *Conn) batch(op, name string, typ netlink.HeaderType, flags netlink.Head
 		chunk := addrs[start:min(start+batchSize, len(addrs))]
 		msgs = msgs[:0]
 		for i, a := range chunk {
-			data, err := addrMessage(index, a.Unmap()).MarshalBinary()
+			data, err := encode(a.Unmap())
 			if err != nil {
 				return &Error{Op: op, Object: a.String() + " on " + name, Err: err}
 			}

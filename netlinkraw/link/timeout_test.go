@@ -86,7 +86,7 @@ func TestReplyTimeout(t *testing.T) {
 	c.timeout = 100 * time.Millisecond
 	a := netip.MustParseAddr("10.96.0.1")
 	start := time.Now()
-	err = c.batch("add address", "lo", unix.RTM_NEWADDR, netlink.Create|netlink.Excl, lo.Index, []netip.Addr{a}, unix.EEXIST)
+	err = c.batch("add address", "lo", unix.RTM_NEWADDR, netlink.Create|netlink.Excl, []netip.Addr{a}, addrEncoder(lo.Index), unix.EEXIST)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("AddAddresses took %v with a 100ms reply timeout", took)
 	}

@@ -112,6 +112,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--cluster-cidr", "10.244.0.0"}, `--cluster-cidr: "10.244.0.0" is not a CIDR`},
 		{[]string{"--nodeport-addresses", "10.0.0.0/33"}, `--nodeport-addresses: "10.0.0.0/33" is not a CIDR`},
 		{[]string{"--ipvs-exclude-cidrs", "x"}, `--ipvs-exclude-cidrs: "x" is not a CIDR`},
+		{[]string{"--ipvs-vip-binding", "route"}, `--ipvs-vip-binding: "route" is neither addresses nor routes`},
 		{[]string{"--node-address", "10.0.0.300"}, `--node-address: "10.0.0.300" is not an IP address`},
 		{[]string{"--node-address", "0.0.0.0"}, "--node-address: 0.0.0.0 is the unspecified address"},
 		{[]string{"--node-address", "255.255.255.255"}, "--node-address: 255.255.255.255 is the broadcast address"},

@@ -73,6 +73,7 @@ func TestRefusedFlags(t *testing.T) {
 		{[]string{"--ipvs-tcpfin-timeout", "1m"}, "--ipvs-tcpfin-timeout: does not apply"},
 		{[]string{"--ipvs-udp-timeout", "1m"}, "--ipvs-udp-timeout: does not apply"},
 		{[]string{"--ipvs-exclude-cidrs", "10.0.0.0/8"}, "--ipvs-exclude-cidrs: does not apply"},
+		{[]string{"--ipvs-vip-binding", "routes"}, "--ipvs-vip-binding: does not apply"},
 		{[]string{"--cleanup"}, "--cleanup and --dry-run: give one"},
 		{[]string{"--masquerade-bit", "32"}, "--masquerade-bit: 32 is not in [0, 31]"},
 	}

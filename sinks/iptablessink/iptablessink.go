@@ -25,7 +25,7 @@ import (
 
 // IPVSOnly are the runtime's flags that configure IPVS only; the iptables
 // sink refuses them (exit status 2) rather than ignore them.
-var IPVSOnly = []string{"scheduling-method", "weight", "ipvs-strict-arp", "ipvs-tcp-timeout",
+var IPVSOnly = []string{"scheduling-method", "weight", "ipvs-strict-arp", "ipvs-vip-binding", "ipvs-tcp-timeout",
 	"ipvs-tcpfin-timeout", "ipvs-udp-timeout", "ipvs-exclude-cidrs"}
 
 // Sink returns the runtime.Sink of the iptables sink binary; /proxyMode

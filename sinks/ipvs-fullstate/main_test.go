@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,5 +82,41 @@ func TestMissingSource(t *testing.T) {
 	status := run([]string{"ipvs-fullstate", "--dry-run", "--from-file", "/nonexistent/manifests"}, &stdout, &stderr)
 	if status != 1 || !strings.Contains(stderr.String(), "--from-file") {
 		t.Errorf("status %d, stderr %q", status, stderr.String())
+	}
+}
+
+// TestDryRunRoutes: with --ipvs-vip-binding=routes the dry run prints the
+// golden operations, each IPv4 address binding a local route instead.
+func TestDryRunRoutes(t *testing.T) {
+	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
+	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
+		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10", "--ipvs-vip-binding", "routes",
+		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
+	if status != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "dryrun.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	routes := 0
+	for _, l := range strings.Split(strings.TrimSuffix(string(golden), "\n"), "\n") {
+		if a, ok := strings.CutPrefix(l, "address bind "); ok && !strings.Contains(a, ":") {
+			l = "local route bind " + a
+			routes++
+		}
+		want = append(want, l)
+	}
+	if routes == 0 {
+		t.Fatal("the golden output binds no IPv4 address")
+	}
+	got := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dry-run output with routes, sorted (-want +got):\n%s", diff)
 	}
 }

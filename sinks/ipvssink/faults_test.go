@@ -34,6 +34,10 @@ type fakeNode struct {
 	stats []dataplane.SyncStats
 	// reads counts the controllers' whole-kernel reads (Deps.Reader).
 	reads int
+	// binding is how start's kernel makes virtual IPs local.
+	binding dataplane.Binding
+	// linkOps logs the writes to links, in order: "add route 10.96.0.1".
+	linkOps []string
 }
 
 // countedReader is the node's reader, counting the reads.
@@ -65,7 +69,7 @@ func (n *fakeNode) start(t testing.TB, mk Make, addrs ...netip.Addr) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetReplyTimeout(100 * time.Millisecond)
-	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: n.links, Dummy: "kube-ipvs0"}
+	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: orderedLinks{n.links, &n.linkOps}, Dummy: "kube-ipvs0", Binding: n.binding}
 	n.node = &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: fams, NodeAddresses: addrs}}
 	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: fams},
 		Applier: dataplane.NewApplier(k), Reader: countedReader{n}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -134,7 +134,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	c := env.Config
 	rc := renderConfig(c, env.NodeAddresses, HostSysctl)
 	if env.DryRun != nil {
-		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun})
+		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun, Binding: c.VIPBinding})
 		a.Ordered = true
 		return runtime.Built{Controller: mk(Deps{Render: rc, Applier: a, Log: env.Log, OnSync: env.OnSync})}, nil
 	}
@@ -161,7 +161,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		return runtime.Built{}, err
 	}
 	closers = append(closers, links.Close)
-	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
+	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy, Binding: c.VIPBinding}
 	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
 	if err := node.Setup(); err != nil {
 		closeAll()
