@@ -79,6 +79,7 @@ func TestVIPBindingSwitch(t *testing.T) {
 		c.expectFrom(c.ext, "tcp", ap("203.0.113.11:80"), "pod-a")
 	}
 	c.startSink("--ipvs-vip-binding=addresses")
+	c.synced()
 	serve()
 	c.expectBound("addresses", vips...)
 	answered := arpAnswered(t, c.ext, "10.96.0.23")
@@ -112,6 +113,7 @@ func TestVIPBindingSwitch(t *testing.T) {
 	}()
 	c.stopSink()
 	c.startSink("--ipvs-vip-binding=routes")
+	c.synced()
 	c.expectBound("routes", vips...)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
@@ -138,10 +140,12 @@ func TestVIPBindingSwitch(t *testing.T) {
 	// With strict ARP, neither binding answers ARP for a VIP.
 	c.stopSink()
 	c.startSink("--ipvs-vip-binding=routes", "--ipvs-strict-arp")
+	c.synced()
 	serve()
 	strict := arpAnswered(t, c.ext, "10.96.0.23")
 	c.stopSink()
 	c.startSink("--ipvs-vip-binding=addresses", "--ipvs-strict-arp")
+	c.synced()
 	c.expectBound("addresses", vips...)
 	serve()
 	if got := arpAnswered(t, c.ext, "10.96.0.23"); got || strict {
@@ -149,9 +153,9 @@ func TestVIPBindingSwitch(t *testing.T) {
 	}
 }
 
-// expectNoWrites waits for the sink's first sync and checks it wrote
-// nothing to the kernel.
-func (c *cluster) expectNoWrites() {
+// synced waits for the sink's first sync: until then the kernel shows
+// what the previous sink left.
+func (c *cluster) synced() {
 	c.t.Helper()
 	c.eventually(30*time.Second, func() error {
 		if last, err := c.metric("kubeproxy_sync_proxy_rules_last_timestamp_seconds"); err != nil || last == 0 {
@@ -159,6 +163,13 @@ func (c *cluster) expectNoWrites() {
 		}
 		return nil
 	})
+}
+
+// expectNoWrites waits for the sink's first sync and checks it wrote
+// nothing to the kernel.
+func (c *cluster) expectNoWrites() {
+	c.t.Helper()
+	c.synced()
 	if total, err := c.metric("proxysinks_kernel_operations_total"); err != nil || total != 0 {
 		c.t.Errorf("restarted sink: kernel operations total %v (%v), want 0", total, err)
 	}

@@ -76,7 +76,12 @@ func (c *Conn) AddLocalRoutes(name string, addrs []netip.Addr) error {
 	if err := checkAddrs("add local route", name, addrs); err != nil {
 		return err
 	}
-	return c.batch("add local route", name, unix.RTM_NEWROUTE, netlink.Create|netlink.Excl, addrs, routeEncoder(l.Index), unix.EEXIST)
+	// Appended, not exclusive: the address's own local route (protocol
+	// kernel, while an address binding is being replaced) has the same
+	// key, and an exclusive add would be refused with the same EEXIST as
+	// our own route already there. The kernel still refuses an exact
+	// duplicate of ours with EEXIST.
+	return c.batch("add local route", name, unix.RTM_NEWROUTE, netlink.Create|netlink.Append, addrs, routeEncoder(l.Index), unix.EEXIST)
 }
 
 // DelLocalRoutes deletes the local routes (RouteProtocol) of the addresses

@@ -201,3 +201,25 @@ func TestLocalRouteIPv6NeedsLinkUp(t *testing.T) {
 		t.Errorf("LocalRoutes -want +got:\n%s", d)
 	}
 }
+
+// TestLocalRouteBesideAddress: the local route of a bound address does not
+// keep ours out (same key, another route), and ours stays when the address
+// goes: its link losing its last IPv4 address makes the kernel flush every
+// route through that link, which is why the sinks' routes go through lo.
+func TestLocalRouteBesideAddress(t *testing.T) {
+	c, ns := dial(t)
+	veth(t, ns, "vips0")
+	ns.MustRun(t, "ip", "addr", "add", "10.96.0.1/32", "dev", "vips0")
+	ns.MustRun(t, "ip", "route", "add", "local", "10.96.0.2", "dev", "vips0", "table", "local", "proto", "static")
+	if err := c.AddLocalRoutes("lo", []netip.Addr{netip.MustParseAddr("10.96.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+	ns.MustRun(t, "ip", "addr", "del", "10.96.0.1/32", "dev", "vips0")
+	out := ns.MustRun(t, "ip", "route", "show", "table", "local")
+	if !strings.Contains(out, "local 10.96.0.1 dev lo proto 156") {
+		t.Errorf("after the address was removed, table local:\n%s\nwant our route of 10.96.0.1", out)
+	}
+	if strings.Contains(out, "10.96.0.2") {
+		t.Errorf("after vips0 lost its last address, table local still has its static route:\n%s", out)
+	}
+}
