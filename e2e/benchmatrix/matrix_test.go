@@ -182,6 +182,8 @@ func TestMatrix(t *testing.T) {
 	sinks := []Sink{
 		{Name: "ipvs-fullstate", Kind: KindIPVS, Bin: build("ipvs-fullstate", "build", "./sinks/ipvs-fullstate")},
 		{Name: "ipvs-incremental", Kind: KindIPVS, Bin: build("ipvs-incremental", "build", "./sinks/ipvs-incremental")},
+		{Name: "ipvs-fullstate routes", Kind: KindIPVS, Bin: filepath.Join(tools, "ipvs-fullstate"), Args: []string{"--ipvs-vip-binding=routes"}},
+		{Name: "ipvs-incremental routes", Kind: KindIPVS, Bin: filepath.Join(tools, "ipvs-incremental"), Args: []string{"--ipvs-vip-binding=routes"}},
 		{Name: "kube-proxy ipvs", Kind: KindIPVS, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=ipvs"}},
 		{Name: "iptables", Kind: KindIPTables, Bin: build("iptables", "build", "./sinks/iptables")},
 		{Name: "kube-proxy iptables", Kind: KindIPTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=iptables"}},

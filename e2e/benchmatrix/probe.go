@@ -72,8 +72,8 @@ func hash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// ipvsProber reads IPVS (netlink), kube-ipvs0's
-// addresses and the KUBE-CLUSTER-IP set.
+// ipvsProber reads IPVS (netlink), the virtual IPs made local (kube-ipvs0's
+// addresses, the sinks' local routes) and the KUBE-CLUSTER-IP set.
 type ipvsProber struct {
 	n *node
 	c *ipvs.Conn
@@ -85,8 +85,25 @@ func (p *ipvsProber) dump() string {
 	text, err := p.ipvsText()
 	s, d := strings.Count(text, "S "), strings.Count(text, "  D ")
 	addrs, _ := p.n.ns.Run("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0")
+	routes, _ := p.n.ns.Run("ip", "-4", "route", "show", "table", "local", "proto", "156")
 	sets, _ := p.n.ns.Run("ipset", "-t", "list")
-	return fmt.Sprintf("%d TCP virtual servers, %d destinations, %d addresses on kube-ipvs0%s\n%s", s, d, strings.Count(addrs, "\n"), errString(err), head(sets, 40))
+	return fmt.Sprintf("%d TCP virtual servers, %d destinations, %d addresses on kube-ipvs0, %d local routes of the sinks%s\n%s",
+		s, d, strings.Count(addrs, "\n"), strings.Count(routes, "\n"), errString(err), head(sets, 40))
+}
+
+// vips counts the IPv4 virtual IPs made local: bound on kube-ipvs0, as
+// kube-proxy and --ipvs-vip-binding=addresses do, or given a local route
+// of the sinks' protocol (156), as --ipvs-vip-binding=routes does.
+func (p *ipvsProber) vips() (int, error) {
+	addrs, err := p.n.ns.Run("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0")
+	if err != nil {
+		return 0, err
+	}
+	routes, err := p.n.ns.Run("ip", "-4", "route", "show", "table", "local", "proto", "156")
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(addrs, "\n") + strings.Count(routes, "\n"), nil
 }
 
 // head returns the first n lines of s.
@@ -150,11 +167,10 @@ func (p *ipvsProber) full(n, m int) (bool, error) {
 	if dests != n*m {
 		return false, nil
 	}
-	out, err := p.n.ns.Run("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0")
-	if err != nil || strings.Count(out, "\n") < n {
+	if v, err := p.vips(); err != nil || v < n {
 		return false, nil
 	}
-	out, err = p.n.ns.Run("ipset", "-t", "list", "KUBE-CLUSTER-IP")
+	out, err := p.n.ns.Run("ipset", "-t", "list", "KUBE-CLUSTER-IP")
 	if err != nil {
 		return false, nil
 	}
@@ -205,8 +221,10 @@ func (p *ipvsProber) service(_ string, vip netip.Addr, eps []netip.Addr) (bool, 
 			return false, nil
 		}
 	}
-	out, err := p.n.ns.Run("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0", "to", vip.String()+"/32")
-	if err != nil || strings.Contains(out, vip.String()+"/32") != (len(eps) > 0) {
+	// The local table has vip's route either way it is made local (the
+	// kernel's route of its address, or the sink's own).
+	out, err := p.n.ns.Run("ip", "-4", "route", "show", "table", "local", vip.String())
+	if err != nil || strings.Contains(out, "local "+vip.String()+" ") != (len(eps) > 0) {
 		return false, nil
 	}
 	_, err = p.n.ns.Run("ipset", "test", "KUBE-CLUSTER-IP", fmt.Sprintf("%s,tcp:%d", vip, svcPort))
@@ -226,11 +244,15 @@ func (p *ipvsProber) fingerprint() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	routes, err := p.n.ns.Run("ip", "route", "show", "table", "local", "proto", "156")
+	if err != nil {
+		return "", err
+	}
 	rules, err := p.n.ns.Run("iptables-save")
 	if err != nil {
 		return "", err
 	}
-	return hash(text, sets, addrs, stripRules(rules)), nil
+	return hash(text, sets, addrs, routes, stripRules(rules)), nil
 }
 
 // stripRules drops iptables-save's comments and counters.

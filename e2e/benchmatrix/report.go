@@ -99,7 +99,7 @@ func describeMachine() Machine {
 }
 
 // sinkOrder is the rows' order.
-var sinkOrder = []string{"ipvs-fullstate", "ipvs-incremental", "kube-proxy ipvs", "iptables", "kube-proxy iptables", "kube-proxy nftables"}
+var sinkOrder = []string{"ipvs-fullstate", "ipvs-incremental", "ipvs-fullstate routes", "ipvs-incremental routes", "kube-proxy ipvs", "iptables", "kube-proxy iptables", "kube-proxy nftables"}
 
 // scenarioOrder is the tables' order.
 var scenarioOrder = []string{ScInitial, ScRestart, ScEndpointAdd, ScEndpointRemove, ScServiceAdd, ScServiceRemove, ScOnePercent, ScSteady}
@@ -403,7 +403,7 @@ const method = `## Method
 
 - One control plane per size (etcd + kube-apiserver on loopback, no controller manager): N ClusterIP services (TCP 80 -> 8080), each with one EndpointSlice of M ready endpoints on another node, written through the API. Every proxy of a size reads the same objects.
 - Each proxy runs in a fresh network namespace whose loopback relays to the apiserver (IPVS proxies: in a fresh VM per proxy, the driver beside them in the guest; iptables and nftables: on this host). kube-proxy gets an admin token, the sinks their shipped RBAC.
-- **Programmed** is read from the kernel, never from logs: IPVS over netlink (N virtual servers, N x M destinations), kube-ipvs0's addresses and KUBE-CLUSTER-IP's entries; single services and endpoints over IPVS netlink plus ` + "`ip addr`/`ipset test`" + `; iptables from ` + "`iptables-save -t nat`" + ` (N x M DNAT rules) or ` + "`iptables -S KUBE-SEP-…`" + ` for one endpoint (kube-proxy's chain names, which the iptables sink shares); nftables from ` + "`nft list table ip kube-proxy`" + `. A probe repeats after as long as it took (at most half a core); the probe time is the resolution (column "probe").
+- **Programmed** is read from the kernel, never from logs: IPVS over netlink (N virtual servers, N x M destinations), the virtual IPs made local (kube-ipvs0's addresses, or the sinks' local routes in the "routes" rows, which run with ` + "`--ipvs-vip-binding=routes`" + `) and KUBE-CLUSTER-IP's entries; single services and endpoints over IPVS netlink plus ` + "`ip route show table local`/`ipset test`" + `; iptables from ` + "`iptables-save -t nat`" + ` (N x M DNAT rules) or ` + "`iptables -S KUBE-SEP-…`" + ` for one endpoint (kube-proxy's chain names, which the iptables sink shares); nftables from ` + "`nft list table ip kube-proxy`" + `. A probe repeats after as long as it took (at most half a core); the probe time is the resolution (column "probe").
 - **Initial sync**: from process start in an empty namespace until everything is programmed. **Restart**: the proxy is stopped and started again on its programmed kernel; done at its first completed sync (kubeproxy_sync_proxy_rules_last_timestamp_seconds set); the kernel is fingerprinted before and 2 s after (column "kernel changed"). **One endpoint added/removed**, **one service added/removed**, **1% changed** (one endpoint replaced in N/100 services, then put back: two samples per repetition): from the first API write until the kernel shows all of it, writes spaced by 1.2 s (outside the minimum sync period). **Steady**: CPU and writes over a quiet window, scaled to one minute.
 - **Periodic resync**: every proxy runs with its default 30 s period (sinks: --sync-period, kube-proxy: --iptables-sync-period / --ipvs-sync-period) for the initial sync and the steady cell (measured on the last initial sync's proxy once its first sync completed), so the steady cell includes the resync's cost. The restart and change cells follow with the period set to 1h, for every row alike: otherwise a change could land on a resync, or on the immediate resync that follows a sync longer than the period, and be charged its time and CPU (a restart is done at its first sync, which is a full one either way).
 - **Short subset** (` + "`make bench-report SHORT=1`" + `): 1,000 x 10 only, each cell once (the full run: three times), three one-endpoint changes each way (full: 20), a 31 s steady window (full: 61 s), and no strace cell (no syscall column; the full run has it, in the VM too); its times have no spread to show.
@@ -784,7 +784,7 @@ func targets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 // the sink's initial sync and the floor beside it.
 func floorTargets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	for _, s := range []string{"ipvs-fullstate", "ipvs-incremental"} {
+	for _, s := range []string{"ipvs-fullstate", "ipvs-incremental", "ipvs-fullstate routes", "ipvs-incremental routes"} {
 		var k sizeKey
 		for _, c := range keys {
 			t := tables[c]
@@ -804,7 +804,7 @@ func floorTargets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey)
 		if own > 1.3*floor {
 			verdict = fmt.Sprintf("**missed** by a factor %.1f", own/(1.3*floor))
 		}
-		w("- %s whole initial sync ≤ 1.3x the pre-encoded IPVS floor at %s, run %s (the floor measured in the same VM just before): %s; its own syncs until programmed took %s s (IPVS, kube-ipvs0's addresses, ipsets; the median over the repetitions) against the floor's %s s for the IPVS objects alone: %.1fx. From process start (informers' list included) %s s: %.1fx.\n",
+		w("- %s whole initial sync ≤ 1.3x the pre-encoded IPVS floor at %s, run %s (the floor measured in the same VM just before): %s; its own syncs until programmed took %s s (IPVS, the virtual IPs made local, ipsets; the median over the repetitions) against the floor's %s s for the IPVS objects alone: %.1fx. From process start (informers' list included) %s s: %.1fx.\n",
 			s, k, t.label(s, ScInitial), verdict, fmtSec(own), fmtSec(floor), own/floor, fmtSec(whole), whole/floor)
 	}
 }
