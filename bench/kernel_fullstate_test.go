@@ -32,74 +32,87 @@ import (
 // go test -run FullStateBench ./e2e/vmtests`); elsewhere it skips.
 func BenchmarkFullStateKernel(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		snap := dataplanetest.BenchCluster(n, fsEndpoints)
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			requireIPVS(b)
-			requireDummy(b)
-			b.ReportAllocs()
-			var writes, sys, setSys uint64
-			var noChange, oneEndpoint time.Duration
-			var times writeTimes
-			var cpu float64
-			for i := range b.N {
-				b.StopTimer()
-				s, sets := newKernelSink(b)
-				ctr0, set0 := s.conn.Counters(), sets.Stats()
-				s.w.takeTimes()
-				c0 := cpuTime()
-				b.StartTimer()
-				fsFeed(s.c, snap)
-				b.StopTimer()
-				cpu += cpuTime() - c0
-				t := s.w.takeTimes()
-				times.ipvs += t.ipvs
-				times.entries += t.entries
-				times.addrs += t.addrs
-				ctr, set := s.conn.Counters(), sets.Stats()
-				st := *s.last
-				if st.Err != nil || st.Failed != 0 {
-					b.Fatalf("initial sync of %d services: %d failed: %v", n, st.Failed, st.Err)
-				}
-				if want := wantInitial(n, fsEndpoints).total(); st.Writes != want {
-					b.Fatalf("initial sync of %d services: %d kernel writes, want %d", n, st.Writes, want)
-				}
-				writes += uint64(st.Writes)
-				sys += ctr.Sendmsg + ctr.Recvmsg - ctr0.Sendmsg - ctr0.Recvmsg
-				setSys += set.Sendmsg + set.Recvmsg - set0.Sendmsg - set0.Recvmsg
-
-				t0 := time.Now()
-				r := s.sync(b, snap)
-				noChange += time.Since(t0)
-				expect(b, "no-change sync on the kernel", r, counts(0, 0))
-
-				se := snap[i%n]
-				saved := se.Endpoints
-				se.Endpoints = append(saved[:len(saved):len(saved)], dataplanetest.BenchEndpoint("ep-new", dataplanetest.BenchEndpointAddr(n*fsEndpoints+i)))
-				t0 = time.Now()
-				r = s.sync(b, snap)
-				oneEndpoint += time.Since(t0)
-				se.Endpoints = saved
-				expect(b, "one-endpoint sync on the kernel", r, counts(0, 0, ipvs.OpCreateDestination, 1))
-			}
-			b.ReportMetric(float64(writes)/float64(b.N), "kernel-writes/op")
-			b.ReportMetric(float64(sys)/float64(b.N), "ipvs-syscalls/op")
-			b.ReportMetric(float64(setSys)/float64(b.N), "ipset-syscalls/op")
-			b.ReportMetric(cpu*1e3/float64(b.N), "cpu-ms/op")
-			// Where the initial sync's time went: inside the writer, by
-			// kind (kernel plus client library), and the rest (the sink:
-			// adoption, render, diff, plan).
-			b.ReportMetric(ms(times.ipvs, b.N), "ipvs-ms/op")
-			b.ReportMetric(ms(times.entries, b.N), "ipset-ms/op")
-			b.ReportMetric(ms(times.addrs, b.N), "addr-ms/op")
-			b.ReportMetric(float64(b.Elapsed()-times.total())/1e6/float64(b.N), "sink-ms/op")
-			b.ReportMetric(ms(noChange, b.N), "nochange-ms")
-			b.ReportMetric(ms(oneEndpoint, b.N), "one-endpoint-ms")
-		})
+		for _, binding := range []dataplane.Binding{dataplane.BindAddresses, dataplane.BindRoutes} {
+			benchFullStateKernel(b, n, binding)
+		}
 		if n == 1000 {
 			w := newWorkload(n)
 			b.Run(fmt.Sprintf("services=%d/moby-ipvs-baseline", n), func(b *testing.B) { benchMoby(b, w) })
 		}
 	}
+}
+
+// benchFullStateKernel is BenchmarkFullStateKernel at n services with the
+// VIPs made local as binding says: "services=N" with addresses (kube-proxy's
+// way), "services=N/vips=routes" with local routes.
+func benchFullStateKernel(b *testing.B, n int, binding dataplane.Binding) {
+	snap := dataplanetest.BenchCluster(n, fsEndpoints)
+	name := fmt.Sprintf("services=%d", n)
+	if binding != dataplane.BindAddresses {
+		name += "/vips=" + binding.String()
+	}
+	b.Run(name, func(b *testing.B) {
+		requireIPVS(b)
+		requireDummy(b)
+		b.ReportAllocs()
+		var writes, sys, setSys uint64
+		var noChange, oneEndpoint time.Duration
+		var times writeTimes
+		var cpu float64
+		for i := range b.N {
+			b.StopTimer()
+			s, sets := newKernelSink(b, binding)
+			ctr0, set0 := s.conn.Counters(), sets.Stats()
+			s.w.takeTimes()
+			c0 := cpuTime()
+			b.StartTimer()
+			fsFeed(s.c, snap)
+			b.StopTimer()
+			cpu += cpuTime() - c0
+			t := s.w.takeTimes()
+			times.ipvs += t.ipvs
+			times.entries += t.entries
+			times.addrs += t.addrs
+			ctr, set := s.conn.Counters(), sets.Stats()
+			st := *s.last
+			if st.Err != nil || st.Failed != 0 {
+				b.Fatalf("initial sync of %d services: %d failed: %v", n, st.Failed, st.Err)
+			}
+			if want := wantInitial(n, fsEndpoints).total(); st.Writes != want {
+				b.Fatalf("initial sync of %d services: %d kernel writes, want %d", n, st.Writes, want)
+			}
+			writes += uint64(st.Writes)
+			sys += ctr.Sendmsg + ctr.Recvmsg - ctr0.Sendmsg - ctr0.Recvmsg
+			setSys += set.Sendmsg + set.Recvmsg - set0.Sendmsg - set0.Recvmsg
+
+			t0 := time.Now()
+			r := s.sync(b, snap)
+			noChange += time.Since(t0)
+			expect(b, "no-change sync on the kernel", r, counts(0, 0))
+
+			se := snap[i%n]
+			saved := se.Endpoints
+			se.Endpoints = append(saved[:len(saved):len(saved)], dataplanetest.BenchEndpoint("ep-new", dataplanetest.BenchEndpointAddr(n*fsEndpoints+i)))
+			t0 = time.Now()
+			r = s.sync(b, snap)
+			oneEndpoint += time.Since(t0)
+			se.Endpoints = saved
+			expect(b, "one-endpoint sync on the kernel", r, counts(0, 0, ipvs.OpCreateDestination, 1))
+		}
+		b.ReportMetric(float64(writes)/float64(b.N), "kernel-writes/op")
+		b.ReportMetric(float64(sys)/float64(b.N), "ipvs-syscalls/op")
+		b.ReportMetric(float64(setSys)/float64(b.N), "ipset-syscalls/op")
+		b.ReportMetric(cpu*1e3/float64(b.N), "cpu-ms/op")
+		// Where the initial sync's time went: inside the writer, by
+		// kind (kernel plus client library), and the rest (the sink:
+		// adoption, render, diff, plan).
+		b.ReportMetric(ms(times.ipvs, b.N), "ipvs-ms/op")
+		b.ReportMetric(ms(times.entries, b.N), "ipset-ms/op")
+		b.ReportMetric(ms(times.addrs, b.N), "addr-ms/op")
+		b.ReportMetric(float64(b.Elapsed()-times.total())/1e6/float64(b.N), "sink-ms/op")
+		b.ReportMetric(ms(noChange, b.N), "nochange-ms")
+		b.ReportMetric(ms(oneEndpoint, b.N), "one-endpoint-ms")
+	})
 }
 
 // requireDummy skips the benchmark when the kernel cannot create dummy
@@ -122,9 +135,10 @@ func requireDummy(b *testing.B) {
 // the process's own namespace, which a benchmark must not touch), and
 // returns a controller that adopts the namespace's state before its first
 // sync, and the ipset connection (for its counters).
-func newKernelSink(b *testing.B) (*fsSink, *ipset.Conn) {
+func newKernelSink(b *testing.B, binding dataplane.Binding) (*fsSink, *ipset.Conn) {
 	b.Helper()
 	k := dialNS(b, nstest.New(b))
+	k.Binding = binding
 	sets := k.IPSet.(*ipset.Conn)
 	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
 		b.Fatal(err)
