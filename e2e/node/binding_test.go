@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,38 +87,14 @@ func TestVIPBindingSwitch(t *testing.T) {
 	}
 
 	// Requests all through the switch.
-	var ok, failed atomic.Int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, r := range []struct {
-				ns *nstest.NetNS
-				to string
-			}{{client.ns, "10.96.0.23:80"}, {c.ext, "203.0.113.11:80"}} {
-				if _, err := c.get(r.ns, "tcp", ap(r.to)); err != nil {
-					failed.Add(1)
-				} else {
-					ok.Add(1)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	stop := c.keepRequesting(target{client.ns, ap("10.96.0.23:80")}, target{c.ext, ap("203.0.113.11:80")})
 	c.stopSink()
 	c.startSink("--ipvs-vip-binding=routes")
 	c.synced()
 	c.expectBound("routes", vips...)
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	<-done
-	if failed.Load() != 0 || ok.Load() == 0 {
-		t.Errorf("switching to routes, %d requests failed and %d succeeded; want no failure", failed.Load(), ok.Load())
+	if ok, failed := stop(); failed != 0 || ok == 0 {
+		t.Errorf("switching to routes, %d requests failed and %d succeeded; want no failure", failed, ok)
 	}
 	serve()
 	if got := arpAnswered(t, c.ext, "10.96.0.23"); got != answered {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -358,6 +359,43 @@ func (c *cluster) write(docs ...string) {
 	}
 	if err := os.Rename(tmp, filepath.Join(c.dir, "cluster.yaml")); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+// target is a client namespace and where it sends requests.
+type target struct {
+	ns *nstest.NetNS
+	to netip.AddrPort
+}
+
+// keepRequesting sends TCP requests from each target's namespace to its
+// address, one round every 20 ms, until the returned stop is called; stop
+// returns how many were answered and how many failed.
+func (c *cluster) keepRequesting(targets ...target) (stop func() (ok, failed int64)) {
+	var okN, failedN atomic.Int64
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			for _, r := range targets {
+				if _, err := c.get(r.ns, "tcp", r.to); err != nil {
+					failedN.Add(1)
+				} else {
+					okN.Add(1)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return func() (int64, int64) {
+		close(quit)
+		<-done
+		return okN.Load(), failedN.Load()
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -388,25 +387,7 @@ func TestRestartNoWritesNoDrops(t *testing.T) {
 	c.startSink()
 	c.expectFrom(client.ns, "tcp", ap("10.96.0.22:80"), "pod-a")
 
-	var ok, failed atomic.Int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := c.get(client.ns, "tcp", ap("10.96.0.22:80")); err != nil {
-				failed.Add(1)
-			} else {
-				ok.Add(1)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	stop := c.keepRequesting(target{client.ns, ap("10.96.0.22:80")})
 	time.Sleep(300 * time.Millisecond)
 	c.stopSink()
 	time.Sleep(300 * time.Millisecond)
@@ -428,10 +409,8 @@ func TestRestartNoWritesNoDrops(t *testing.T) {
 		t.Errorf("restarted sink: kernel operations total %v (%v), want 0", total, err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	<-done
-	if failed.Load() != 0 || ok.Load() == 0 {
-		t.Errorf("during the restart %d requests failed and %d succeeded; want no failure", failed.Load(), ok.Load())
+	if ok, failed := stop(); failed != 0 || ok == 0 {
+		t.Errorf("during the restart %d requests failed and %d succeeded; want no failure", failed, ok)
 	}
 }
 

@@ -61,49 +61,72 @@ func vips(n int) []netip.Addr {
 	return out
 }
 
-// exerciseAddresses binds, lists and unbinds many addresses on a link.
-func exerciseAddresses(t *testing.T, c *link.Conn, name string, n int) {
-	want := vips(n)
-	if err := c.AddAddresses(name, want); err != nil {
-		t.Fatal(err)
-	}
-	// Binding again is not an error.
-	if err := c.AddAddresses(name, want[:10]); err != nil {
-		t.Fatalf("AddAddresses of bound addresses: %v", err)
-	}
-	got, err := c.Addresses(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sorted := append([]netip.Addr(nil), want...)
-	sortAddrs(sorted)
+// vipOps are the three operations on a link's VIPs that exercise runs:
+// addresses (AddAddresses...) or local routes (AddLocalRoutes...).
+type vipOps struct {
+	what     string // "address", "local route"
+	add, del func(name string, addrs []netip.Addr) error
+	list     func(name string) ([]netip.Addr, error)
+}
+
+func addressOps(c *link.Conn) vipOps {
 	// The kernel adds a link-local IPv6 address to links that are up.
-	got = withoutLinkLocal(got)
-	if d := cmp.Diff(sorted, got, cmpAddr); d != "" {
-		t.Fatalf("Addresses(%s) -want +got:\n%s", name, d)
+	list := func(name string) ([]netip.Addr, error) {
+		a, err := c.Addresses(name)
+		return withoutLinkLocal(a), err
 	}
-	if err := c.DelAddresses(name, want[:n/2]); err != nil {
+	return vipOps{"address", c.AddAddresses, c.DelAddresses, list}
+}
+
+// exercise adds want on a link, adds some again, lists them, calls
+// between (if not nil), deletes half, deletes some again, lists, deletes
+// all: adding what is there and deleting what is not are not errors.
+func exercise(t *testing.T, ops vipOps, name string, want []netip.Addr, between func()) {
+	t.Helper()
+	n := len(want)
+	check := func(step string, want []netip.Addr) {
+		t.Helper()
+		got, err := ops.list(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sorted := slices.Clone(want)
+		sortAddrs(sorted)
+		if len(sorted) == 0 {
+			sorted = nil
+		}
+		if d := cmp.Diff(sorted, got, cmpAddr); d != "" {
+			t.Fatalf("%ss on %s after %s -want +got:\n%s", ops.what, name, step, d)
+		}
+	}
+	if err := ops.add(name, want); err != nil {
 		t.Fatal(err)
 	}
-	// Unbinding again is not an error.
-	if err := c.DelAddresses(name, want[:10]); err != nil {
-		t.Fatalf("DelAddresses of unbound addresses: %v", err)
+	if err := ops.add(name, want[:10]); err != nil {
+		t.Fatalf("adding present %ss: %v", ops.what, err)
 	}
-	got, err = c.Addresses(name)
-	if err != nil {
+	check("adding", want)
+	if between != nil {
+		between()
+	}
+	if err := ops.del(name, want[:n/2]); err != nil {
 		t.Fatal(err)
 	}
-	rest := append([]netip.Addr(nil), want[n/2:]...)
-	sortAddrs(rest)
-	if d := cmp.Diff(rest, withoutLinkLocal(got), cmpAddr); d != "" {
-		t.Fatalf("Addresses(%s) after DelAddresses -want +got:\n%s", name, d)
+	if err := ops.del(name, want[:10]); err != nil {
+		t.Fatalf("deleting absent %ss: %v", ops.what, err)
 	}
-	if err := c.DelAddresses(name, want); err != nil {
+	check("deleting half", want[n/2:])
+	if err := ops.del(name, want); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := c.Addresses(name); len(withoutLinkLocal(got)) != 0 {
-		t.Fatalf("addresses left: %v", got)
-	}
+	check("deleting all", nil)
+}
+
+// exerciseAddresses binds, lists and unbinds n IPv4 and n/4 IPv6
+// addresses on a link.
+func exerciseAddresses(t *testing.T, c *link.Conn, name string, n int) {
+	t.Helper()
+	exercise(t, addressOps(c), name, vips(n), nil)
 }
 
 func sortAddrs(a []netip.Addr) {

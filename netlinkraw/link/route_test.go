@@ -35,51 +35,19 @@ func TestLocalRoutesDummyKernel(t *testing.T) {
 
 func exerciseRoutes(t *testing.T, c *link.Conn, ns *nstest.NetNS, name string, n int) {
 	t.Helper()
-	want := vips(n)[:n] // IPv4 only: see TestLocalRouteIPv6NeedsLinkUp
-	if err := c.AddLocalRoutes(name, want); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AddLocalRoutes(name, want[:10]); err != nil {
-		t.Fatalf("AddLocalRoutes of present routes: %v", err)
-	}
-	got, err := c.LocalRoutes(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sorted := append([]netip.Addr(nil), want...)
-	sortAddrs(sorted)
-	if d := cmp.Diff(sorted, got, cmpAddr); d != "" {
-		t.Fatalf("LocalRoutes(%s) -want +got:\n%s", name, d)
-	}
-	// iproute2 sees them as local routes of our protocol, and no address.
-	out := ns.MustRun(t, "ip", "-4", "route", "show", "table", "local", "proto", "156", "dev", name)
-	if lines := strings.Count(out, "\n"); lines != n || !strings.Contains(out, "local 10.96.0.1 scope host src 10.96.0.1") {
-		t.Errorf("ip route show table local proto 156: %d lines, want %d, with 10.96.0.1's:\n%.300s", lines, n, out)
-	}
-	if addrs, err := c.Addresses(name); err != nil || len(withoutLinkLocal(addrs)) != 0 {
-		t.Errorf("Addresses(%s) = %v, %v; want none", name, addrs, err)
-	}
-	if err := c.DelLocalRoutes(name, want[:n/2]); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.DelLocalRoutes(name, want[:10]); err != nil {
-		t.Fatalf("DelLocalRoutes of absent routes: %v", err)
-	}
-	got, err = c.LocalRoutes(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rest := append([]netip.Addr(nil), want[n/2:]...)
-	sortAddrs(rest)
-	if d := cmp.Diff(rest, got, cmpAddr); d != "" {
-		t.Fatalf("LocalRoutes(%s) after DelLocalRoutes -want +got:\n%s", name, d)
-	}
-	if err := c.DelLocalRoutes(name, want); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := c.LocalRoutes(name); len(got) != 0 {
-		t.Fatalf("routes left: %v", got)
-	}
+	ops := vipOps{"local route", c.AddLocalRoutes, c.DelLocalRoutes, c.LocalRoutes}
+	// IPv4 only: see TestLocalRouteIPv6NeedsLinkUp.
+	exercise(t, ops, name, vips(n)[:n], func() {
+		// iproute2 sees them as local routes of our protocol, and no
+		// address.
+		out := ns.MustRun(t, "ip", "-4", "route", "show", "table", "local", "proto", "156", "dev", name)
+		if lines := strings.Count(out, "\n"); lines != n || !strings.Contains(out, "local 10.96.0.1 scope host src 10.96.0.1") {
+			t.Errorf("ip route show table local proto 156: %d lines, want %d, with 10.96.0.1's:\n%.300s", lines, n, out)
+		}
+		if addrs, err := c.Addresses(name); err != nil || len(withoutLinkLocal(addrs)) != 0 {
+			t.Errorf("Addresses(%s) = %v, %v; want none", name, addrs, err)
+		}
+	})
 }
 
 // TestLocalRouteTraffic: an address with a local route is the node's: a
