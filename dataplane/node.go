@@ -421,7 +421,11 @@ func (n *Node) readBindings(st *State) (map[netip.Addr]bool, error) {
 		add(a, false)
 	}
 	for _, a := range routes {
-		add(a, true)
+		// Only IPv4 VIPs are ever given routes; an IPv6 route of ours
+		// could not be told from an address in Other's form.
+		if a.Is4() {
+			add(a, true)
+		}
 	}
 	return bound, nil
 }

@@ -68,12 +68,13 @@ const (
 	BindAddresses Binding = iota
 	// BindRoutes gives each IPv4 virtual IP a local route (through
 	// RouteLink, of protocol netlinkraw/link.RouteProtocol: `ip route show
-	// table local proto 156`) instead of an address on the dummy link: the same reachability (the
-	// same addresses are local, the same ARP answers, the same source
-	// address for the node's own connections), without the kernel walking
-	// the link's address list for every insert. IPv6 virtual IPs stay
-	// addresses: the kernel refuses IPv6 local routes through a link that
-	// is down, as the dummy is.
+	// table local proto 156`) instead of an address on the dummy link:
+	// the same reachability (the same addresses are local, the same ARP
+	// answers, the same source address for the node's own connections),
+	// without the kernel walking the link's address list for every
+	// insert. IPv6 virtual IPs stay addresses: the kernel refuses IPv6
+	// local routes through a link that is down, as the dummy is, and an
+	// IPv6 route's preferred source must be an address already bound.
 	BindRoutes
 )
 
