@@ -349,10 +349,11 @@ func (n *Node) timeouts() (bool, error) {
 
 // State is the kernel objects the sink owns, as read at start-up.
 type State struct {
-	Servers  map[render.VirtualServer]render.ServerOptions
-	Dests    map[render.Destination]render.DestOptions
-	// Bindings are the addresses made local on the dummy link; one made
-	// local the other way than Kernel.Binding is in Other's form.
+	Servers map[render.VirtualServer]render.ServerOptions
+	Dests   map[render.Destination]render.DestOptions
+	// Bindings are the VIPs made local (addresses on the dummy link, the
+	// sinks' local routes); one made local the other way than
+	// Kernel.Binding is in Other's form.
 	Bindings []netip.Addr
 	Entries  []render.SetEntry
 	// Visible, when not nil, reports whether the read could see a virtual

@@ -37,15 +37,15 @@ type Config struct {
 	TCPFinTimeout     time.Duration
 	UDPTimeout        time.Duration
 	ExcludeCIDRs      []netip.Prefix
-	// VIPBinding is how the IPVS sinks make virtual IPs local
-	// (--ipvs-vip-binding).
-	VIPBinding dataplane.Binding
 	SyncPeriod        time.Duration
 	MinSyncPeriod     time.Duration
 	MetricsAddress    string
 	HealthzAddress    string
 	LogFormat         string
 	LogLevel          string
+	// VIPBinding is how the IPVS sinks make virtual IPs local
+	// (--ipvs-vip-binding).
+	VIPBinding dataplane.Binding
 }
 
 // env returns the environment variable of a flag: PROXYSINKS_ and the
