@@ -15,8 +15,9 @@ import (
 // sink owns (recorded in its ownership sets, or inferred as for a node
 // kube-proxy ran; Read decides) with their destinations, the iptables
 // jumps and KUBE-* chains of its rulesets, its KUBE-* ipsets, its local
-// routes (BindRoutes) and the dummy link with its addresses. Foreign virtual servers, sets, chains and rules
-// stay; what is already gone is not an error. It returns what it removed,
+// routes (BindRoutes) and the dummy link with its addresses. Foreign
+// virtual servers, sets, chains and rules stay; what is already gone is
+// not an error. It returns what it removed,
 // one short description each; a piece that fails does not stop the
 // others.
 func (n *Node) Cleanup() ([]string, error) {

@@ -111,8 +111,8 @@ func (b Binding) routed(a netip.Addr) bool { return b == BindRoutes && a.Is4() }
 // removals). Unbind takes it back to the other kind.
 func Other(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }
 
-// IsOther reports whether a is in Other's form.
-func IsOther(a netip.Addr) bool { return a.Is4In6() }
+// isOther reports whether a is in Other's form.
+func isOther(a netip.Addr) bool { return a.Is4In6() }
 
 // IPVS applies the operations in batches.
 func (k *Kernel) IPVS(ops []ipvs.Op) []error {
@@ -171,7 +171,7 @@ func (b Binding) bindGroups(addrs []netip.Addr, f func(routes bool, group []neti
 	var groups [2][]netip.Addr
 	for i, a := range addrs {
 		routes := b.routed(a.Unmap())
-		if IsOther(a) {
+		if isOther(a) {
 			routes = !routes
 		}
 		g := 0

@@ -118,13 +118,6 @@ func (f *Links) Has(addr netip.Addr) bool {
 	return f.addrs[addr]
 }
 
-// Routes returns the number of local routes through the link named name.
-func (f *Links) Routes(name string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.routes[name])
-}
-
 // Len returns the number of bound addresses.
 func (f *Links) Len() int {
 	f.mu.Lock()

@@ -319,8 +319,8 @@ func addrEncoder(index uint32) func(netip.Addr) ([]byte, error) {
 }
 
 // batch sends one message per address (encoded by encode, of type typ),
-// batchSize per sendmsg, and reads their answers. As the IPVS client does, only the last message of a
-// sendmsg asks for an acknowledgement: the kernel handles the messages of
+// batchSize per sendmsg, and reads their answers. As the IPVS client
+// does, only the last message of a sendmsg asks for an acknowledgement: the kernel handles the messages of
 // one sendmsg in order, answers each failed one with an error carrying its
 // sequence number, and answers the last one either way, so the answer to
 // the last message ends the batch and proves the others without an error
