@@ -83,11 +83,13 @@ type writeCounts struct {
 
 // writeTimes is the time spent inside a Writer, by kind of object: the
 // kernel's share of a sync (and the client library's).
+// writeTimes is the time spent in a writer's calls, by kind, and busy, the
+// time some call ran (less than the kinds' sum where calls overlapped:
+// Applier.Overlap).
 type writeTimes struct {
 	ipvs, entries, addrs time.Duration
+	busy                 time.Duration
 }
-
-func (t writeTimes) total() time.Duration { return t.ipvs + t.entries + t.addrs }
 
 func (w writeCounts) total() int {
 	n := w.entries + w.addrs
@@ -117,6 +119,10 @@ type counting struct {
 	mu sync.Mutex
 	n  writeCounts
 	t  writeTimes
+	// active is the number of calls running, busyFrom when the first of
+	// them started.
+	active   int
+	busyFrom time.Time
 }
 
 func newCounting(w dataplane.Writer) *counting {
@@ -142,11 +148,25 @@ func (c *counting) takeTimes() writeTimes {
 	return t
 }
 
-// since adds the time since t0 to *d.
-func (c *counting) since(d *time.Duration, t0 time.Time) {
+// track starts timing a call of the kind whose total is *d; the function
+// it returns ends it.
+func (c *counting) track(d *time.Duration) func() {
 	c.mu.Lock()
-	*d += time.Since(t0)
+	t0 := time.Now()
+	if c.active == 0 {
+		c.busyFrom = t0
+	}
+	c.active++
 	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		now := time.Now()
+		*d += now.Sub(t0)
+		if c.active--; c.active == 0 {
+			c.t.busy += now.Sub(c.busyFrom)
+		}
+		c.mu.Unlock()
+	}
 }
 
 func (c *counting) IPVS(ops []ipvs.Op) []error {
@@ -155,7 +175,7 @@ func (c *counting) IPVS(ops []ipvs.Op) []error {
 		c.n.ipvs[op.Kind]++
 	}
 	c.mu.Unlock()
-	defer c.since(&c.t.ipvs, time.Now())
+	defer c.track(&c.t.ipvs)()
 	return c.Writer.IPVS(ops)
 }
 
@@ -163,7 +183,7 @@ func (c *counting) AddEntries(set string, es []ipset.Entry) []error {
 	c.mu.Lock()
 	c.n.entries += len(es)
 	c.mu.Unlock()
-	defer c.since(&c.t.entries, time.Now())
+	defer c.track(&c.t.entries)()
 	return c.Writer.AddEntries(set, es)
 }
 
@@ -171,7 +191,7 @@ func (c *counting) DelEntries(set string, es []ipset.Entry) []error {
 	c.mu.Lock()
 	c.n.entries += len(es)
 	c.mu.Unlock()
-	defer c.since(&c.t.entries, time.Now())
+	defer c.track(&c.t.entries)()
 	return c.Writer.DelEntries(set, es)
 }
 
@@ -179,7 +199,7 @@ func (c *counting) Bind(as []netip.Addr) []error {
 	c.mu.Lock()
 	c.n.addrs += len(as)
 	c.mu.Unlock()
-	defer c.since(&c.t.addrs, time.Now())
+	defer c.track(&c.t.addrs)()
 	return c.Writer.Bind(as)
 }
 
@@ -187,7 +207,7 @@ func (c *counting) Unbind(as []netip.Addr) []error {
 	c.mu.Lock()
 	c.n.addrs += len(as)
 	c.mu.Unlock()
-	defer c.since(&c.t.addrs, time.Now())
+	defer c.track(&c.t.addrs)()
 	return c.Writer.Unbind(as)
 }
 
@@ -200,8 +220,13 @@ func fsController(w dataplane.Writer) (*fullstate.Controller, *fullstate.SyncSta
 // fsControllerReading is fsController adopting what r reads before the
 // first sync, as a starting sink does.
 func fsControllerReading(w dataplane.Writer, r fullstate.Reader) (*fullstate.Controller, *fullstate.SyncStats) {
+	return fsControllerWith(dataplane.NewApplier(w), r)
+}
+
+// fsControllerWith is fsControllerReading with the applier given.
+func fsControllerWith(a *dataplane.Applier, r fullstate.Reader) (*fullstate.Controller, *fullstate.SyncStats) {
 	c := fullstate.NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}},
-		dataplane.NewApplier(w), r, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		a, r, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var last fullstate.SyncStats
 	c.OnSync = func(s fullstate.SyncStats) { last = s }
 	return c, &last

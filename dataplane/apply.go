@@ -93,6 +93,13 @@ type Applier struct {
 	// Conntrack, when set, flushes the UDP flows of removed UDP
 	// destinations, so that clients do not keep sending to a gone backend.
 	Conntrack conntrack.Flusher
+	// Overlap, when set, makes the new bindings while the destinations
+	// are written, once the virtual servers are in: binding many virtual
+	// IPs (rtnetlink) and creating many destinations (IPVS) then run at
+	// once, on two CPUs where the node has them. W must take a Bind call
+	// while an IPVS call runs (Kernel does: separate sockets); the dry
+	// run, whose output is ordered, does not.
+	Overlap bool
 	// EntryRules, when set, brings the iptables rules that follow from set
 	// members (rules.OutFilterDrops) up to date after a plan changed those
 	// members, for the families given, and reports whether it wrote
@@ -126,7 +133,8 @@ func (a *Applier) IsTerminating(d render.Destination) bool {
 }
 
 // Apply writes the plan: new set entries, then new and updated virtual
-// servers, then destinations, then bindings; then the removals in reverse
+// servers, then destinations, then bindings (with Overlap, the bindings
+// beside the destinations); then the removals in reverse
 // order (an address is unbound after the virtual servers on it are
 // removed, and kept while one failed to be). Set entries come first because they decide which connections are
 // masqueraded and accepted (KUBE-NODE-PORT-*, KUBE-LOOP-BACK...): a virtual
@@ -183,18 +191,42 @@ func (a *Applier) Apply(p Plan) Result {
 	for _, d := range p.UpdateDests {
 		ops = append(ops, ipvs.Op{Kind: ipvs.OpUpdateDestination, Service: Service(d.D.Server, render.ServerOptions{}), Destination: Destination(d.D, d.Opts)})
 	}
-	a.ipvs(&res, ops, func(i int) any {
-		for _, l := range [][]Server{p.CreateServers, p.UpdateServers} {
-			if i < len(l) {
-				return l[i].VS
-			}
-			i -= len(l)
+	serverKey := func(i int) any {
+		if i < len(p.CreateServers) {
+			return p.CreateServers[i].VS
 		}
+		return p.UpdateServers[i-len(p.CreateServers)].VS
+	}
+	destKey := func(i int) any {
 		if i < len(p.CreateDests) {
 			return p.CreateDests[i].D
 		}
 		return p.UpdateDests[i-len(p.CreateDests)].D
-	})
+	}
+	var bindErrs []error
+	if servers := len(p.CreateServers) + len(p.UpdateServers); a.Overlap && len(p.Bind) > 0 && len(ops) > servers {
+		// The servers first, so that no address becomes local before
+		// the server on it exists (a host service listening on every
+		// address would answer on it); then the bindings beside the
+		// destinations. A server without destinations yet refuses
+		// connections, as IPVS does for any service without one.
+		a.ipvs(&res, ops[:servers], serverKey)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			bindErrs = a.W.Bind(p.Bind)
+		}()
+		a.ipvs(&res, ops[servers:], destKey)
+		<-done
+	} else {
+		a.ipvs(&res, ops, func(i int) any {
+			if i < len(p.CreateServers)+len(p.UpdateServers) {
+				return serverKey(i)
+			}
+			return destKey(i - len(p.CreateServers) - len(p.UpdateServers))
+		})
+		bindErrs = a.W.Bind(p.Bind)
+	}
 
 	for _, d := range back {
 		if _, failed := res.Failed[d]; !failed {
@@ -202,7 +234,7 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 	}
 
-	for i, err := range a.W.Bind(p.Bind) {
+	for i, err := range bindErrs {
 		if err != nil {
 			res.Failed[p.Bind[i]] = err
 		}

@@ -3,7 +3,9 @@ package dataplane
 import (
 	"errors"
 	"net/netip"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
@@ -203,5 +205,97 @@ func TestRecordKeptWhileServerStays(t *testing.T) {
 	want := []string{"remove service TCP/192.168.1.10:40000", "del KUBE-PROXYSINKS-VS 10.96.0.9,tcp:80"}
 	if diff := cmp.Diff(want, w.ops); diff != "" {
 		t.Errorf("operations (-want +got):\n%s", diff)
+	}
+}
+
+// overlapWriter is a recorder whose destination writes wait for a Bind
+// call to start (or give up after a while), and whose bindings fail for
+// one address.
+type overlapWriter struct {
+	recorder
+	mu      sync.Mutex
+	bound   chan struct{} // closed by the first Bind
+	waited  bool          // a destination write saw the Bind start
+	failing netip.Addr
+}
+
+func (o *overlapWriter) IPVS(ops []ipvs.Op) []error {
+	if len(ops) > 0 && ops[0].Kind == ipvs.OpCreateDestination {
+		select {
+		case <-o.bound:
+			o.mu.Lock()
+			o.waited = true
+			o.mu.Unlock()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.recorder.IPVS(ops)
+}
+
+func (o *overlapWriter) Bind(as []netip.Addr) []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-o.bound:
+	default:
+		close(o.bound)
+	}
+	errs := o.recorder.Bind(as)
+	for i, a := range as {
+		if a == o.failing {
+			errs[i] = errors.New("injected")
+		}
+	}
+	return errs
+}
+
+// TestOverlap: with Overlap the bindings are made while the destinations
+// are written (the destination write waits for the Bind to start), never
+// before the servers are in, and all before any removal; a binding's
+// failure is reported for its address. Without Overlap the same plan is
+// written in sequence.
+func TestOverlap(t *testing.T) {
+	vs2 := render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.11"), Port: 80}
+	plan := Plan{
+		CreateServers: []Server{{VS: udpVS, Opts: render.ServerOptions{Scheduler: "rr"}}, {VS: vs2, Opts: render.ServerOptions{Scheduler: "rr"}}},
+		CreateDests:   []Dest{dest(udpVS, "10.244.1.3", 53), dest(vs2, "10.244.1.4", 8080)},
+		Bind:          []netip.Addr{udpVS.Addr, vs2.Addr},
+		Unbind:        []netip.Addr{netip.MustParseAddr("10.96.0.99")},
+	}
+	for _, overlap := range []bool{false, true} {
+		w := &overlapWriter{bound: make(chan struct{}), failing: vs2.Addr}
+		a := NewApplier(w)
+		a.Overlap = overlap
+		res := a.Apply(plan)
+		if w.waited != overlap {
+			t.Errorf("overlap %v: a destination write saw the bindings start: %v", overlap, w.waited)
+		}
+		if _, failed := res.Failed[vs2.Addr]; !failed || len(res.Failed) != 1 {
+			t.Errorf("overlap %v: failures %v, want the binding of %s alone", overlap, res.Failed, vs2.Addr)
+		}
+		if res.Writes != 7 {
+			t.Errorf("overlap %v: %d writes, want 7", overlap, res.Writes)
+		}
+		servers := []string{
+			"create service UDP/10.96.0.10:53 scheduler rr",
+			"create service TCP/10.96.0.11:80 scheduler rr",
+		}
+		if diff := cmp.Diff(servers, w.ops[:2]); diff != "" {
+			t.Errorf("overlap %v: the servers are not written first (-want +got):\n%s", overlap, diff)
+		}
+		if got := w.ops[len(w.ops)-1]; got != "unbind 10.96.0.99" {
+			t.Errorf("overlap %v: last operation %q, want the removal", overlap, got)
+		}
+		if !overlap {
+			want := append(servers,
+				"create destination 10.244.1.3:53 on UDP/10.96.0.10:53 weight 1",
+				"create destination 10.244.1.4:8080 on TCP/10.96.0.11:80 weight 1",
+				"bind 10.96.0.10", "bind 10.96.0.11", "unbind 10.96.0.99")
+			if diff := cmp.Diff(want, w.ops); diff != "" {
+				t.Errorf("in sequence (-want +got):\n%s", diff)
+			}
+		}
 	}
 }

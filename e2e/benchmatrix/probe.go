@@ -156,6 +156,15 @@ func (p *ipvsProber) full(n, m int) (bool, error) {
 	if len(svcs) < n {
 		return false, nil
 	}
+	// The cheap signals first (one dump, one ipset call): reading every
+	// server's destinations takes n dumps, each holding the IPVS mutex
+	// the proxy's writes need, so it waits until nothing else is missing.
+	if v, err := p.vips(); err != nil || v < n {
+		return false, nil
+	}
+	if k, err := p.clusterIPEntries(); err != nil || k < n {
+		return false, nil
+	}
 	dests := 0
 	for _, s := range svcs {
 		ds, err := p.c.Destinations(s.Service.Key())
@@ -164,23 +173,21 @@ func (p *ipvsProber) full(n, m int) (bool, error) {
 		}
 		dests += len(ds)
 	}
-	if dests != n*m {
-		return false, nil
-	}
-	if v, err := p.vips(); err != nil || v < n {
-		return false, nil
-	}
+	return dests == n*m, nil
+}
+
+// clusterIPEntries counts KUBE-CLUSTER-IP's members (ipset's header).
+func (p *ipvsProber) clusterIPEntries() (int, error) {
 	out, err := p.n.ns.Run("ipset", "-t", "list", "KUBE-CLUSTER-IP")
 	if err != nil {
-		return false, nil
+		return 0, err
 	}
 	for _, l := range strings.Split(out, "\n") {
 		if v, ok := strings.CutPrefix(l, "Number of entries: "); ok {
-			k, _ := strconv.Atoi(strings.TrimSpace(v))
-			return k >= n, nil
+			return strconv.Atoi(strings.TrimSpace(v))
 		}
 	}
-	return false, nil
+	return 0, fmt.Errorf("ipset -t list KUBE-CLUSTER-IP: no entry count in %q", head(out, 5))
 }
 
 func (p *ipvsProber) dests(vip netip.Addr) (map[netip.Addr]bool, error) {

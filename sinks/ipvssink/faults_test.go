@@ -72,7 +72,7 @@ func (n *fakeNode) start(t testing.TB, mk Make, addrs ...netip.Addr) {
 	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: orderedLinks{n.links, &n.linkOps}, Dummy: "kube-ipvs0", Binding: n.binding}
 	n.node = &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: fams, NodeAddresses: addrs}}
 	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: fams},
-		Applier: dataplane.NewApplier(k), Reader: countedReader{n}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Applier: kernelApplier(k), Reader: countedReader{n}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnSync: func(s dataplane.SyncStats) { n.stats = append(n.stats, s) }})
 }
 

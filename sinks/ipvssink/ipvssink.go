@@ -170,7 +170,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	if w := bridgeWarning("/proc/sys"); w != "" {
 		env.Log.Warn(w)
 	}
-	applier := dataplane.NewApplier(k)
+	applier := kernelApplier(k)
 	applier.EntryRules = node.EnsureRules
 	if ct, err := conntrack.Dial(nil); err != nil {
 		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
@@ -233,4 +233,13 @@ func Incremental(d Deps) runtime.Controller {
 	c := incremental.New(d.Render, d.Applier, reader, d.Log)
 	c.OnSync = d.OnSync
 	return incrementalController{c: c, ev: diff.NewEvents(c), d: d}
+}
+
+// kernelApplier returns the applier the sinks write to the kernel with:
+// the bindings overlap the destinations (dataplane.Applier.Overlap), which
+// Kernel's separate sockets allow.
+func kernelApplier(k *dataplane.Kernel) *dataplane.Applier {
+	a := dataplane.NewApplier(k)
+	a.Overlap = true
+	return a
 }

@@ -196,5 +196,5 @@ func BenchmarkResync(b *testing.B) {
 func staticController(fn *fakeNode, mk Make, st *dataplane.State, onSync func(dataplane.SyncStats)) runtime.Controller {
 	fams := []rules.Family{rules.IPv4, rules.IPv6}
 	return mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{faultNodeIP}, Families: fams},
-		Applier: dataplane.NewApplier(fn.node.Kernel), Reader: staticReader{st}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OnSync: onSync})
+		Applier: kernelApplier(fn.node.Kernel), Reader: staticReader{st}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OnSync: onSync})
 }

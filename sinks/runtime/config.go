@@ -75,7 +75,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", EnvVars: env("ipvs-tcpfin-timeout"), Usage: "IPVS timeout of TCP connections after FIN, whole seconds (0: leave)"},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: env("ipvs-udp-timeout"), Usage: "IPVS timeout of UDP flows, whole seconds (0: leave)"},
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", EnvVars: env("ipvs-exclude-cidrs"), Usage: "never touch virtual servers or addresses in these `CIDRs`"},
-		&cli.StringFlag{Name: "ipvs-vip-binding", Value: "addresses", EnvVars: env("ipvs-vip-binding"), Usage: "how virtual IPs are made local: addresses (each bound on kube-ipvs0, as kube-proxy does) or routes (IPv4: one local route each through kube-ipvs0, no address; much cheaper to program at scale)"},
+		&cli.StringFlag{Name: "ipvs-vip-binding", Value: "addresses", EnvVars: env("ipvs-vip-binding"), Usage: "how virtual IPs are made local: addresses (each bound on kube-ipvs0, as kube-proxy does) or routes (IPv4: one local route each through lo, protocol 156, no address; much cheaper to program at scale)"},
 		&cli.DurationFlag{Name: "sync-period", Value: 30 * time.Second, EnvVars: env("sync-period"), Usage: "re-read the kernel and repair drift this often"},
 		&cli.DurationFlag{Name: "min-sync-period", Value: time.Second, EnvVars: env("min-sync-period"), Usage: "shortest time between two syncs, at most --sync-period; changes within it are coalesced"},
 		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", EnvVars: env("metrics-bind-address"), Usage: "`IP:port` serving /metrics, /proxyMode and /healthz (empty: off)"},
