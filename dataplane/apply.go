@@ -9,6 +9,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -93,12 +94,16 @@ type Applier struct {
 	// Conntrack, when set, flushes the UDP flows of removed UDP
 	// destinations, so that clients do not keep sending to a gone backend.
 	Conntrack conntrack.Flusher
-	// Overlap, when set, makes the new bindings while the destinations
-	// are written, once the virtual servers are in: binding many virtual
-	// IPs (rtnetlink) and creating many destinations (IPVS) then run at
-	// once, on two CPUs where the node has them. W must take a Bind call
-	// while an IPVS call runs (Kernel does: separate sockets); the dry
-	// run, whose output is ordered, does not.
+	// Overlap, when set, writes the new set entries while the IPVS
+	// operations are built, and makes the new bindings while the
+	// destinations are written, once the virtual servers are in: set
+	// entries (ipset), bindings (rtnetlink) and destinations (IPVS) then
+	// go to the kernel beside the sink's own work or each other, on two
+	// CPUs where the node has them. The order that matters stays: every
+	// entry before any server, every server before any binding, all
+	// before any removal. W must take a Bind or AddEntries call while
+	// another runs (Kernel does: separate sockets); the dry run, whose
+	// output is ordered, does not.
 	Overlap bool
 	// EntryRules, when set, brings the iptables rules that follow from set
 	// members (rules.OutFilterDrops) up to date after a plan changed those
@@ -152,7 +157,9 @@ func (a *Applier) Apply(p Plan) Result {
 		p.sort()
 	}
 	res := Result{Failed: map[any]error{}}
-	a.entries(&res, p.AddEntries, a.W.AddEntries)
+	// The entries go to the kernel while the IPVS operations are built
+	// (with Overlap); they are all in before the first server is written.
+	entriesIn := a.beside(&res, func(r *Result) { a.entries(r, p.AddEntries, a.W.AddEntries) })
 
 	// Servers and destinations, creations first. The i-th operation's
 	// object is found again from the plan's lists only when it fails.
@@ -203,7 +210,15 @@ func (a *Applier) Apply(p Plan) Result {
 		}
 		return p.UpdateDests[i-len(p.CreateDests)].D
 	}
-	var bindErrs []error
+	bind := func(r *Result) {
+		for i, err := range a.W.Bind(p.Bind) {
+			if err != nil {
+				r.Failed[p.Bind[i]] = err
+			}
+		}
+		r.Writes += len(p.Bind)
+	}
+	entriesIn()
 	if servers := len(p.CreateServers) + len(p.UpdateServers); a.Overlap && len(p.Bind) > 0 && len(ops) > servers {
 		// The servers first, so that no address becomes local before
 		// the server on it exists (a host service listening on every
@@ -211,13 +226,9 @@ func (a *Applier) Apply(p Plan) Result {
 		// destinations. A server without destinations yet refuses
 		// connections, as IPVS does for any service without one.
 		a.ipvs(&res, ops[:servers], serverKey)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			bindErrs = a.W.Bind(p.Bind)
-		}()
+		bound := a.beside(&res, bind)
 		a.ipvs(&res, ops[servers:], destKey)
-		<-done
+		bound()
 	} else {
 		a.ipvs(&res, ops, func(i int) any {
 			if i < len(p.CreateServers)+len(p.UpdateServers) {
@@ -225,7 +236,7 @@ func (a *Applier) Apply(p Plan) Result {
 			}
 			return destKey(i - len(p.CreateServers) - len(p.UpdateServers))
 		})
-		bindErrs = a.W.Bind(p.Bind)
+		bind(&res)
 	}
 
 	for _, d := range back {
@@ -233,13 +244,6 @@ func (a *Applier) Apply(p Plan) Result {
 			delete(a.terminating, d)
 		}
 	}
-
-	for i, err := range bindErrs {
-		if err != nil {
-			res.Failed[p.Bind[i]] = err
-		}
-	}
-	res.Writes += len(p.Bind)
 
 	// Removals in reverse order.
 	ops = ops[:0]
@@ -304,6 +308,28 @@ func (a *Applier) Apply(p Plan) Result {
 	a.flushUDP(&res, p.DeleteDests)
 	a.entryRules(&res, p)
 	return res
+}
+
+// beside runs f: with Overlap in a goroutine, with a result of its own,
+// and the function returned waits for it and adds that result to res;
+// without, at once into res. f must only write to the kernel through a.W
+// and to its result.
+func (a *Applier) beside(res *Result, f func(r *Result)) (wait func()) {
+	if !a.Overlap {
+		f(res)
+		return func() {}
+	}
+	r := Result{Failed: map[any]error{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(&r)
+	}()
+	return func() {
+		<-done
+		maps.Copy(res.Failed, r.Failed)
+		res.Writes += r.Writes
+	}
 }
 
 // entryRules runs EntryRules for the families whose KUBE-LOAD-BALANCER-FW

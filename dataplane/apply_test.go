@@ -253,7 +253,8 @@ func (o *overlapWriter) Bind(as []netip.Addr) []error {
 
 // TestOverlap: with Overlap the bindings are made while the destinations
 // are written (the destination write waits for the Bind to start), never
-// before the servers are in, and all before any removal; a binding's
+// before the servers are in, the entries before the servers, and all
+// before any removal; a binding's
 // failure is reported for its address. Without Overlap the same plan is
 // written in sequence.
 func TestOverlap(t *testing.T) {
@@ -263,6 +264,7 @@ func TestOverlap(t *testing.T) {
 		CreateDests:   []Dest{dest(udpVS, "10.244.1.3", 53), dest(vs2, "10.244.1.4", 8080)},
 		Bind:          []netip.Addr{udpVS.Addr, vs2.Addr},
 		Unbind:        []netip.Addr{netip.MustParseAddr("10.96.0.99")},
+		AddEntries:    []render.SetEntry{{Set: "KUBE-CLUSTER-IP", Addr: vs2.Addr, Protocol: render.TCP, Port: 80}},
 	}
 	for _, overlap := range []bool{false, true} {
 		w := &overlapWriter{bound: make(chan struct{}), failing: vs2.Addr}
@@ -275,15 +277,16 @@ func TestOverlap(t *testing.T) {
 		if _, failed := res.Failed[vs2.Addr]; !failed || len(res.Failed) != 1 {
 			t.Errorf("overlap %v: failures %v, want the binding of %s alone", overlap, res.Failed, vs2.Addr)
 		}
-		if res.Writes != 7 {
-			t.Errorf("overlap %v: %d writes, want 7", overlap, res.Writes)
+		if res.Writes != 8 {
+			t.Errorf("overlap %v: %d writes, want 8", overlap, res.Writes)
 		}
 		servers := []string{
+			"add KUBE-CLUSTER-IP 10.96.0.11,tcp:80",
 			"create service UDP/10.96.0.10:53 scheduler rr",
 			"create service TCP/10.96.0.11:80 scheduler rr",
 		}
-		if diff := cmp.Diff(servers, w.ops[:2]); diff != "" {
-			t.Errorf("overlap %v: the servers are not written first (-want +got):\n%s", overlap, diff)
+		if diff := cmp.Diff(servers, w.ops[:3]); diff != "" {
+			t.Errorf("overlap %v: the entries, then the servers, are not written first (-want +got):\n%s", overlap, diff)
 		}
 		if got := w.ops[len(w.ops)-1]; got != "unbind 10.96.0.99" {
 			t.Errorf("overlap %v: last operation %q, want the removal", overlap, got)
