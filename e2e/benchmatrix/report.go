@@ -604,7 +604,12 @@ func latencies(t *table, sink string) []float64 {
 	return v
 }
 
+// latencyTable writes the one-endpoint latencies, when some proxy has them
+// at this size.
 func latencyTable(b *strings.Builder, t *table) {
+	if !slices.ContainsFunc(sinksOf(t), func(s string) bool { return len(latencies(t, s)) > 0 }) {
+		return
+	}
 	fmt.Fprintf(b, "### One-endpoint change latency (added and removed together)\n\n| proxy | n | p50 ms | p90 ms | p99 ms | max ms | CPU-ms per change (mean) | sink's own p50 / p99 ms (n) |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range sinksOf(t) {
 		v := latencies(t, s)
