@@ -22,7 +22,10 @@ import (
 // namespace (IPVS's destination trash list would slow a reused one). After
 // the timed initial sync, each iteration also times, untimed by the
 // benchmark clock, a sync without change and one with one endpoint added,
-// reported as nochange-ms and one-endpoint-ms.
+// reported as nochange-ms and one-endpoint-ms. The writes overlap as the
+// sinks run them (dataplane.Applier.Overlap); at 10,000 services the
+// ".../sequential" sub-benchmarks write them one after the other, for the
+// gain in the same run.
 //
 // The sub-benchmark moby-ipvs-baseline creates the same 1,000 services x
 // 10 destinations through moby/ipvs (kube-proxy's library), IPVS only, in
@@ -33,7 +36,14 @@ import (
 func BenchmarkFullStateKernel(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		for _, binding := range []dataplane.Binding{dataplane.BindAddresses, dataplane.BindRoutes} {
-			benchFullStateKernel(b, n, binding)
+			benchFullStateKernel(b, n, binding, true)
+		}
+		if n == 10000 {
+			// The same without Applier.Overlap: every write in
+			// sequence, for the gain of overlapping them.
+			for _, binding := range []dataplane.Binding{dataplane.BindAddresses, dataplane.BindRoutes} {
+				benchFullStateKernel(b, n, binding, false)
+			}
 		}
 		if n == 1000 {
 			w := newWorkload(n)
@@ -44,12 +54,16 @@ func BenchmarkFullStateKernel(b *testing.B) {
 
 // benchFullStateKernel is BenchmarkFullStateKernel at n services with the
 // VIPs made local as binding says: "services=N" with addresses (kube-proxy's
-// way), "services=N/vips=routes" with local routes.
-func benchFullStateKernel(b *testing.B, n int, binding dataplane.Binding) {
+// way), "services=N/vips=routes" with local routes; with overlap as the
+// sinks run (Applier.Overlap), or else named ".../sequential".
+func benchFullStateKernel(b *testing.B, n int, binding dataplane.Binding, overlap bool) {
 	snap := dataplanetest.BenchCluster(n, fsEndpoints)
 	name := fmt.Sprintf("services=%d", n)
 	if binding != dataplane.BindAddresses {
 		name += "/vips=" + binding.String()
+	}
+	if !overlap {
+		name += "/sequential"
 	}
 	b.Run(name, func(b *testing.B) {
 		requireIPVS(b)
@@ -61,7 +75,7 @@ func benchFullStateKernel(b *testing.B, n int, binding dataplane.Binding) {
 		var cpu float64
 		for i := range b.N {
 			b.StopTimer()
-			s, sets := newKernelSink(b, binding)
+			s, sets := newKernelSink(b, binding, overlap)
 			ctr0, set0 := s.conn.Counters(), sets.Stats()
 			s.w.takeTimes()
 			c0 := cpuTime()
@@ -138,7 +152,7 @@ func requireDummy(b *testing.B) {
 // the process's own namespace, which a benchmark must not touch), and
 // returns a controller that adopts the namespace's state before its first
 // sync, and the ipset connection (for its counters).
-func newKernelSink(b *testing.B, binding dataplane.Binding) (*fsSink, *ipset.Conn) {
+func newKernelSink(b *testing.B, binding dataplane.Binding, overlap bool) (*fsSink, *ipset.Conn) {
 	b.Helper()
 	k := dialNS(b, nstest.New(b))
 	k.Binding = binding
@@ -152,7 +166,7 @@ func newKernelSink(b *testing.B, binding dataplane.Binding) (*fsSink, *ipset.Con
 	node := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, NodeAddresses: []netip.Addr{fsNodeIP}}}
 	w := newCounting(k)
 	a := dataplane.NewApplier(w)
-	a.Overlap = true // as the sinks run it
+	a.Overlap = overlap
 	c, last := fsControllerWith(a, node)
 	return &fsSink{c: c, last: last, w: w, conn: k.IPVSConn}, sets
 }
