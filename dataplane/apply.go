@@ -138,8 +138,9 @@ func (a *Applier) IsTerminating(d render.Destination) bool {
 }
 
 // Apply writes the plan: new set entries, then new and updated virtual
-// servers, then destinations, then bindings (with Overlap, the bindings
-// beside the destinations); then the removals in reverse
+// servers, then destinations, then bindings (with Overlap, the entries
+// written while the IPVS operations are built and the bindings beside the
+// destinations); then the removals in reverse
 // order (an address is unbound after the virtual servers on it are
 // removed, and kept while one failed to be). Set entries come first because they decide which connections are
 // masqueraded and accepted (KUBE-NODE-PORT-*, KUBE-LOOP-BACK...): a virtual
