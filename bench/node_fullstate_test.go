@@ -81,10 +81,9 @@ type writeCounts struct {
 	addrs   int
 }
 
-// writeTimes is the time spent inside a Writer, by kind of object: the
-// kernel's share of a sync (and the client library's).
-// writeTimes is the time spent in a writer's calls, by kind, and busy, the
-// time some call ran (less than the kinds' sum where calls overlapped:
+// writeTimes is the time spent inside a Writer (the kernel's share of a
+// sync, and the client library's) by kind of object, and busy, the time
+// some call ran (less than the kinds' sum where calls overlapped:
 // Applier.Overlap).
 type writeTimes struct {
 	ipvs, entries, addrs time.Duration

@@ -160,7 +160,10 @@ func (a *Applier) Apply(p Plan) Result {
 	res := Result{Failed: map[any]error{}}
 	// The entries go to the kernel while the IPVS operations are built
 	// (with Overlap); they are all in before the first server is written.
-	entriesIn := a.beside(&res, func(r *Result) { a.entries(r, p.AddEntries, a.W.AddEntries) })
+	entriesIn := func() {}
+	if len(p.AddEntries) > 0 {
+		entriesIn = a.beside(&res, func(r *Result) { a.entries(r, p.AddEntries, a.W.AddEntries) })
+	}
 
 	// Servers and destinations, creations first. The i-th operation's
 	// object is found again from the plan's lists only when it fails.
@@ -220,7 +223,8 @@ func (a *Applier) Apply(p Plan) Result {
 		r.Writes += len(p.Bind)
 	}
 	entriesIn()
-	if servers := len(p.CreateServers) + len(p.UpdateServers); a.Overlap && len(p.Bind) > 0 && len(ops) > servers {
+	servers := len(p.CreateServers) + len(p.UpdateServers)
+	if a.Overlap && len(p.Bind) > 0 && len(ops) > servers {
 		// The servers first, so that no address becomes local before
 		// the server on it exists (a host service listening on every
 		// address would answer on it); then the bindings beside the
@@ -232,10 +236,10 @@ func (a *Applier) Apply(p Plan) Result {
 		bound()
 	} else {
 		a.ipvs(&res, ops, func(i int) any {
-			if i < len(p.CreateServers)+len(p.UpdateServers) {
+			if i < servers {
 				return serverKey(i)
 			}
-			return destKey(i - len(p.CreateServers) - len(p.UpdateServers))
+			return destKey(i - servers)
 		})
 		bind(&res)
 	}

@@ -236,8 +236,8 @@ func Incremental(d Deps) runtime.Controller {
 }
 
 // kernelApplier returns the applier the sinks write to the kernel with:
-// the bindings overlap the destinations (dataplane.Applier.Overlap), which
-// Kernel's separate sockets allow.
+// its writes overlap (dataplane.Applier.Overlap), which Kernel's separate
+// sockets allow.
 func kernelApplier(k *dataplane.Kernel) *dataplane.Applier {
 	a := dataplane.NewApplier(k)
 	a.Overlap = true
