@@ -199,7 +199,11 @@ func Run(ctx context.Context, command string, opt Options) (int, error) {
 		"-accel", "tcg,thread=multi",
 		"-smp", strconv.Itoa(opt.CPUs), "-m", strconv.Itoa(opt.MemoryMB),
 		"-kernel", k.Vmlinuz(), "-initrd", initrd,
-		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+		// loglevel=5 lets the kernel's own warnings through, and with
+		// them the stack of a soft lockup (printed at the default level,
+		// 4); softlockup_all_cpu_backtrace adds every CPU's stack, so a
+		// hung guest's console says where it hung.
+		"-append", "console=ttyS0 quiet loglevel=5 softlockup_all_cpu_backtrace=1 panic=-1 rdinit=/init",
 		"-serial", "stdio",
 	}
 	if opt.NIC != nil {
