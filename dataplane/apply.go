@@ -115,6 +115,82 @@ type Applier struct {
 	// terminating holds TCP destinations set to weight 0 that are removed
 	// once they have no connections left.
 	terminating map[render.Destination]Server
+	// tracked, while a recording of Track runs, holds the objects written.
+	tracked *tracking
+}
+
+// tracking is one recording of Track.
+type tracking struct{ objs map[any]bool }
+
+// Track starts recording the objects Apply and Reap write or try to
+// write, keyed as Result.Failed is; stop ends the recording and returns
+// them. A resync reading the kernel while plans are applied (Node.Read
+// on another goroutine) gives them to State.Written, since the read may
+// have seen them before they were written. One recording at a time: a
+// second Track replaces the first, whose stop then returns what it had.
+func (a *Applier) Track() (stop func() map[any]bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := &tracking{objs: map[any]bool{}}
+	a.tracked = t
+	return func() map[any]bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.tracked == t {
+			a.tracked = nil
+		}
+		return t.objs
+	}
+}
+
+// ReadApart starts recording what the applier writes (Track) and returns
+// read, which reads the kernel through r on any goroutine while plans go
+// on being applied; the collect it returns, called once nothing is being
+// applied, stops the recording and gives the state with Written set to
+// what was written since ReadApart. A resync reads so, letting the
+// changes that come during its read be written at once.
+func (a *Applier) ReadApart(r interface{ Read() (*State, error) }) (read func() (collect func() (*State, error))) {
+	stop := a.Track()
+	return func() func() (*State, error) {
+		k, err := r.Read()
+		return func() (*State, error) {
+			written := stop()
+			if err != nil {
+				return nil, err
+			}
+			k.Written = func(obj any) bool { return written[obj] }
+			return k, nil
+		}
+	}
+}
+
+// track records the plan's objects while a recording runs; the caller
+// holds a.mu.
+func (a *Applier) track(p *Plan) {
+	if a.tracked == nil {
+		return
+	}
+	objs := a.tracked.objs
+	for _, l := range [][]Server{p.CreateServers, p.UpdateServers, p.DeleteServers} {
+		for _, s := range l {
+			objs[s.VS] = true
+		}
+	}
+	for _, l := range [][]Dest{p.CreateDests, p.UpdateDests, p.DeleteDests} {
+		for _, d := range l {
+			objs[d.D] = true
+		}
+	}
+	for _, l := range [][]netip.Addr{p.Bind, p.Unbind} {
+		for _, b := range l {
+			objs[b] = true
+		}
+	}
+	for _, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
+		for _, e := range l {
+			objs[e] = true
+		}
+	}
 }
 
 // NewApplier returns an Applier writing to w.
@@ -157,6 +233,7 @@ func (a *Applier) Apply(p Plan) Result {
 	if a.Ordered {
 		p.sort()
 	}
+	a.track(&p)
 	res := Result{Failed: map[any]error{}}
 	// The entries go to the kernel while the IPVS operations are built
 	// (with Overlap); they are all in before the first server is written.
@@ -578,6 +655,9 @@ func (a *Applier) Reap() (int, error) {
 			if conns[ap] == 0 {
 				ops = append(ops, ipvs.Op{Kind: ipvs.OpRemoveDestination, Service: svc, Destination: Destination(d, render.DestOptions{})})
 				keys = append(keys, d)
+				if a.tracked != nil {
+					a.tracked.objs[d] = true
+				}
 			}
 		}
 	}

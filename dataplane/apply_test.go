@@ -302,3 +302,51 @@ func TestOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestTrack: a recording holds every object Apply and Reap wrote or tried
+// (keyed as Result.Failed is), and nothing from before it started or after
+// it stopped; a second Track replaces the first.
+func TestTrack(t *testing.T) {
+	w := &recorder{conns: map[netip.AddrPort]uint32{}}
+	a := NewApplier(w)
+	before := dest(tcpVS, "10.244.1.9", 8080)
+	a.Apply(Plan{CreateDests: []Dest{before}})
+
+	stop := a.Track()
+	gone := dest(tcpVS, "10.244.1.1", 8080)
+	entry := render.SetEntry{Set: "KUBE-CLUSTER-IP", Addr: udpVS.Addr, Protocol: render.UDP, Port: 53}
+	a.Apply(Plan{
+		CreateServers: []Server{{VS: udpVS, Opts: render.ServerOptions{Scheduler: "rr"}}},
+		CreateDests:   []Dest{dest(udpVS, "10.244.1.3", 53)},
+		Bind:          []netip.Addr{udpVS.Addr},
+		AddEntries:    []render.SetEntry{entry},
+		DeleteDests:   []Dest{gone},
+		Unbind:        []netip.Addr{netip.MustParseAddr("10.96.0.99")},
+		DeleteServers: []Server{{VS: goneVS}},
+	})
+	w.conns[netip.MustParseAddrPort("10.244.1.1:8080")] = 0
+	if n, err := a.Reap(); n != 1 || err != nil {
+		t.Fatalf("Reap: %d, %v", n, err)
+	}
+	got := stop()
+	a.Apply(Plan{CreateDests: []Dest{dest(tcpVS, "10.244.1.8", 8080)}})
+	want := map[any]bool{
+		udpVS: true, goneVS: true,
+		dest(udpVS, "10.244.1.3", 53).D: true, gone.D: true,
+		udpVS.Addr: true, netip.MustParseAddr("10.96.0.99"): true,
+		entry: true,
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
+
+	first := a.Track()
+	second := a.Track()
+	a.Apply(Plan{Bind: []netip.Addr{tcpVS.Addr}})
+	if got := first(); len(got) != 0 {
+		t.Errorf("a replaced recording kept growing: %v", got)
+	}
+	if got := second(); !got[tcpVS.Addr] || len(got) != 1 {
+		t.Errorf("the second recording holds %v, want the binding of %s", got, tcpVS.Addr)
+	}
+}

@@ -167,13 +167,49 @@ func (c *Controller) Resync() SyncStats {
 	if !c.synced {
 		return st
 	}
-	if c.reader != nil {
-		k, err := c.reader.Read()
-		if err != nil {
-			st.Err = err
-			c.finish(&st, "resync")
-			return st
+	if c.reader == nil {
+		return c.repair(st, nil, nil)
+	}
+	k, err := c.reader.Read()
+	return c.repair(st, k, err)
+}
+
+// StartResync begins a resync whose kernel read runs apart from the
+// syncs, so that a snapshot arriving meanwhile waits for no read of the
+// whole kernel: read (on any goroutine) reads the kernel while Callback
+// goes on; finish, called once read returned, on the goroutine that calls
+// Callback, repairs the drift the read showed, leaving alone the objects
+// written since the read started (dataplane.Applier.ReadApart). Before the
+// first snapshot, or without a reader, read does nothing and finish is
+// Resync.
+func (c *Controller) StartResync() (read func() (finish func() SyncStats)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.synced || c.reader == nil {
+		return func() func() SyncStats { return c.Resync }
+	}
+	start := time.Now()
+	readApart := c.applier.ReadApart(c.reader)
+	return func() func() SyncStats {
+		collect := readApart()
+		return func() SyncStats {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			k, err := collect()
+			return c.repair(SyncStats{Start: start}, k, err)
 		}
+	}
+}
+
+// repair is a resync once the kernel was read: k (nil without a reader)
+// or the read's error.
+func (c *Controller) repair(st SyncStats, k *dataplane.State, err error) SyncStats {
+	if err != nil {
+		st.Err = err
+		c.finish(&st, "resync")
+		return st
+	}
+	if k != nil {
 		c.mgr.Reconcile(k)
 	}
 	c.mgr.Done()

@@ -211,6 +211,33 @@ func (c *Controller) Resync() SyncStats {
 	return c.sync(true)
 }
 
+// StartResync begins a resync whose kernel read runs apart from the
+// syncs, so that a change arriving meanwhile waits for no read of the
+// whole kernel: read (on any goroutine) reads the kernel while Sync goes
+// on writing changes; finish, called once read returned, on the goroutine
+// that calls Sync, repairs the drift the read showed, leaving alone the
+// objects written since the read started (dataplane.State.Written,
+// recorded by the applier). Before the first successful Sync, or without
+// a reader, read does nothing and finish is Resync.
+func (c *Controller) StartResync() (read func() (finish func() SyncStats)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.synced || c.reader == nil {
+		return func() func() SyncStats { return c.Resync }
+	}
+	start := time.Now()
+	readApart := c.applier.ReadApart(c.reader)
+	return func() func() SyncStats {
+		collect := readApart()
+		return func() SyncStats {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			k, err := collect()
+			return c.syncRead(SyncStats{Start: start}, "resync", k, err)
+		}
+	}
+}
+
 // sync adopts the kernel (first time, or reread on resync), renders the
 // touched services and applies the difference.
 func (c *Controller) sync(reread bool) SyncStats {
@@ -221,13 +248,22 @@ func (c *Controller) sync(reread bool) SyncStats {
 	}
 	if (reread || !c.adopted) && c.reader != nil {
 		k, err := c.reader.Read()
-		if err != nil {
-			// Without the kernel's state the writes would be wrong: keep
-			// the touched services for the next try.
-			st.Err = err
-			c.finish(&st, what)
-			return st
-		}
+		return c.syncRead(st, what, k, err)
+	}
+	return c.syncRead(st, what, nil, nil)
+}
+
+// syncRead is sync once the kernel was read: k (nil when it was not read)
+// or the read's error.
+func (c *Controller) syncRead(st SyncStats, what string, k *dataplane.State, err error) SyncStats {
+	if err != nil {
+		// Without the kernel's state the writes would be wrong: keep
+		// the touched services for the next try.
+		st.Err = err
+		c.finish(&st, what)
+		return st
+	}
+	if k != nil {
 		c.keys.Reconcile(objects.Stores{Servers: c.servers, Dests: c.dests, Bindings: c.bindings, Entries: c.entries},
 			k, c.applier.IsTerminating)
 	}

@@ -44,11 +44,35 @@ type Deps struct {
 	Repair func() ([]string, error)
 }
 
-// repairThen runs d.Repair, logging what it wrote, then resync; a repair
-// error joins the resync's.
+// repairThen runs d.Repair (repair), then resync; a repair error joins
+// the resync's.
 func repairThen(d Deps, resync func() dataplane.SyncStats) dataplane.SyncStats {
+	err := repair(d)
+	st := resync()
+	st.Err = errors.Join(st.Err, err)
+	return st
+}
+
+// repairThenSplit is repairThen for a split resync (runtime.SplitResyncer):
+// the repair runs before start, and its error joins the resync's at the
+// finish.
+func repairThenSplit(d Deps, start func() func() func() dataplane.SyncStats) func() func() dataplane.SyncStats {
+	err := repair(d)
+	read := start()
+	return func() func() dataplane.SyncStats {
+		finish := read()
+		return func() dataplane.SyncStats {
+			st := finish()
+			st.Err = errors.Join(st.Err, err)
+			return st
+		}
+	}
+}
+
+// repair runs d.Repair when set, logging what it wrote and its error.
+func repair(d Deps) error {
 	if d.Repair == nil {
-		return resync()
+		return nil
 	}
 	wrote, err := d.Repair()
 	if len(wrote) > 0 {
@@ -57,9 +81,7 @@ func repairThen(d Deps, resync func() dataplane.SyncStats) dataplane.SyncStats {
 	if err != nil {
 		d.Log.Error("node drift not repaired in part; retried at the next resync", "error", err)
 	}
-	st := resync()
-	st.Err = errors.Join(st.Err, err)
-	return st
+	return err
 }
 
 // Make builds an IPVS controller.
@@ -196,6 +218,13 @@ func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.
 
 func (f fullStateController) Resync() dataplane.SyncStats { return repairThen(f.d, f.c.Resync) }
 
+// StartResync repairs the node, then starts the controller's resync, whose
+// kernel read runs while snapshots go on being applied
+// (runtime.SplitResyncer).
+func (f fullStateController) StartResync() func() func() dataplane.SyncStats {
+	return repairThenSplit(f.d, f.c.StartResync)
+}
+
 // FullState builds the IPVS full-state controller (the ipvs-fullstate
 // sink). Its seed entry points ServeProxyMode and SetUpHttpListen serve the
 // runtime's handler.
@@ -222,6 +251,13 @@ type incrementalController struct {
 func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
 
 func (i incrementalController) Resync() dataplane.SyncStats { return repairThen(i.d, i.c.Resync) }
+
+// StartResync repairs the node, then starts the controller's resync, whose
+// kernel read runs while snapshots go on being applied
+// (runtime.SplitResyncer).
+func (i incrementalController) StartResync() func() func() dataplane.SyncStats {
+	return repairThenSplit(i.d, i.c.StartResync)
+}
 
 // Incremental builds the IPVS incremental controller (the ipvs-incremental
 // sink).

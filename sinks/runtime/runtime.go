@@ -44,6 +44,15 @@ type Controller interface {
 	Resync() dataplane.SyncStats
 }
 
+// SplitResyncer is a Controller whose resync reads the kernel apart from
+// its syncs, so that snapshots arriving during the read are applied at
+// once (the incremental sink): the runtime calls StartResync where it
+// would call Resync, runs the read on a goroutine of its own, and calls
+// the finish read returned on the loop's goroutine, between snapshots.
+type SplitResyncer interface {
+	StartResync() (read func() (finish func() dataplane.SyncStats))
+}
+
 // Env is what a controller is built from.
 type Env struct {
 	Config Config
@@ -349,6 +358,9 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	watch := newStaleWatch(src.Stats, log)
 	watchTick := time.NewTicker(StaleCheckInterval)
 	defer watchTick.Stop()
+	// resyncRead delivers the finish of a split resync whose read runs;
+	// nil when none does.
+	var resyncRead chan func() dataplane.SyncStats
 	for {
 		select {
 		case <-watchTick.C:
@@ -373,7 +385,20 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 			// snapshot.
 			_ = services.Sync(p.s)
 		case <-resync.C():
-			b.Controller.Resync()
+			sr, split := b.Controller.(SplitResyncer)
+			switch {
+			case !split:
+				b.Controller.Resync()
+				resync.resynced()
+			case resyncRead == nil:
+				read := sr.StartResync()
+				ch := make(chan func() dataplane.SyncStats, 1)
+				go func() { ch <- read() }()
+				resyncRead = ch
+			}
+		case finish := <-resyncRead:
+			resyncRead = nil
+			finish()
 			resync.resynced()
 		}
 	}
