@@ -33,71 +33,129 @@ import (
 // change must be exactly one kernel write, and at the end the kernel read
 // back must hold every destination.
 //
+// With resync=beside, split resyncs (StartResync) run back to back, as the
+// runtime runs the periodic one: their kernel reads on another goroutine
+// during the changes, each finish (the repair, which must write nothing)
+// on the syncing goroutine between two changes, untimed: the longest a
+// change arriving during a finish would wait is resync-finish-max-us, and
+// resync-read-ms the mean read, which no change waits for.
+//
 // In the VM: `PROXYSINKS_BENCH_VM=1 go test -run IncrementalLatencyBenchVM
 // ./e2e/vmtests`.
 func BenchmarkLatencyKernel(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			requireKernel(b)
-			node := newKernelNodeTB(b)
-			a, nd := node.parts(b)
-			c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, benchLog)
-			var last SyncStats
-			c.OnSync = func(s SyncStats) { last = s }
-			ev := diff.NewEvents(c)
-			tr := client.NewTracker()
-			ses := dataplanetest.BenchCluster(n, benchEndpoints)
-			for _, se := range ses {
-				tr.Set(se.Service.Key(), se)
-			}
-			t0 := time.Now()
-			ev.Apply(tr.Snapshot())
-			initial := time.Since(t0)
-			if want := n*benchEndpoints + 5*n; last.Err != nil || last.Writes != want {
-				b.Fatalf("initial sync: %d writes (want %d), %d failed: %v", last.Writes, want, last.Failed, last.Err)
-			}
-			var lat, onCPU []time.Duration
-			var cpu float64
-			i := 0
-			// The syncing goroutine keeps its thread, whose CPU time is
-			// then the change's own (its system calls and the kernel's
-			// work in them included).
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			for b.Loop() {
-				j := i % n
-				old := ses[j]
-				eps := append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)],
-					dataplanetest.BenchEndpoint(fmt.Sprint("ep-new-", i), dataplanetest.BenchEndpointAddr(n*benchEndpoints+i)))
-				ses[j] = &client.ServiceEndpoints{Service: old.Service, Endpoints: eps}
-				tr.Set(old.Service.Key(), ses[j])
-				snap := tr.Snapshot()
-				c0, th, t := cpuSeconds(), threadCPU(), time.Now()
-				ev.Apply(snap)
-				lat = append(lat, time.Since(t))
-				onCPU = append(onCPU, threadCPU()-th)
-				cpu += cpuSeconds() - c0
-				if last.Err != nil || last.Writes != 1 {
-					b.Fatalf("one endpoint added: %d writes, want 1: %v", last.Writes, last.Err)
+		for _, beside := range []bool{false, true} {
+			b.Run(fmt.Sprintf("services=%d/resync=%s", n, map[bool]string{false: "none", true: "beside"}[beside]), func(b *testing.B) {
+				latencyKernel(b, n, beside)
+			})
+		}
+	}
+}
+
+// latencyKernel is one case of BenchmarkLatencyKernel.
+func latencyKernel(b *testing.B, n int, beside bool) {
+	requireKernel(b)
+	node := newKernelNodeTB(b)
+	a, nd := node.parts(b)
+	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, benchLog)
+	var last SyncStats
+	c.OnSync = func(s SyncStats) { last = s }
+	ev := diff.NewEvents(c)
+	tr := client.NewTracker()
+	ses := dataplanetest.BenchCluster(n, benchEndpoints)
+	for _, se := range ses {
+		tr.Set(se.Service.Key(), se)
+	}
+	t0 := time.Now()
+	ev.Apply(tr.Snapshot())
+	initial := time.Since(t0)
+	if want := n*benchEndpoints + 5*n; last.Err != nil || last.Writes != want {
+		b.Fatalf("initial sync: %d writes (want %d), %d failed: %v", last.Writes, want, last.Failed, last.Err)
+	}
+	var lat, onCPU, finishes []time.Duration
+	var cpu float64
+	var readTime time.Duration
+	i := 0
+	// The syncing goroutine keeps its thread, whose CPU time is
+	// then the change's own (its system calls and the kernel's
+	// work in them included).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// With beside, reads hands over the finish of each resync
+	// read, and finished lets the next one start.
+	type resyncRead struct {
+		finish func() SyncStats
+		took   time.Duration
+	}
+	reads := make(chan resyncRead)
+	finished := make(chan bool)
+	if beside {
+		go func() {
+			for {
+				read := c.StartResync()
+				t := time.Now()
+				finish := read()
+				reads <- resyncRead{finish, time.Since(t)}
+				if !<-finished {
+					return
 				}
-				i++
 			}
-			if got, want := len(read(b, nd).Dests), n*benchEndpoints+i; got != want {
-				b.Fatalf("the kernel holds %d destinations, want %d", got, want)
+		}()
+		defer func() { <-reads; finished <- false }()
+	}
+	for b.Loop() {
+		select {
+		case r := <-reads:
+			readTime += r.took
+			t := time.Now()
+			st := r.finish()
+			finishes = append(finishes, time.Since(t))
+			if st.Err != nil || st.Writes != 0 {
+				b.Fatalf("a resync beside the changes wrote %d objects: %v", st.Writes, st.Err)
 			}
-			pct := func(l []time.Duration, p float64) float64 {
-				return float64(l[min(len(l)-1, int(p*float64(len(l))))].Microseconds())
-			}
-			slices.Sort(lat)
-			slices.Sort(onCPU)
-			b.ReportMetric(pct(lat, 0.5), "p50-us")
-			b.ReportMetric(pct(lat, 0.99), "p99-us")
-			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-us")
-			b.ReportMetric(pct(onCPU, 0.5), "thread-cpu-p50-us")
-			b.ReportMetric(pct(onCPU, 0.99), "thread-cpu-p99-us")
-			b.ReportMetric(cpu*1e6/float64(i), "cpu-us/op")
-			b.ReportMetric(initial.Seconds(), "initial-s")
-		})
+			finished <- true
+		default:
+		}
+		j := i % n
+		old := ses[j]
+		eps := append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)],
+			dataplanetest.BenchEndpoint(fmt.Sprint("ep-new-", i), dataplanetest.BenchEndpointAddr(n*benchEndpoints+i)))
+		ses[j] = &client.ServiceEndpoints{Service: old.Service, Endpoints: eps}
+		tr.Set(old.Service.Key(), ses[j])
+		snap := tr.Snapshot()
+		c0, th, t := cpuSeconds(), threadCPU(), time.Now()
+		ev.Apply(snap)
+		lat = append(lat, time.Since(t))
+		onCPU = append(onCPU, threadCPU()-th)
+		cpu += cpuSeconds() - c0
+		if last.Err != nil || last.Writes != 1 {
+			b.Fatalf("one endpoint added: %d writes, want 1: %v", last.Writes, last.Err)
+		}
+		i++
+	}
+	if got, want := len(read(b, nd).Dests), n*benchEndpoints+i; got != want {
+		b.Fatalf("the kernel holds %d destinations, want %d", got, want)
+	}
+	pct := func(l []time.Duration, p float64) float64 {
+		return float64(l[min(len(l)-1, int(p*float64(len(l))))].Microseconds())
+	}
+	slices.Sort(lat)
+	slices.Sort(onCPU)
+	b.ReportMetric(pct(lat, 0.5), "p50-us")
+	b.ReportMetric(pct(lat, 0.99), "p99-us")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-us")
+	b.ReportMetric(pct(onCPU, 0.5), "thread-cpu-p50-us")
+	b.ReportMetric(pct(onCPU, 0.99), "thread-cpu-p99-us")
+	b.ReportMetric(cpu*1e6/float64(i), "cpu-us/op")
+	b.ReportMetric(initial.Seconds(), "initial-s")
+	if beside {
+		if len(finishes) == 0 {
+			b.Fatal("no resync read ended during the changes")
+		}
+		slices.Sort(finishes)
+		b.ReportMetric(float64(len(finishes)), "resyncs")
+		b.ReportMetric(float64(readTime.Milliseconds())/float64(len(finishes)), "resync-read-ms")
+		b.ReportMetric(float64(finishes[len(finishes)-1].Microseconds()), "resync-finish-max-us")
 	}
 }
 
