@@ -143,23 +143,28 @@ func (a *Applier) Track() (stop func() map[any]bool) {
 	}
 }
 
-// ReadApart starts recording what the applier writes (Track) and returns
-// read, which reads the kernel through r on any goroutine while plans go
-// on being applied; the collect it returns, called once nothing is being
-// applied, stops the recording and gives the state with Written set to
-// what was written since ReadApart. A resync reads so, letting the
-// changes that come during its read be written at once.
-func (a *Applier) ReadApart(r interface{ Read() (*State, error) }) (read func() (collect func() (*State, error))) {
+// ReadApart starts a resync whose kernel read runs apart from the plans
+// being applied (a controller's split resync, runtime.SplitResyncer): it
+// starts recording what the applier writes (Track) and returns read,
+// which reads the kernel through r on any goroutine while plans go on
+// being applied. The finish read returns locks mu (the controller's: no
+// plan is then being applied), stops the recording and calls repair with
+// the resync's start and the state read, whose Written reports what was
+// written since ReadApart, or the read's error. The caller holds mu.
+func (a *Applier) ReadApart(mu sync.Locker, r interface{ Read() (*State, error) },
+	repair func(start time.Time, k *State, err error) SyncStats) (read func() (finish func() SyncStats)) {
+	start := time.Now()
 	stop := a.Track()
-	return func() func() (*State, error) {
+	return func() func() SyncStats {
 		k, err := r.Read()
-		return func() (*State, error) {
+		return func() SyncStats {
+			mu.Lock()
+			defer mu.Unlock()
 			written := stop()
-			if err != nil {
-				return nil, err
+			if err == nil {
+				k.Written = func(obj any) bool { return written[obj] }
 			}
-			k.Written = func(obj any) bool { return written[obj] }
-			return k, nil
+			return repair(start, k, err)
 		}
 	}
 }

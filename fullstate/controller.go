@@ -188,17 +188,9 @@ func (c *Controller) StartResync() (read func() (finish func() SyncStats)) {
 	if !c.synced || c.reader == nil {
 		return func() func() SyncStats { return c.Resync }
 	}
-	start := time.Now()
-	readApart := c.applier.ReadApart(c.reader)
-	return func() func() SyncStats {
-		collect := readApart()
-		return func() SyncStats {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			k, err := collect()
-			return c.repair(SyncStats{Start: start}, k, err)
-		}
-	}
+	return c.applier.ReadApart(&c.mu, c.reader, func(start time.Time, k *dataplane.State, err error) SyncStats {
+		return c.repair(SyncStats{Start: start}, k, err)
+	})
 }
 
 // repair is a resync once the kernel was read: k (nil without a reader)

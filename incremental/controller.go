@@ -225,17 +225,9 @@ func (c *Controller) StartResync() (read func() (finish func() SyncStats)) {
 	if !c.synced || c.reader == nil {
 		return func() func() SyncStats { return c.Resync }
 	}
-	start := time.Now()
-	readApart := c.applier.ReadApart(c.reader)
-	return func() func() SyncStats {
-		collect := readApart()
-		return func() SyncStats {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			k, err := collect()
-			return c.syncRead(SyncStats{Start: start}, "resync", k, err)
-		}
-	}
+	return c.applier.ReadApart(&c.mu, c.reader, func(start time.Time, k *dataplane.State, err error) SyncStats {
+		return c.syncRead(SyncStats{Start: start}, "resync", k, err)
+	})
 }
 
 // sync adopts the kernel (first time, or reread on resync), renders the

@@ -35,7 +35,8 @@ import (
 //
 // With resync=beside, split resyncs (StartResync) run back to back, as the
 // runtime runs the periodic one: their kernel reads on another goroutine
-// during the changes, each finish (the repair, which must write nothing)
+// (through IPVS sockets of their own) during changes made 10 ms apart,
+// each finish (the repair, which must write nothing)
 // on the syncing goroutine between two changes, untimed: the longest a
 // change arriving during a finish would wait is resync-finish-max-us, and
 // resync-read-ms the mean read, which no change waits for.
@@ -57,6 +58,11 @@ func latencyKernel(b *testing.B, n int, beside bool) {
 	requireKernel(b)
 	node := newKernelNodeTB(b)
 	a, nd := node.parts(b)
+	if beside {
+		// The applier writes through a second IPVS socket, the reads
+		// go through nd's, as the sink's reads and writes do.
+		node.parts(b)
+	}
 	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, benchLog)
 	var last SyncStats
 	c.OnSync = func(s SyncStats) { last = s }
@@ -104,6 +110,11 @@ func latencyKernel(b *testing.B, n int, beside bool) {
 		defer func() { <-reads; finished <- false }()
 	}
 	for b.Loop() {
+		if beside {
+			// Changes 10 ms apart, untimed: two thousand of them span
+			// several reads of 10,000 services.
+			time.Sleep(10 * time.Millisecond)
+		}
 		select {
 		case r := <-reads:
 			readTime += r.took

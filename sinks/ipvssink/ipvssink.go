@@ -97,31 +97,20 @@ func Sink(name, usage string, mk Make) runtime.Sink {
 // cleanup removes what an IPVS sink, or kube-proxy's IPVS mode, programmed
 // on this node (dataplane.Node.Cleanup): --cleanup.
 func cleanup(c runtime.Config, log *slog.Logger) error {
-	ipvsConn, err := ipvs.Dial(nil)
+	s, err := dialSockets()
 	if err != nil {
 		return err
 	}
-	defer ipvsConn.Close()
-	ipsetConn, err := ipset.Dial(nil)
-	if err != nil {
-		return err
-	}
-	defer ipsetConn.Close()
-	links, err := link.Dial(nil)
-	if err != nil {
-		return err
-	}
-	defer links.Close()
+	defer s.close()
 	addrs := c.NodeAddresses
 	if len(addrs) == 0 {
 		// Node ports kube-proxy left are recognised on the node's addresses.
-		if addrs, err = links.NodeAddresses(link.DefaultDummy); err != nil {
+		if addrs, err = s.links.NodeAddresses(link.DefaultDummy); err != nil {
 			return fmt.Errorf("list node addresses: %w", err)
 		}
 	}
 	addrs = c.NodePortFilter(addrs)
-	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy}
-	node := &dataplane.Node{Cfg: nodeConfig(c, addrs, dataplane.HostFamilies(HostSysctl)), Kernel: k, Log: log}
+	node := &dataplane.Node{Cfg: nodeConfig(c, addrs, dataplane.HostFamilies(HostSysctl)), Kernel: s.kernel(dataplane.BindAddresses), Log: log}
 	removed, err := node.Cleanup()
 	log.Info("removed", "objects", removed)
 	return err
@@ -166,24 +155,21 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 			closers[i]()
 		}
 	}
-	ipvsConn, err := ipvs.Dial(nil)
+	// The writes and the resync's reads, which run beside them
+	// (runtime.SplitResyncer), have sockets of their own: a dump of
+	// 10,000 virtual servers or set entries does not hold a write back.
+	writes, err := dialSockets()
 	if err != nil {
 		return runtime.Built{}, err
 	}
-	closers = append(closers, ipvsConn.Close)
-	ipsetConn, err := ipset.Dial(nil)
-	if err != nil {
-		closeAll()
-		return runtime.Built{}, err
-	}
-	closers = append(closers, ipsetConn.Close)
-	links, err := link.Dial(nil)
+	closers = append(closers, writes.close)
+	reads, err := dialSockets()
 	if err != nil {
 		closeAll()
 		return runtime.Built{}, err
 	}
-	closers = append(closers, links.Close)
-	k := &dataplane.Kernel{IPVSConn: ipvsConn, IPSet: ipsetConn, Link: links, Dummy: link.DefaultDummy, Binding: c.VIPBinding}
+	closers = append(closers, reads.close)
+	k := writes.kernel(c.VIPBinding)
 	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
 	if err := node.Setup(); err != nil {
 		closeAll()
@@ -200,12 +186,60 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		closers = append(closers, ct.Close)
 		applier.Conntrack = ct
 	}
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: node, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler, Repair: node.Repair})
-	syscalls := func() uint64 {
-		a, b, l := ipvsConn.Counters(), ipsetConn.Stats(), links.Stats()
-		return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg + l.Sendmsg + l.Replies
-	}
+	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(c.VIPBinding), Log: env.Log}
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler, Repair: node.Repair})
+	syscalls := func() uint64 { return writes.calls() + reads.calls() }
 	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
+}
+
+// sockets are the netlink sockets a dataplane.Kernel speaks through.
+type sockets struct {
+	ipvs  *ipvs.Conn
+	ipset *ipset.Conn
+	links *link.Conn
+}
+
+// dialSockets opens one socket of each kind.
+func dialSockets() (sockets, error) {
+	var s sockets
+	var err error
+	if s.ipvs, err = ipvs.Dial(nil); err != nil {
+		return s, err
+	}
+	if s.ipset, err = ipset.Dial(nil); err != nil {
+		s.close()
+		return s, err
+	}
+	if s.links, err = link.Dial(nil); err != nil {
+		s.close()
+		return s, err
+	}
+	return s, nil
+}
+
+// close closes the sockets opened; it returns nil, for a closer list.
+func (s sockets) close() error {
+	if s.links != nil {
+		s.links.Close()
+	}
+	if s.ipset != nil {
+		s.ipset.Close()
+	}
+	if s.ipvs != nil {
+		s.ipvs.Close()
+	}
+	return nil
+}
+
+// calls counts the system calls made through the sockets.
+func (s sockets) calls() uint64 {
+	a, b, l := s.ipvs.Counters(), s.ipset.Stats(), s.links.Stats()
+	return a.Sendmsg + a.Recvmsg + b.Sendmsg + b.Recvmsg + l.Sendmsg + l.Replies
+}
+
+// kernel is a Kernel over the sockets.
+func (s sockets) kernel(b dataplane.Binding) *dataplane.Kernel {
+	return &dataplane.Kernel{IPVSConn: s.ipvs, IPSet: s.ipset, Link: s.links, Dummy: link.DefaultDummy, Binding: b}
 }
 
 // fullStateController adapts the full-state controller to the runtime.
