@@ -149,7 +149,7 @@ func (a *Applier) Track() (stop func() map[any]bool) {
 // which reads the kernel through r on any goroutine while plans go on
 // being applied. The finish read returns locks mu (the controller's: no
 // plan is then being applied), stops the recording and calls repair with
-// the resync's start and the state read, whose Written reports what was
+// the resync's start and the state read, whose Written holds what was
 // written since ReadApart, or the read's error. The caller holds mu.
 func (a *Applier) ReadApart(mu sync.Locker, r interface{ Read() (*State, error) },
 	repair func(start time.Time, k *State, err error) SyncStats) (read func() (finish func() SyncStats)) {
@@ -162,7 +162,7 @@ func (a *Applier) ReadApart(mu sync.Locker, r interface{ Read() (*State, error) 
 			defer mu.Unlock()
 			written := stop()
 			if err == nil {
-				k.Written = func(obj any) bool { return written[obj] }
+				k.Written = written
 			}
 			return repair(start, k, err)
 		}

@@ -361,11 +361,11 @@ type State struct {
 	// bound at the time of the read (its binding failed, or was removed
 	// by hand) is not, and its absence from Servers says nothing.
 	Visible func(render.VirtualServer) bool `json:"-"`
-	// Written, when not nil, reports the objects written (or tried) while
-	// the state was being read, keyed as Result.Failed is: what the read
-	// shows of them may predate the write, so reconciling neither forgets
-	// nor adopts them (Applier.Track).
-	Written func(obj any) bool `json:"-"`
+	// Written holds the objects written (or tried) while the state was
+	// being read, keyed as Result.Failed is: what the read shows of them
+	// may predate the write, so reconciling neither forgets nor adopts
+	// them (Applier.ReadApart).
+	Written map[any]bool `json:"-"`
 }
 
 func excluded(a netip.Addr, cidrs []netip.Prefix) bool {

@@ -1,6 +1,8 @@
 package objects
 
 import (
+	"net/netip"
+
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
@@ -29,23 +31,37 @@ type Stores struct {
 // holds now): objects that vanished are forgotten, objects that appeared or
 // changed are adopted. Destinations for which terminating (when not nil)
 // returns true wait out their connections under the applier's care and are
-// left out. Objects st.Written reports (and the destinations of a virtual
-// server it reports: they go with it) were written after the read may
-// have seen them, and are left as the stores have them. The sink's next
-// round then reports what repairs the drift; at start-up, what the kernel
+// left out. Objects in st.Written (and the destinations of a virtual
+// server in it: they go with it) were written after the read may have
+// seen them, and are left as the stores have them. The sink's next round
+// then reports what repairs the drift; at start-up, what the kernel
 // already holds is not written again.
 func (t *Keys) Reconcile(s Stores, st *dataplane.State, terminating func(render.Destination) bool) {
+	w := t.written(st.Written)
 	// A tracked virtual server the read could not see as the sink's is
 	// kept as it is: forgetting it would leak it once its address is bound
-	// again.
+	// again. Visibility is asked once per server, not once per
+	// destination.
+	var hidden func(ServerKey) bool
+	if st.Visible != nil {
+		seen := map[ServerKey]bool{}
+		hidden = func(k ServerKey) bool {
+			h, ok := seen[k]
+			if !ok {
+				h = !st.Visible(t.ServerOf(k))
+				seen[k] = h
+			}
+			return h
+		}
+	}
 	var serverKept func(ServerKey) bool
 	switch {
-	case st.Visible != nil && st.Written != nil:
-		serverKept = func(k ServerKey) bool { vs := t.ServerOf(k); return !st.Visible(vs) || st.Written(vs) }
-	case st.Visible != nil:
-		serverKept = func(k ServerKey) bool { return !st.Visible(t.ServerOf(k)) }
-	case st.Written != nil:
-		serverKept = func(k ServerKey) bool { return st.Written(t.ServerOf(k)) }
+	case hidden != nil && len(w.servers) > 0:
+		serverKept = func(k ServerKey) bool { return w.servers[k] || hidden(k) }
+	case hidden != nil:
+		serverKept = hidden
+	case len(w.servers) > 0:
+		serverKept = func(k ServerKey) bool { return w.servers[k] }
 	}
 	servers := make(map[ServerKey]render.ServerOptions, len(st.Servers))
 	for vs, o := range st.Servers {
@@ -60,28 +76,67 @@ func (t *Keys) Reconcile(s Stores, st *dataplane.State, terminating func(render.
 	}
 	var destKept func(DestKey) bool
 	switch {
-	case serverKept != nil && st.Written != nil:
-		destKept = func(k DestKey) bool { return serverKept(k.vs) || st.Written(t.DestOf(k)) }
+	case serverKept != nil && len(w.dests) > 0:
+		destKept = func(k DestKey) bool { return w.dests[k] || serverKept(k.vs) }
 	case serverKept != nil:
 		destKept = func(k DestKey) bool { return serverKept(k.vs) }
+	case len(w.dests) > 0:
+		destKept = func(k DestKey) bool { return w.dests[k] }
 	}
 	reconcile(s.Dests, dests, destKept)
 	bound := make(map[AddrKey]struct{}, len(st.Bindings))
 	for _, a := range st.Bindings {
 		bound[t.Addr(a)] = struct{}{}
 	}
+	reconcile(s.Bindings, bound, setFunc(w.addrs))
 	entries := make(map[EntryKey]struct{}, len(st.Entries))
 	for _, e := range st.Entries {
 		entries[t.Entry(e)] = struct{}{}
 	}
-	var addrKept func(AddrKey) bool
-	var entryKept func(EntryKey) bool
-	if st.Written != nil {
-		addrKept = func(k AddrKey) bool { return st.Written(t.AddrOf(k)) }
-		entryKept = func(k EntryKey) bool { return st.Written(t.EntryOf(k)) }
+	reconcile(s.Entries, entries, setFunc(w.entries))
+}
+
+// writtenKeys are the objects of State.Written by kind, as keys.
+type writtenKeys struct {
+	servers map[ServerKey]bool
+	dests   map[DestKey]bool
+	addrs   map[AddrKey]bool
+	entries map[EntryKey]bool
+}
+
+// written sorts State.Written's objects by kind: the few written during
+// a read are looked up cheaply among the many read.
+func (t *Keys) written(objs map[any]bool) writtenKeys {
+	var w writtenKeys
+	for obj := range objs {
+		switch o := obj.(type) {
+		case render.VirtualServer:
+			put(&w.servers, t.Server(o))
+		case render.Destination:
+			put(&w.dests, t.Dest(o))
+		case netip.Addr:
+			put(&w.addrs, t.Addr(o))
+		case render.SetEntry:
+			put(&w.entries, t.Entry(o))
+		}
 	}
-	reconcile(s.Bindings, bound, addrKept)
-	reconcile(s.Entries, entries, entryKept)
+	return w
+}
+
+// put adds k to the set *m, making it when nil.
+func put[K comparable](m *map[K]bool, k K) {
+	if *m == nil {
+		*m = map[K]bool{}
+	}
+	(*m)[k] = true
+}
+
+// setFunc reports membership of m; nil when m is empty.
+func setFunc[K comparable](m map[K]bool) func(K) bool {
+	if len(m) == 0 {
+		return nil
+	}
+	return func(k K) bool { return m[k] }
 }
 
 // reconcile forgets the objects of s missing from kernel and adopts those

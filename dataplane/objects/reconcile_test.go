@@ -68,9 +68,7 @@ func TestReconcileWritten(t *testing.T) {
 				Servers: map[render.VirtualServer]render.ServerOptions{kept: {}, gone: {}},
 				Dests:   map[render.Destination]render.DestOptions{extra: one, extraOld: one, underGone: one},
 			}
-			if tc.written != nil {
-				st.Written = func(o any) bool { return tc.written[o] }
-			}
+			st.Written = tc.written
 			k.Reconcile(Stores{Servers: servers, Dests: dests, Bindings: bindings, Entries: entries}, st, nil)
 			var gotServers []render.VirtualServer
 			for key := range servers {
