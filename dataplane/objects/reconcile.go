@@ -54,15 +54,7 @@ func (t *Keys) Reconcile(s Stores, st *dataplane.State, terminating func(render.
 			return h
 		}
 	}
-	var serverKept func(ServerKey) bool
-	switch {
-	case hidden != nil && len(w.servers) > 0:
-		serverKept = func(k ServerKey) bool { return w.servers[k] || hidden(k) }
-	case hidden != nil:
-		serverKept = hidden
-	case len(w.servers) > 0:
-		serverKept = func(k ServerKey) bool { return w.servers[k] }
-	}
+	serverKept := either(setFunc(w.servers), hidden)
 	servers := make(map[ServerKey]render.ServerOptions, len(st.Servers))
 	for vs, o := range st.Servers {
 		servers[t.Server(vs)] = o
@@ -75,14 +67,10 @@ func (t *Keys) Reconcile(s Stores, st *dataplane.State, terminating func(render.
 		}
 	}
 	var destKept func(DestKey) bool
-	switch {
-	case serverKept != nil && len(w.dests) > 0:
-		destKept = func(k DestKey) bool { return w.dests[k] || serverKept(k.vs) }
-	case serverKept != nil:
+	if serverKept != nil {
 		destKept = func(k DestKey) bool { return serverKept(k.vs) }
-	case len(w.dests) > 0:
-		destKept = func(k DestKey) bool { return w.dests[k] }
 	}
+	destKept = either(setFunc(w.dests), destKept)
 	reconcile(s.Dests, dests, destKept)
 	bound := make(map[AddrKey]struct{}, len(st.Bindings))
 	for _, a := range st.Bindings {
@@ -137,6 +125,18 @@ func setFunc[K comparable](m map[K]bool) func(K) bool {
 		return nil
 	}
 	return func(k K) bool { return m[k] }
+}
+
+// either reports whether a or b does; nil when both are, a function that
+// is nil counting as false.
+func either[K any](a, b func(K) bool) func(K) bool {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(k K) bool { return a(k) || b(k) }
 }
 
 // reconcile forgets the objects of s missing from kernel and adopts those

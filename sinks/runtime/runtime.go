@@ -46,7 +46,7 @@ type Controller interface {
 
 // SplitResyncer is a Controller whose resync reads the kernel apart from
 // its syncs, so that snapshots arriving during the read are applied at
-// once (the incremental sink): the runtime calls StartResync where it
+// once (both IPVS sinks): the runtime calls StartResync where it
 // would call Resync, runs the read on a goroutine of its own, and calls
 // the finish read returned on the loop's goroutine, between snapshots.
 type SplitResyncer interface {
