@@ -151,6 +151,16 @@ func (c *Config) needsProxy() bool {
 	return false
 }
 
+// relaunchForChanges reports whether the proxy must be started again with
+// ChangeArgs, unmeasured, before the change cells: they run at the long
+// resync period, which the restart cells would otherwise have set.
+func (c *Config) relaunchForChanges() bool {
+	if len(c.ChangeArgs) == 0 || c.runs("restart") {
+		return false
+	}
+	return c.runs("endpoint") || c.runs("service") || c.runs("percent")
+}
+
 // errTimeout marks a kernel that was not programmed in time.
 var errTimeout = errors.New("kernel not programmed in time")
 
@@ -223,6 +233,11 @@ func (d *driver) cells(ctx context.Context) error {
 				return err
 			}
 		}
+	} else if d.relaunchForChanges() {
+		if _, err := d.relaunch(ctx); err != nil {
+			return fmt.Errorf("benchmatrix: %s: started again for the change cells: %w", d.Sink.Name, err)
+		}
+		d.probeTime, d.probes = 0, 0
 	}
 	cells := []struct {
 		name string
@@ -461,11 +476,7 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	if err != nil {
 		return err
 	}
-	d.p.stop()
-	if err := d.startProxy(""); err != nil {
-		return err
-	}
-	end, err := d.wait(ctx, d.synced(ctx))
+	end, err := d.relaunch(ctx)
 	if err == nil {
 		start := measured{at: d.p.start, proxyCounters: noCounters}
 		fill(&s, start, d.measure(ctx, end, &start))
@@ -479,6 +490,16 @@ func (d *driver) restart(ctx context.Context, rep int) error {
 	}
 	d.emit(s, err)
 	return err
+}
+
+// relaunch stops the proxy and starts it again with the sink's current
+// arguments; it returns when the new process completed its first sync.
+func (d *driver) relaunch(ctx context.Context) (time.Time, error) {
+	d.p.stop()
+	if err := d.startProxy(""); err != nil {
+		return time.Time{}, err
+	}
+	return d.wait(ctx, d.synced(ctx))
 }
 
 // synced returns a condition that holds once the proxy completed a sync

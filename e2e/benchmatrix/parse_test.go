@@ -247,3 +247,33 @@ func TestNeedsProxy(t *testing.T) {
 		}
 	}
 }
+
+func TestRelaunchForChanges(t *testing.T) {
+	for _, tc := range []struct {
+		only       string
+		changeArgs bool
+		want       bool
+	}{
+		{"", true, false}, // the restart cells set the period
+		{"initial,restart,endpoint", true, false},
+		{"initial,endpoint", true, true}, // no restart cell: started again, unmeasured
+		{"service", true, true},
+		{"initial,percent,steady", true, true},
+		{"initial,steady", true, false},    // no change cell
+		{"initial,endpoint", false, false}, // nothing to change
+	} {
+		c := Config{}
+		if tc.only != "" {
+			c.Only = map[string]bool{}
+			for _, f := range strings.Split(tc.only, ",") {
+				c.Only[f] = true
+			}
+		}
+		if tc.changeArgs {
+			c.ChangeArgs = []string{"--sync-period=1h"}
+		}
+		if got := c.relaunchForChanges(); got != tc.want {
+			t.Errorf("relaunchForChanges with %q, ChangeArgs %v = %v, want %v", tc.only, c.ChangeArgs, got, tc.want)
+		}
+	}
+}
