@@ -33,6 +33,13 @@ import (
 // change must be exactly one kernel write, and at the end the kernel read
 // back must hold every destination.
 //
+// With change=remove, every iteration first adds one endpoint, untimed,
+// and then removes it, timed: the destination, which has no connections,
+// is set to weight 0, its server's destinations are read for their
+// connection counts (Applier.Reap) and it is removed, so every removal
+// must be exactly two kernel writes, and at the end the kernel must hold
+// the initial destinations alone.
+//
 // With resync=beside, split resyncs (StartResync) run back to back, as the
 // runtime runs the periodic one: their kernel reads on another goroutine
 // (through IPVS sockets of their own) during changes made 10 ms apart,
@@ -46,15 +53,19 @@ import (
 func BenchmarkLatencyKernel(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		for _, beside := range []bool{false, true} {
-			b.Run(fmt.Sprintf("services=%d/resync=%s", n, map[bool]string{false: "none", true: "beside"}[beside]), func(b *testing.B) {
-				latencyKernel(b, n, beside)
-			})
+			for _, remove := range []bool{false, true} {
+				b.Run(fmt.Sprintf("services=%d/resync=%s/change=%s", n,
+					map[bool]string{false: "none", true: "beside"}[beside],
+					map[bool]string{false: "add", true: "remove"}[remove]), func(b *testing.B) {
+					latencyKernel(b, n, beside, remove)
+				})
+			}
 		}
 	}
 }
 
 // latencyKernel is one case of BenchmarkLatencyKernel.
-func latencyKernel(b *testing.B, n int, beside bool) {
+func latencyKernel(b *testing.B, n int, beside, remove bool) {
 	requireKernel(b)
 	node := newKernelNodeTB(b)
 	a, nd := node.parts(b)
@@ -131,20 +142,36 @@ func latencyKernel(b *testing.B, n int, beside bool) {
 		old := ses[j]
 		eps := append(old.Endpoints[:len(old.Endpoints):len(old.Endpoints)],
 			dataplanetest.BenchEndpoint(fmt.Sprint("ep-new-", i), dataplanetest.BenchEndpointAddr(n*benchEndpoints+i)))
-		ses[j] = &client.ServiceEndpoints{Service: old.Service, Endpoints: eps}
-		tr.Set(old.Service.Key(), ses[j])
+		added := &client.ServiceEndpoints{Service: old.Service, Endpoints: eps}
+		next, what, writes := added, "added", 1
+		if remove {
+			// Untimed: the endpoint the timed change removes.
+			tr.Set(old.Service.Key(), added)
+			ev.Apply(tr.Snapshot())
+			if last.Err != nil || last.Writes != 1 {
+				b.Fatalf("one endpoint added: %d writes, want 1: %v", last.Writes, last.Err)
+			}
+			// Weight 0, then Reap's removal.
+			next, what, writes = old, "removed", 2
+		}
+		ses[j] = next
+		tr.Set(old.Service.Key(), next)
 		snap := tr.Snapshot()
 		c0, th, t := cpuSeconds(), threadCPU(), time.Now()
 		ev.Apply(snap)
 		lat = append(lat, time.Since(t))
 		onCPU = append(onCPU, threadCPU()-th)
 		cpu += cpuSeconds() - c0
-		if last.Err != nil || last.Writes != 1 {
-			b.Fatalf("one endpoint added: %d writes, want 1: %v", last.Writes, last.Err)
+		if last.Err != nil || last.Writes != writes {
+			b.Fatalf("one endpoint %s: %d writes, want %d: %v", what, last.Writes, writes, last.Err)
 		}
 		i++
 	}
-	if got, want := len(read(b, nd).Dests), n*benchEndpoints+i; got != want {
+	want := n*benchEndpoints + i
+	if remove {
+		want = n * benchEndpoints
+	}
+	if got := len(read(b, nd).Dests); got != want {
 		b.Fatalf("the kernel holds %d destinations, want %d", got, want)
 	}
 	pct := func(l []time.Duration, p float64) float64 {
