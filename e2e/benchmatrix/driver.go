@@ -119,10 +119,14 @@ type Config struct {
 	Client    kubernetes.Interface `json:"-"`
 	// Timeout bounds each wait for the kernel.
 	Timeout time.Duration
+	// ProbeGap is the least pause between two kernel probes (zero: as
+	// long as the last probe took, at least 2 ms).
+	ProbeGap time.Duration
 	// Only, when not nil, runs only the scenarios it names (the keys of
 	// Scenarios); the others are skipped. Any cell after the initial sync
-	// needs a programmed kernel, so selecting one runs the initial sync
-	// too; "strace" alone runs only the initial sync under strace.
+	// needs a programmed kernel, so selecting one runs an initial sync
+	// too, unmeasured unless "initial" is selected (no sample, no IPVS
+	// floor); "strace" alone runs only the initial sync under strace.
 	Only map[string]bool
 	// Work is a scratch directory.
 	Work string
@@ -159,6 +163,15 @@ func (c *Config) relaunchForChanges() bool {
 		return false
 	}
 	return c.runs("endpoint") || c.runs("service") || c.runs("percent")
+}
+
+// initialReps is the number of initial syncs before the other cells:
+// Reps when they are measured, else the one the other cells need.
+func (c *Config) initialReps() int {
+	if c.runs("initial") {
+		return c.Reps
+	}
+	return 1
 }
 
 // errTimeout marks a kernel that was not programmed in time.
@@ -207,12 +220,14 @@ func Run(ctx context.Context, cfg Config) error {
 // cells runs the initial syncs and the selected cells that follow them.
 func (d *driver) cells(ctx context.Context) error {
 	// Initial syncs: each from an empty kernel in a fresh namespace; the
-	// last one's proxy stays for the other scenarios.
-	for rep := range d.Reps {
+	// last one's proxy stays for the other scenarios. When they are not
+	// selected, one prepares the kernel for the cells that are.
+	reps := d.initialReps()
+	for rep := range reps {
 		if err := d.initial(ctx, rep, ""); err != nil {
 			return err
 		}
-		if rep < d.Reps-1 {
+		if rep < reps-1 {
 			d.teardown()
 		}
 	}
@@ -306,7 +321,7 @@ func (d *driver) wait(ctx context.Context, cond func() (bool, error)) (time.Time
 			return now, ctx.Err()
 		}
 		// As long as the probe took: the probes take at most half a core.
-		time.Sleep(max(2*time.Millisecond, now.Sub(t0)))
+		time.Sleep(max(2*time.Millisecond, d.ProbeGap, now.Sub(t0)))
 	}
 }
 
@@ -458,6 +473,16 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 		} else if serr != nil {
 			d.Logf("%s: strace counts at the timeout: %v", d.Sink.Name, serr)
 		}
+	}
+	if strace == "" && !d.runs("initial") {
+		// The cells selected need it, but it is not one of them: no
+		// sample (it would replace the initial syncs measured with
+		// the other proxies of the group in an earlier run).
+		d.probeTime, d.probes = 0, 0
+		if err == nil {
+			d.Logf("%s %dx%d: initial sync (not measured in this run) took %.3f s", s.Sink, s.Services, s.Endpoints, s.Seconds)
+		}
+		return err
 	}
 	d.emit(s, err)
 	if strace != "" {

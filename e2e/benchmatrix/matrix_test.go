@@ -45,6 +45,11 @@ const (
 	SteadyEnv = "PROXYSINKS_BENCH_STEADY"
 	// LabelEnv names the run's results file (default short or full).
 	LabelEnv = "PROXYSINKS_BENCH_LABEL"
+	// ProbeGapEnv sets the least pause between two kernel probes (a Go
+	// duration; default: as long as the last probe took, at least 2 ms).
+	// A longer gap leaves the proxy the CPU and the kernel's IPVS mutex
+	// the probes take, at the cost of the probe's resolution.
+	ProbeGapEnv = "PROXYSINKS_BENCH_PROBE_GAP"
 	// guestEnv tells TestMatrixGuest, in the VM, where its Config is.
 	guestEnv = "PROXYSINKS_BENCH_GUEST"
 	// ScenariosEnv, a comma-separated list of Scenarios' names, runs only
@@ -72,6 +77,8 @@ type plan struct {
 	// timeout, when set, bounds every wait for the kernel (default: from
 	// the size).
 	timeout time.Duration
+	// probeGap is Config.ProbeGap.
+	probeGap time.Duration
 }
 
 // changeSyncPeriod is the periodic resync of the proxies during the change
@@ -122,7 +129,7 @@ func planFromEnv(getenv func(string) string, short bool) (plan, error) {
 		}
 	}
 	if err := cmp.Or(count(RepsEnv, &p.reps), count(EndpointRepsEnv, &p.endpointReps),
-		duration(SteadyEnv, &p.steady), duration(TimeoutEnv, &p.timeout)); err != nil {
+		duration(SteadyEnv, &p.steady), duration(TimeoutEnv, &p.timeout), duration(ProbeGapEnv, &p.probeGap)); err != nil {
 		return p, err
 	}
 	if v := getenv(SinksEnv); v != "" {
@@ -283,7 +290,7 @@ func TestMatrix(t *testing.T) {
 					kc = kpKC
 				}
 				cfg := Config{Sink: s, Services: n, Endpoints: m, Reps: pl.reps, EndpointReps: pl.endpointReps,
-					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, Only: pl.only, StraceAll: os.Getenv(StraceEnv) == "all", Emit: emit, Logf: t.Logf}
+					Steady: pl.steady, ChangeArgs: changeArgs[s.KubeProxy], Timeout: timeout, ProbeGap: pl.probeGap, Only: pl.only, StraceAll: os.Getenv(StraceEnv) == "all", Emit: emit, Logf: t.Logf}
 				cfg.Sink.Kubeconfig = kc
 				if s.Kind == KindIPVS {
 					cfg.Timeout = vmTimeout
@@ -292,7 +299,7 @@ func TestMatrix(t *testing.T) {
 						vmStrace = ""
 					}
 					floor := ""
-					if !s.KubeProxy && cfg.needsProxy() {
+					if !s.KubeProxy && cfg.runs("initial") {
 						floor = floorBin
 					}
 					runGuest(t, c, cfg, guestBin, floor, adminGuest, vmStrace, emit)
@@ -473,7 +480,7 @@ func TestMatrixGuest(t *testing.T) {
 // commandLine is the make command that reproduces a plan.
 func commandLine(p plan) string {
 	var env []string
-	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, ScenariosEnv, LabelEnv} {
+	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, ProbeGapEnv, ScenariosEnv, LabelEnv} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+strconv.Quote(v))
 		}

@@ -1,6 +1,7 @@
 package benchmatrix
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -189,6 +190,31 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestSectionUnmeasured: a proxy whose initial sync timed out keeps a row
+// in the later scenarios' tables, saying why it has no numbers there.
+func TestSectionUnmeasured(t *testing.T) {
+	smp := func(sink, sc, err string) Sample {
+		return Sample{Sink: sink, Kind: KindIPVS, Scenario: sc, Services: 10, Endpoints: 1, Seconds: 1, Error: err}
+	}
+	timeout := fmt.Errorf("%w after 25m0s (last probe error: <nil>)", errTimeout).Error()
+	tables := merge([]*Results{{Label: "r", Samples: []Sample{
+		smp("ipvs-incremental", ScInitial, ""),
+		smp("kube-proxy ipvs", ScInitial, timeout),
+		smp("ipvs-incremental", ScEndpointAdd, ""),
+	}}})
+	var b strings.Builder
+	sectionTable(&b, tables[sizeKey{10, 1}], ScEndpointAdd)
+	want := "| kube-proxy ipvs | 0 | not measured: its initial sync had not programmed the kernel after 1500 s |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	sectionTable(&b, tables[sizeKey{10, 1}], ScRestart)
+	if b.Len() != 0 {
+		t.Errorf("a scenario nobody measured has a table:\n%s", b.String())
+	}
+}
+
 // TestPlanFromEnv: the knobs of make bench-report, and a clear error
 // naming the variable for each bad value.
 func TestPlanFromEnv(t *testing.T) {
@@ -198,9 +224,9 @@ func TestPlanFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{env: nil, want: func(*plan) {}},
-		{env: map[string]string{SizesEnv: "30000x10,1000x100", RepsEnv: "2", EndpointRepsEnv: "5", SteadyEnv: "31s", TimeoutEnv: "25m", LabelEnv: "x", SinksEnv: "iptables, kube-proxy iptables"},
+		{env: map[string]string{SizesEnv: "30000x10,1000x100", RepsEnv: "2", EndpointRepsEnv: "5", SteadyEnv: "31s", TimeoutEnv: "25m", ProbeGapEnv: "20ms", LabelEnv: "x", SinksEnv: "iptables, kube-proxy iptables"},
 			want: func(p *plan) {
-				p.sizes, p.reps, p.endpointReps, p.steady, p.timeout, p.label = [][2]int{{30000, 10}, {1000, 100}}, 2, 5, 31*time.Second, 25*time.Minute, "x"
+				p.sizes, p.reps, p.endpointReps, p.steady, p.timeout, p.probeGap, p.label = [][2]int{{30000, 10}, {1000, 100}}, 2, 5, 31*time.Second, 25*time.Minute, 20*time.Millisecond, "x"
 				p.sinks = []string{"iptables", "kube-proxy iptables"}
 			}},
 		{env: map[string]string{ScenariosEnv: "initial, strace"}, want: func(p *plan) { p.only = map[string]bool{"initial": true, "strace": true} }},
@@ -210,6 +236,7 @@ func TestPlanFromEnv(t *testing.T) {
 		{env: map[string]string{EndpointRepsEnv: "many"}, wantErr: `PROXYSINKS_BENCH_ENDPOINT_REPS: bad count "many" (want a positive integer)`},
 		{env: map[string]string{SteadyEnv: "-1s"}, wantErr: `PROXYSINKS_BENCH_STEADY: bad duration "-1s" (want a positive Go duration, such as 30m)`},
 		{env: map[string]string{TimeoutEnv: "30"}, wantErr: `PROXYSINKS_BENCH_TIMEOUT: bad duration "30" (want a positive Go duration, such as 30m)`},
+		{env: map[string]string{ProbeGapEnv: "0s"}, wantErr: `PROXYSINKS_BENCH_PROBE_GAP: bad duration "0s" (want a positive Go duration, such as 30m)`},
 		{env: map[string]string{ScenariosEnv: "initial,floor"}, wantErr: `PROXYSINKS_BENCH_SCENARIOS: no scenario "floor" (want some of endpoint, initial, percent, restart, service, steady, strace)`},
 	} {
 		got, err := planFromEnv(func(k string) string { return tc.env[k] }, false)
@@ -244,6 +271,23 @@ func TestNeedsProxy(t *testing.T) {
 		}
 		if got := c.needsProxy(); got != want {
 			t.Errorf("needsProxy with %q = %v, want %v", only, got, want)
+		}
+	}
+}
+
+// TestInitialReps: the initial syncs are repeated when measured; the
+// other cells alone need one.
+func TestInitialReps(t *testing.T) {
+	for only, want := range map[string]int{"": 3, "initial": 3, "endpoint,initial": 3, "endpoint": 1, "restart,steady": 1} {
+		c := Config{Reps: 3}
+		if only != "" {
+			c.Only = map[string]bool{}
+			for _, f := range strings.Split(only, ",") {
+				c.Only[f] = true
+			}
+		}
+		if got := c.initialReps(); got != want {
+			t.Errorf("initialReps with %q = %d, want %d", only, got, want)
 		}
 	}
 }
