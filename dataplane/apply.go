@@ -682,6 +682,16 @@ func (a *Applier) Reap() (int, error) {
 	return removed, joinErrors(errs)
 }
 
+// ReapInto is Reap for a sync's stats: what it removed is counted in
+// st.Writes and st.Reaped, its error joined to st.Err. The controllers log
+// it with the sync, once the kernel is programmed.
+func (a *Applier) ReapInto(st *SyncStats) {
+	n, err := a.Reap()
+	st.Writes += n
+	st.Reaped += n
+	st.Err = errors.Join(st.Err, err)
+}
+
 // SyncStats describes one sync of a controller, for logs and metrics.
 type SyncStats struct {
 	Start    time.Time
@@ -689,6 +699,10 @@ type SyncStats struct {
 	Services int
 	// Writes is the number of kernel objects written.
 	Writes int
+	// Reaped is how many of them removed quiesced destinations whose
+	// connections ended (Applier.Reap): endpoints that went, or
+	// destinations the cluster's state does not have.
+	Reaped int
 	// Failed is the number of objects that failed (retried next sync).
 	Failed int
 	// RenderErrors counts problems in the input (bad annotations...).
@@ -709,6 +723,9 @@ func (s SyncStats) LogAttrs(withServices bool) []any {
 		attrs = append(attrs, "services", s.Services)
 	}
 	attrs = append(attrs, "writes", s.Writes)
+	if s.Reaped > 0 {
+		attrs = append(attrs, "reaped", s.Reaped)
+	}
 	if s.Err != nil {
 		attrs = append(attrs, "failed", s.Failed, "error", s.Err)
 	}

@@ -7,7 +7,6 @@
 package fullstate
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -131,28 +130,22 @@ func (c *Controller) apply(st *SyncStats) {
 	if err := res.Err(); err != nil {
 		st.Err = err
 	}
-	if n, err := c.applier.Reap(); err != nil {
-		st.Err = errors.Join(st.Err, err)
-	} else if n > 0 {
-		st.Writes += n
-		// Quiesced destinations whose connections ended: endpoints that
-		// went, or destinations the cluster's state does not have (added
-		// by hand, repaired at a resync).
-		c.log.Info("quiesced destinations removed, their connections ended", "count", n)
-	}
+	c.applier.ReapInto(st)
 }
 
-// finish logs and reports a sync; what is "sync" (a snapshot, with its
+// finish reports and logs a sync; what is "sync" (a snapshot, with its
 // services) or "resync" (the periodic repair, which reads no snapshot).
+// The report comes first: the kernel is programmed, and the metrics of
+// the time until then must not count writing the log line.
 func (c *Controller) finish(st *SyncStats, what string) {
 	st.Duration = time.Since(st.Start)
+	if c.OnSync != nil {
+		c.OnSync(*st)
+	}
 	if st.Err != nil {
 		c.log.Error(what+" failed in part; failed objects are retried at the next sync", st.LogAttrs(what == "sync")...)
 	} else {
 		c.log.Info(what, append(st.LogAttrs(what == "sync"), "duration", st.Duration)...)
-	}
-	if c.OnSync != nil {
-		c.OnSync(*st)
 	}
 }
 

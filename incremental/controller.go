@@ -18,7 +18,6 @@ package incremental
 
 import (
 	"cmp"
-	"errors"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -452,15 +451,7 @@ func (c *Controller) apply(st *SyncStats) {
 		c.bindings.applied(ch.Bindings, ch.DeletedBindings, failedFunc(f, f.Addr))
 		c.entries.applied(ch.Entries, ch.DeletedEntries, failedFunc(f, f.Entry))
 	}
-	if n, err := c.applier.Reap(); err != nil {
-		st.Err = errors.Join(st.Err, err)
-	} else if n > 0 {
-		st.Writes += n
-		// Quiesced destinations whose connections ended: endpoints that
-		// went, or destinations the cluster's state does not have (added
-		// by hand, repaired at a resync).
-		c.log.Info("quiesced destinations removed, their connections ended", "count", n)
-	}
+	c.applier.ReapInto(st)
 }
 
 // failedFunc returns fn, or nil when nothing failed.
@@ -471,10 +462,15 @@ func failedFunc[K any](f objects.Failures, fn func(K) bool) func(K) bool {
 	return fn
 }
 
-// finish logs and reports a sync; what is "sync" (a snapshot, with its
+// finish reports and logs a sync; what is "sync" (a snapshot, with its
 // services) or "resync" (the periodic repair, which reads no snapshot).
+// The report comes first: the kernel is programmed, and the metrics of
+// the time until then must not count writing the log line.
 func (c *Controller) finish(st *SyncStats, what string) {
 	st.Duration = time.Since(st.Start)
+	if c.OnSync != nil {
+		c.OnSync(*st)
+	}
 	switch {
 	case st.Err != nil:
 		c.log.Error(what+" failed in part; failed objects are retried at the next sync", st.LogAttrs(true)...)
@@ -482,9 +478,6 @@ func (c *Controller) finish(st *SyncStats, what string) {
 		c.log.Info(what, append(st.LogAttrs(true), "duration", st.Duration)...)
 	default:
 		c.log.Debug(what, append(st.LogAttrs(true), "duration", st.Duration)...)
-	}
-	if c.OnSync != nil {
-		c.OnSync(*st)
 	}
 }
 

@@ -2,6 +2,7 @@ package incremental
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -203,5 +204,55 @@ func TestServiceNumbersReused(t *testing.T) {
 	// (its number freed as that sync rendered it).
 	if got := len(c.names); got > 3 {
 		t.Errorf("%d service numbers after 20 services came and went, want at most 3", got)
+	}
+}
+
+// logLines is an io.Writer for a slog handler: every line written, and
+// how many syncs had been reported (OnSync) when it was.
+type logLines struct {
+	reported *int
+	lines    []string
+	at       []int
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.lines = append(l.lines, string(p))
+	l.at = append(l.at, *l.reported)
+	return len(p), nil
+}
+
+// TestReportBeforeLog: a sync is reported (OnSync: the metrics of the time
+// until the kernel is programmed) before its log line is written, and an
+// endpoint removed and reaped in the same sync is one line naming both
+// writes and the reap, not a line of its own inside the sync.
+func TestReportBeforeLog(t *testing.T) {
+	n := newFakeNode(t)
+	a, nd := n.parts(t)
+	var reported int
+	out := &logLines{reported: &reported}
+	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, slog.New(slog.NewTextHandler(out, nil)))
+	var last SyncStats
+	c.OnSync = func(s SyncStats) { reported++; last = s }
+	web := clusterIPService("web", "10.96.0.1")
+	c.SetService(web)
+	c.SetEndpoint(web.Key(), endpoint("e1", "10.244.0.5"))
+	c.SetEndpoint(web.Key(), endpoint("e2", "10.244.0.6"))
+	c.Sync()
+	c.DeleteEndpoint(web.Key(), "e2")
+	c.Sync()
+	// Weight 0, the endpoint's KUBE-LOOP-BACK entry removed, then the
+	// reap's removal (the fake destination has no connections).
+	if last.Writes != 3 || last.Reaped != 1 || last.Err != nil {
+		t.Fatalf("the removal's sync: %d writes, %d reaped, want 3 and 1: %v", last.Writes, last.Reaped, last.Err)
+	}
+	if got := len(read(t, nd).Dests); got != 1 {
+		t.Errorf("the kernel holds %d destinations, want 1", got)
+	}
+	want := []int{1, 2} // each line after its own sync's report
+	if !slices.Equal(out.at, want) {
+		t.Errorf("log lines written after %v reports, want %v:\n%s", out.at, want, strings.Join(out.lines, ""))
+	}
+	if l := out.lines[len(out.lines)-1]; !strings.Contains(l, "writes=3 reaped=1") {
+		t.Errorf("the removal's log line %q does not name its writes and the reap", l)
 	}
 }
