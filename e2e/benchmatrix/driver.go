@@ -86,6 +86,13 @@ type Sample struct {
 	// source's coalescing, to the kernel programmed.
 	Programmed        float64 `json:"programmed,omitempty"`
 	ProgrammedSeconds float64 `json:"programmedSeconds,omitempty"`
+	// GCs is the proxy's garbage collections over the interval
+	// (go_gc_duration_seconds_count); -1 when it has no such metric.
+	GCs float64 `json:"gcs"`
+	// StallSeconds (the change cells) is the latest the driver's
+	// realtime thread, due every millisecond, woke during the interval:
+	// how long the machine ran nothing (stallWatch).
+	StallSeconds float64 `json:"stallSeconds,omitempty"`
 	// KernelChanged is set when a restart changed the kernel's state.
 	KernelChanged bool `json:"kernelChanged,omitempty"`
 	// ProbeSeconds is the mean time of one kernel probe of the cell: the
@@ -187,6 +194,8 @@ type driver struct {
 	// probeTime and probes add up the kernel probes of the current cell.
 	probeTime time.Duration
 	probes    int
+	// stall watches the machine during the change cells.
+	stall *stallWatch
 }
 
 // Run measures every scenario for one proxy. A cell that fails is emitted
@@ -271,6 +280,10 @@ func (d *driver) cells(ctx context.Context) error {
 }
 
 func (d *driver) teardown() {
+	if d.stall != nil {
+		d.stall.close()
+		d.stall = nil
+	}
 	if d.p != nil {
 		d.p.stop()
 		d.p = nil
@@ -287,7 +300,7 @@ func (d *driver) teardown() {
 
 func (d *driver) sample(sc string, rep int) Sample {
 	return Sample{Sink: d.Sink.Name, Kind: d.Sink.Kind, KubeProxy: d.Sink.KubeProxy, Scenario: sc,
-		Services: d.Services, Endpoints: d.Endpoints, Rep: rep, KernelOps: -1, NetlinkSyscalls: -1}
+		Services: d.Services, Endpoints: d.Endpoints, Rep: rep, KernelOps: -1, NetlinkSyscalls: -1, GCs: -1}
 }
 
 // wait polls cond until it holds, the proxy exits or the timeout passes;
@@ -331,6 +344,7 @@ type proxyCounters struct {
 	ops, calls          float64 // the sinks' kernel operations and netlink calls
 	syncs, syncSum      float64 // kubeproxy_sync_proxy_rules_duration_seconds
 	programmed, progSum float64 // proxysinks_snapshot_programming_duration_seconds
+	gcs                 float64 // go_gc_duration_seconds_count
 }
 
 // noCounters is a proxy's state at its start: nothing counted yet.
@@ -338,7 +352,7 @@ var noCounters = proxyCounters{}
 
 // counters reads the proxy's counters (-1 when absent or unreadable).
 func (d *driver) counters(ctx context.Context) proxyCounters {
-	c := proxyCounters{-1, -1, -1, -1, -1, -1}
+	c := proxyCounters{-1, -1, -1, -1, -1, -1, -1}
 	m, err := d.p.metrics(ctx)
 	if err != nil {
 		return c
@@ -350,6 +364,7 @@ func (d *driver) counters(ctx context.Context) proxyCounters {
 		"kubeproxy_sync_proxy_rules_duration_seconds_sum":        &c.syncSum,
 		"proxysinks_snapshot_programming_duration_seconds_count": &c.programmed,
 		"proxysinks_snapshot_programming_duration_seconds_sum":   &c.progSum,
+		"go_gc_duration_seconds_count":                           &c.gcs,
 	} {
 		if x, ok := m[name]; ok {
 			*v = x
@@ -398,6 +413,9 @@ func fill(s *Sample, a, b measured) {
 	if a.programmed >= 0 && b.programmed >= 0 {
 		s.Programmed, s.ProgrammedSeconds = b.programmed-a.programmed, b.progSum-a.progSum
 	}
+	if a.gcs >= 0 && b.gcs >= 0 {
+		s.GCs = b.gcs - a.gcs
+	}
 }
 
 func (d *driver) emit(s Sample, err error) {
@@ -411,6 +429,10 @@ func (d *driver) emit(s Sample, err error) {
 	} else {
 		d.Logf("%s %dx%d %s rep %d: %.3f s, %.2f CPU-s, %.0f MB, %d restore bytes, %d syscalls (%d socket messages), %.0f kernel ops",
 			s.Sink, s.Services, s.Endpoints, s.Scenario, s.Rep, s.Seconds, s.CPUSeconds, s.PeakRSSMB, s.RestoreBytes, s.Syscalls, s.MessageSyscalls, s.KernelOps)
+		if s.StallSeconds > 0 {
+			d.Logf("%s %s rep %d: own sync %.2f ms, programmed %.2f ms, longest stall %.2f ms, %.0f GCs",
+				s.Sink, s.Scenario, s.Rep, s.SyncSeconds*1e3, s.ProgrammedSeconds*1e3, s.StallSeconds*1e3, s.GCs)
+		}
 	}
 	d.Emit(s)
 }
@@ -565,17 +587,24 @@ func (d *driver) steady(ctx context.Context) {
 // change writes with write, then waits for cond and emits the sample.
 func (d *driver) change(ctx context.Context, sc string, rep int, write func() error, cond func() (bool, error)) {
 	s := d.sample(sc, rep)
+	if d.stall == nil {
+		d.stall = startStallWatch()
+		d.Logf("%s: stall watch started (realtime: %v)", d.Sink.Name, d.stall.realtime.Load())
+	}
 	// Outside the proxies' minimum sync period (1 s) since the last change.
 	time.Sleep(1200 * time.Millisecond)
 	a := d.measure(ctx, time.Now(), nil)
+	d.stall.take()
 	a.at = time.Now()
 	err := write()
 	var end time.Time
 	if err == nil {
 		end, err = d.wait(ctx, cond)
 	}
+	stall := d.stall.take()
 	if err == nil {
 		fill(&s, a, d.measure(ctx, end, &a))
+		s.StallSeconds = stall.Seconds()
 	}
 	d.emit(s, err)
 }

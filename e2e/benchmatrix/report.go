@@ -627,7 +627,7 @@ func latencyTable(b *strings.Builder, t *table) {
 		}
 		fmt.Fprintf(b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", s, len(v), 1000*percentile(v, 50), 1000*percentile(v, 90), 1000*percentile(v, 99), 1000*v[len(v)-1], 1000*mean(c), own)
 	}
-	b.WriteString("\nThe times are from the API write to the kernel seen programmed by the driver's probe. The sink's own time (proxysinks_snapshot_programming_duration_seconds) is from the change reaching the sink, after its source's coalescing, to the kernel programmed: the target's event-to-programmed. With fewer than 100 samples the p99 is the largest sample but one at most; CPU comes in 10 ms ticks, so its mean over many changes is the meaningful figure.\n\n")
+	b.WriteString("\nThe times are from the API write to the kernel seen programmed by the driver's probe. The sink's own time (proxysinks_snapshot_programming_duration_seconds) is from the change reaching the sink, after its source's coalescing, to the kernel programmed: the target's event-to-programmed. With 100 samples or fewer the p99 (nearest rank) is the largest sample; CPU comes in 10 ms ticks, so its mean over many changes is the meaningful figure.\n\n")
 }
 
 // targets writes the targets, each at the size with 10 endpoints
