@@ -307,13 +307,16 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		if st.Err == nil {
 			// Programmed: kube-proxy's latency from each change's trigger
 			// time, and ours from the snapshot's delivery. After a failed
-			// sync they wait for the sync that programs them.
+			// sync they wait for the sync that programs them. They end
+			// where the sync ended, not at this call: what the controller
+			// did since (its log line) is not programming.
+			programmed := programmedAt(st, time.Now())
 			for _, t := range triggers {
-				metrics.ProgrammingDuration.Observe(time.Since(t).Seconds())
+				metrics.ProgrammingDuration.Observe(programmed.Sub(t).Seconds())
 			}
 			triggers = triggers[:0]
 			if !delivered.IsZero() {
-				metrics.SnapshotProgramming.Observe(time.Since(delivered).Seconds())
+				metrics.SnapshotProgramming.Observe(programmed.Sub(delivered).Seconds())
 				delivered = time.Time{}
 			}
 		}
@@ -539,4 +542,13 @@ func (w *staleWatch) check() {
 		w.log.Info("source trustworthy again", "was", w.last)
 	}
 	w.last = reason
+}
+
+// programmedAt is when a sync programmed the kernel: where it ended
+// (Start+Duration), or now for stats without a start.
+func programmedAt(st dataplane.SyncStats, now time.Time) time.Time {
+	if st.Start.IsZero() {
+		return now
+	}
+	return st.Start.Add(st.Duration)
 }
