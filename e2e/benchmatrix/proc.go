@@ -194,9 +194,7 @@ func childOf(pid int) (int, error) {
 		if err != nil {
 			continue
 		}
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		if f := strings.Fields(st[i+1:]); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if f := statFields(string(b)); len(f) > 1 && f[1] == strconv.Itoa(pid) {
 			return c, nil
 		}
 	}
@@ -249,13 +247,20 @@ func readUsage(pid int) (usage, error) {
 	return u, nil
 }
 
-// parseStatCPU returns utime+stime+cutime+cstime of a /proc/<pid>/stat line.
-func parseStatCPU(stat string) (time.Duration, error) {
+// statFields returns the fields of a /proc/<pid>/stat line after the
+// command's name (which may hold spaces and parentheses): f[0] is the
+// state, f[1] the parent's id. It returns nil for a line without one.
+func statFields(stat string) []string {
 	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("benchmatrix: bad stat line %q", stat)
+		return nil
 	}
-	f := strings.Fields(stat[i+1:])
+	return strings.Fields(stat[i+1:])
+}
+
+// parseStatCPU returns utime+stime+cutime+cstime of a /proc/<pid>/stat line.
+func parseStatCPU(stat string) (time.Duration, error) {
+	f := statFields(stat)
 	// f[0] is field 3 (state); utime..cstime are fields 14..17.
 	if len(f) < 15 {
 		return 0, fmt.Errorf("benchmatrix: short stat line %q", stat)

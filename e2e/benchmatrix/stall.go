@@ -22,6 +22,7 @@ const stallTick = time.Millisecond
 // machine's.
 type stallWatch struct {
 	worst    atomic.Int64 // the latest wake-up since the last take, in ns
+	woken    atomic.Int64 // how many sleeps the thread has ended
 	realtime atomic.Bool  // the thread runs SCHED_FIFO
 	stop     chan struct{}
 	done     chan struct{}
@@ -63,11 +64,24 @@ func (w *stallWatch) run(ready chan<- struct{}) {
 				break
 			}
 		}
+		w.woken.Add(1)
 	}
 }
 
 // take returns the latest wake-up since the last take and starts again.
-func (w *stallWatch) take() time.Duration { return time.Duration(w.worst.Swap(0)) }
+// It first waits for the sleep in progress to end: a pause of the
+// machine that has not ended yet when take is called (the thread still
+// asleep, or woken but not yet run) belongs to this take, not the next.
+func (w *stallWatch) take() time.Duration {
+	for n := w.woken.Load(); w.woken.Load() == n; {
+		select {
+		case <-w.done:
+			return time.Duration(w.worst.Swap(0))
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+	return time.Duration(w.worst.Swap(0))
+}
 
 // close stops the thread and waits for it.
 func (w *stallWatch) close() {

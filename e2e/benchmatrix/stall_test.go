@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,11 @@ func TestStallWatch(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// A stop takes effect when one thread of the child has run to take
+	// the signal, which on a busy machine can be milliseconds: the watch's
+	// thread keeps waking until then, so the stop is timed from when every
+	// thread is stopped.
+	waitStopped(t, cmd.Process.Pid)
 	time.Sleep(stopped)
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -70,6 +76,35 @@ func TestStallWatch(t *testing.T) {
 	in.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("child: %v", err)
+	}
+}
+
+// waitStopped waits until every thread of process pid is stopped.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("threads of %d: %v (%d found)", pid, err, len(tasks))
+		}
+		running := ""
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := statFields(string(b)); len(f) == 0 || f[0] != "T" {
+				running = task
+			}
+		}
+		if running == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not stopped 10 s after SIGSTOP", running)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
