@@ -10,5 +10,6 @@ import (
 // flows created through ctnetlink and real DNAT'd UDP flows are flushed by
 // target, IPv4 and IPv6, while other flows stay.
 func TestConntrackKernelVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/dataplane/conntrack", "-test.run", "Kernel", "-test.v")
 }

@@ -10,6 +10,7 @@ import (
 // iptables rules with nft and legacy, the KUBE-IPVS-OUT-FILTER drops that
 // follow set members) on the VM's kernel.
 func TestDataplaneKernelVM(t *testing.T) {
+	t.Parallel()
 	t.Run("kernel", func(t *testing.T) {
 		vm.RunTests(t, "github.com/proxysinks/proxysinks/dataplane/kernel", "-test.v")
 	})

@@ -2,4 +2,10 @@
 // each test here boots the VM (package vm) and runs a package's kernel tests
 // or a shell script there. `make test-vm` runs this package; the long
 // tests (see longVM) run only with PROXYSINKS_VM_LONG=1 (`make test-long`).
+//
+// The functional tests are parallel (t.Parallel): each boots its own VM,
+// with its own user-mode network, so nothing in a guest is shared, and a
+// guest under TCG keeps about one host core busy, so two VMs at a time
+// (go test's -parallel, GOMAXPROCS by default) use a 2-core host's both.
+// The benchmarks and the soak are not: they run alone, before the rest.
 package vmtests

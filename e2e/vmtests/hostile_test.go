@@ -13,6 +13,7 @@ import (
 // untouched, a kill -9 restart writing nothing) in the VM, once with each
 // IPVS sink. TestNodeE2EVM skips it.
 func TestHostileKernelVM(t *testing.T) {
+	t.Parallel()
 	longVM(t)
 	for _, sink := range []string{"fullstate", "incremental"} {
 		t.Run(sink, func(t *testing.T) {

@@ -11,5 +11,6 @@ import (
 // restarts, the kernel state read back by both sinks' reader and compared
 // with ipvsadm -Sn, ipset save, ip addr and iptables-save.
 func TestIncrementalKernelVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/incremental", "-test.v", "-test.run", "EquivalenceKernel")
 }

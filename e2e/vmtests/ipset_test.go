@@ -10,5 +10,6 @@ import (
 // suite (every set type, both families, 100,000-entry batches), the
 // protocol-6 run and the cross-check with the ipset CLI.
 func TestIPSetInVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/netlinkraw/ipset", "-test.run", "Kernel|CLI", "-test.v")
 }

@@ -15,6 +15,7 @@ import (
 // contract suite against the real IPVS, the raw transport tests, and the
 // ipvsadm cross-check.
 func TestIPVSKernelInVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/netlinkraw/ipvs", "-test.run", "Kernel", "-test.v")
 }
 

@@ -37,6 +37,7 @@ const (
 // kernel state (IPVS, ipsets, kube-ipvs0 addresses, iptables) up to the
 // reviewed differences in e2e/cluster/testdata/kubeproxy-ipvs-differences.txt.
 func TestKubeProxyDifferential(t *testing.T) {
+	t.Parallel()
 	vm.Require(t)
 	bin := cluster.Require(t)
 	c := cluster.Start(t, cluster.Options{})

@@ -10,5 +10,6 @@ import (
 // exist: kube-ipvs0 with 1,000 VIPs bound, listed and unbound, node
 // addresses, namespace isolation.
 func TestLinkInVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/netlinkraw/link", "-test.v")
 }

@@ -24,8 +24,10 @@ const guestTimeout = "11m"
 // with each IPVS sink, fed from manifest files (the hostile suite apart:
 // TestHostileKernelVM).
 func TestNodeE2EVM(t *testing.T) {
+	t.Parallel()
 	for _, sink := range []string{"fullstate", "incremental"} {
 		t.Run(sink, func(t *testing.T) {
+			t.Parallel()
 			vm.RunTests(t, nodePkg, "-test.v", "-test.skip", "^"+hostileSuite+"$", "-test.timeout", guestTimeout, "-sink", sink)
 		})
 	}
@@ -41,6 +43,7 @@ const routesCases = "^(TestBasicEndpoint|TestNodePortFromOutside|TestExternalIPA
 // IPv4 VIPs as local routes instead of addresses (TestVIPBindingSwitch,
 // in both sinks' runs above, switches between the two).
 func TestNodeE2ERoutesVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, nodePkg, "-test.v", "-test.run", routesCases, "-test.timeout", guestTimeout, "-sink", "incremental",
 		"-sink-args", "--ipvs-vip-binding=routes")
 }
@@ -61,6 +64,7 @@ const apiSkipped = "^(TestCleanup|" + hostileSuite + "|TestBridgeNetfilterWarnin
 // the kubeconfig of the shipped ServiceAccount. ipvs-fullstate's run is
 // long-only (longVM).
 func TestNodeE2EAPIVM(t *testing.T) {
+	t.Parallel()
 	vm.Require(t)
 	c := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

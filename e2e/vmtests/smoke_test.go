@@ -10,6 +10,7 @@ import (
 // TestToolsInVM shows the VM has what every kernel test needs: IPVS driven
 // by ipvsadm, ipset, dummy links, and both iptables back ends.
 func TestToolsInVM(t *testing.T) {
+	t.Parallel()
 	script := `set -e
 modprobe ip_vs
 ipvsadm -A -t 10.96.0.10:53 -s rr
@@ -55,5 +56,6 @@ iptables-legacy-save -t nat | grep '^:KUBE'
 // TestStaticGoBinaryInVM runs a static Go test binary in the VM that resolves
 // the IPVS generic-netlink family.
 func TestStaticGoBinaryInVM(t *testing.T) {
+	t.Parallel()
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/e2e/kernelprobe", "-test.v")
 }
