@@ -28,7 +28,7 @@ type stallWatch struct {
 	done     chan struct{}
 }
 
-// startStallWatch starts the watch's thread; stop ends it.
+// startStallWatch starts the watch's thread; close ends it.
 func startStallWatch() *stallWatch {
 	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan struct{})

@@ -6,6 +6,7 @@
 // The functional tests are parallel (t.Parallel): each boots its own VM,
 // with its own user-mode network, so nothing in a guest is shared, and a
 // guest under TCG keeps about one host core busy, so two VMs at a time
-// (go test's -parallel, GOMAXPROCS by default) use a 2-core host's both.
+// (go test's -parallel, GOMAXPROCS by default) keep both cores of a
+// 2-core host busy.
 // The benchmarks and the soak are not: they run alone, before the rest.
 package vmtests
