@@ -256,7 +256,9 @@ type fullStateController struct {
 
 func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
 
-func (f fullStateController) Resync() runtime.SyncStats { return syncStats(repairThen(f.d, f.c.Resync)) }
+func (f fullStateController) Resync() runtime.SyncStats {
+	return syncStats(repairThen(f.d, f.c.Resync))
+}
 
 // StartResync repairs the node, then starts the controller's resync, whose
 // kernel read runs while snapshots go on being applied
@@ -290,7 +292,9 @@ type incrementalController struct {
 
 func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
 
-func (i incrementalController) Resync() runtime.SyncStats { return syncStats(repairThen(i.d, i.c.Resync)) }
+func (i incrementalController) Resync() runtime.SyncStats {
+	return syncStats(repairThen(i.d, i.c.Resync))
+}
 
 // StartResync repairs the node, then starts the controller's resync, whose
 // kernel read runs while snapshots go on being applied
