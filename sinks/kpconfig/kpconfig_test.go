@@ -254,3 +254,25 @@ func TestApply(t *testing.T) {
 		t.Errorf("flags after --config (-want +got):\n%s\nwarnings %q", diff, warnings)
 	}
 }
+
+// TestTableEntries: an entry naming no field is an error; one without a
+// class too; a group warns once, by its name.
+func TestTableEntries(t *testing.T) {
+	cfg, _, err := Decode([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclientConnection:\n  qps: 5\n  burst: 10\n"), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, err := Settings(cfg, []Field{
+		{Name: "ipvs.sheduler", Class: Honoured, Flag: "ipvs-scheduler"},
+		{Name: "ipvs.scheduler"},
+		{Name: "burst and qps", Paths: []string{"clientConnection.qps", "clientConnection.burst"}, Class: Ignored, Why: "defaults"},
+	}, allFlags)
+	for _, want := range []string{"ipvs.sheduler is classed as honoured, but ipvs.sheduler is not a field", "ipvs.scheduler has no class"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+	if want := []string{"--config: burst and qps ignored: defaults"}; !cmp.Equal(warnings, want) {
+		t.Errorf("warnings %q, want %q", warnings, want)
+	}
+}
