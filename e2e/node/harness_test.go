@@ -55,8 +55,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "sink":
 		sink := sinkUnderTest(os.Getenv(sinkEnv))
-		app := &cli.App{Name: sink.Name, Flags: runtime.Flags(), Action: func(c *cli.Context) error {
-			cfg, err := runtime.FromContext(c)
+		app := &cli.App{Name: sink.Name, Flags: runtime.Flags(sink), Action: func(c *cli.Context) error {
+			cfg, _, err := runtime.FromContext(c, sink)
 			if err != nil {
 				return err
 			}

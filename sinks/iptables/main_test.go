@@ -99,7 +99,8 @@ func TestHelpListsNoIPVSFlag(t *testing.T) {
 	if status := run([]string{"iptables", "--help"}, &stdout, &stderr); status != 0 {
 		t.Fatalf("--help: exit status %d: %s", status, stderr.String())
 	}
-	for _, name := range iptablessink.IPVSOnly {
+	for _, f := range iptablessink.IPVSOnly() {
+		name := f.Name()
 		if strings.Contains(stdout.String(), "--"+name+" ") {
 			t.Errorf("--help lists --%s, which the iptables sink refuses:\n%s", name, stdout.String())
 		}

@@ -1,7 +1,8 @@
 // Package iptablessink is what the iptables sink binary adds to the sink
 // runtime: iptables.Proxier as the runtime's controller (kube-proxy's
-// iptables mode), kube-proxy's iptables-mode metrics, the refusal of the
-// IPVS-only flags, and --cleanup through iptables.CleanupLeftovers.
+// iptables mode), kube-proxy's iptables-mode metrics, its classes of the
+// flags and configuration fields (the IPVS-only ones refused), and
+// --cleanup through iptables.CleanupLeftovers.
 package iptablessink
 
 import (
@@ -16,22 +17,59 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/iptables"
+	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
+	"github.com/urfave/cli/v2"
 )
 
-// IPVSOnly are the runtime's flags that configure IPVS only; the iptables
-// sink refuses them (exit status 2) rather than ignore them.
-var IPVSOnly = []string{"scheduling-method", "weight", "ipvs-strict-arp", "ipvs-vip-binding", "ipvs-tcp-timeout",
-	"ipvs-tcpfin-timeout", "ipvs-udp-timeout", "ipvs-exclude-cidrs"}
+// IPVSOnly returns the IPVS sinks' flags (sinks/ipvssink), which configure
+// IPVS only: the iptables sink refuses them (exit status 2) rather than
+// ignore them. Each has the IPVS sinks' kind and names, so that it parses
+// as it does there.
+func IPVSOnly() []runtime.Flag {
+	fs := []cli.Flag{
+		&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}},
+		&cli.Int64Flag{Name: "weight"},
+		&cli.BoolFlag{Name: "ipvs-strict-arp"},
+		&cli.DurationFlag{Name: "ipvs-tcp-timeout"},
+		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout"},
+		&cli.DurationFlag{Name: "ipvs-udp-timeout"},
+		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"},
+		&cli.StringFlag{Name: "ipvs-vip-binding"},
+	}
+	out := make([]runtime.Flag, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, runtime.Flag{Flag: f, Class: kpconfig.Refused})
+	}
+	return out
+}
+
+// fields class the KubeProxyConfiguration fields of the modes: the
+// iptables sync periods are honoured, the ipvs ones ignored, the other
+// ipvs settings, iptables.localhostNodePorts and the nftables settings
+// refused.
+var fields = []kpconfig.Field{
+	kpconfig.NoFlag("iptables.localhostNodePorts", "iptables-localhost-nodeports"),
+	{Name: "iptables.syncPeriod", Class: kpconfig.Honoured, Flag: "sync-period"},
+	{Name: "iptables.minSyncPeriod", Class: kpconfig.Honoured, Flag: "min-sync-period"},
+	{Name: "ipvs.syncPeriod", Class: kpconfig.Ignored, Why: "the iptables sink takes iptables.syncPeriod"},
+	{Name: "ipvs.minSyncPeriod", Class: kpconfig.Ignored, Why: "the iptables sink takes iptables.minSyncPeriod"},
+	kpconfig.NoFlag("ipvs.scheduler", "ipvs-scheduler"),
+	kpconfig.NoFlag("ipvs.excludeCIDRs", "ipvs-exclude-cidrs"),
+	kpconfig.NoFlag("ipvs.strictARP", "ipvs-strict-arp"),
+	kpconfig.NoFlag("ipvs.tcpTimeout", "ipvs-tcp-timeout"),
+	kpconfig.NoFlag("ipvs.tcpFinTimeout", "ipvs-tcpfin-timeout"),
+	kpconfig.NoFlag("ipvs.udpTimeout", "ipvs-udp-timeout"),
+	kpconfig.NFTables,
+}
 
 // Sink returns the runtime.Sink of the iptables sink binary; /proxyMode
 // answers "iptables".
 func Sink(name, usage string) runtime.Sink {
-	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Unsupported: IPVSOnly,
+	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Flags: IPVSOnly, Fields: fields,
 		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }}
 }
 
@@ -175,7 +213,7 @@ type Controller struct {
 	Metrics *Metrics
 	Log     *slog.Logger
 	// OnSync, when not nil, is called after every sync.
-	OnSync func(dataplane.SyncStats)
+	OnSync func(runtime.SyncStats)
 
 	noLocal int // of the last snapshot
 }
@@ -204,7 +242,7 @@ func (c *Controller) Snapshot(s *client.Snapshot) {
 }
 
 // Resync is the periodic full sync: it repairs drift.
-func (c *Controller) Resync() dataplane.SyncStats {
+func (c *Controller) Resync() runtime.SyncStats {
 	start := time.Now()
 	st, err := c.P.Resync()
 	return c.report(start, -1, st, err)
@@ -213,8 +251,8 @@ func (c *Controller) Resync() dataplane.SyncStats {
 // report logs a sync, updates the metrics and hands the runtime its
 // statistics: the kernel objects written are the rules, chains declared and
 // chains deleted.
-func (c *Controller) report(start time.Time, services int, st iptables.SyncStats, err error) dataplane.SyncStats {
-	ds := dataplane.SyncStats{Start: start, Duration: st.Duration, Services: services,
+func (c *Controller) report(start time.Time, services int, st iptables.SyncStats, err error) runtime.SyncStats {
+	ds := runtime.SyncStats{Start: start, Duration: st.Duration, Services: services,
 		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, NoLocalEndpoints: c.noLocal, Err: err}
 	if m := c.Metrics; m != nil {
 		m.RestoreFailures.Add(float64(st.Failures))

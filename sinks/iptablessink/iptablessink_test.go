@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
@@ -63,9 +62,9 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var synced []dataplane.SyncStats
+	var synced []runtime.SyncStats
 	c := &Controller{P: p, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnSync: func(st dataplane.SyncStats) { synced = append(synced, st) }}
+		OnSync: func(st runtime.SyncStats) { synced = append(synced, st) }}
 	a, b := service("a", "10.96.0.1", "10.244.0.1"), service("b", "10.96.0.2", "10.244.0.2", "10.244.0.3")
 	s1 := client.NewSnapshot([]*client.ServiceEndpoints{a, b}, nil)
 	c.Snapshot(s1)
@@ -200,7 +199,7 @@ func TestNoLocalEndpoints(t *testing.T) {
 	}
 	var got []int
 	c := &Controller{P: p, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnSync: func(st dataplane.SyncStats) { got = append(got, st.NoLocalEndpoints) }}
+		OnSync: func(st runtime.SyncStats) { got = append(got, st.NoLocalEndpoints) }}
 	c.Snapshot(s)
 	c.Resync()
 	if diff := cmp.Diff([]int{2, 2}, got); diff != "" {

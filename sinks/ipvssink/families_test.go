@@ -24,8 +24,8 @@ func TestFamiliesFromHost(t *testing.T) {
 		{true, []rules.Family{rules.IPv4, rules.IPv6}},
 		{false, []rules.Family{rules.IPv4}},
 	} {
-		rc := renderConfig(runtime.Config{}, v4only, dataplanetest.HostSysctl(t, tt.ipv6))
-		nc := nodeConfig(runtime.Config{}, v4only, rc.Families)
+		rc := renderConfig(Config{}, v4only, dataplanetest.HostSysctl(t, tt.ipv6))
+		nc := nodeConfig(runtime.Config{}, Config{}, v4only, rc.Families)
 		if d := cmp.Diff(tt.want, rc.Families); d != "" {
 			t.Errorf("IPv6 %v: rendered families -want +got:\n%s", tt.ipv6, d)
 		}

@@ -91,7 +91,7 @@ type Make func(Deps) runtime.Controller
 // builds; /proxyMode answers "ipvs".
 func Sink(name, usage string, mk Make) runtime.Sink {
 	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) },
-		Cleanup: cleanup}
+		Cleanup: cleanup, Flags: flags, Parse: parse, Fields: fields, ExcludeLinks: []string{link.DefaultDummy}}
 }
 
 // cleanup removes what an IPVS sink, or kube-proxy's IPVS mode, programmed
@@ -110,18 +110,20 @@ func cleanup(c runtime.Config, log *slog.Logger) error {
 		}
 	}
 	addrs = c.NodePortFilter(addrs)
-	node := &dataplane.Node{Cfg: nodeConfig(c, addrs, dataplane.HostFamilies(HostSysctl)), Kernel: s.kernel(dataplane.BindAddresses), Log: log}
+	node := &dataplane.Node{Cfg: nodeConfig(c, config(c), addrs, dataplane.HostFamilies(HostSysctl)), Kernel: s.kernel(dataplane.BindAddresses), Log: log}
 	removed, err := node.Cleanup()
 	log.Info("removed", "objects", removed)
 	return err
 }
 
-func nodeConfig(c runtime.Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
+// nodeConfig is the node's setup from the runtime's flags (c) and the IPVS
+// sinks' (ic).
+func nodeConfig(c runtime.Config, ic Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
 	return dataplane.NodeConfig{
-		Families: families, Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
+		Families: families, Dummy: link.DefaultDummy, Scheduler: ic.Scheduler,
 		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},
-		StrictARP: c.StrictARP, TCPTimeout: c.TCPTimeout, TCPFinTimeout: c.TCPFinTimeout, UDPTimeout: c.UDPTimeout,
-		NodeAddresses: addrs, ExcludeCIDRs: c.ExcludeCIDRs,
+		StrictARP: ic.StrictARP, TCPTimeout: ic.TCPTimeout, TCPFinTimeout: ic.TCPFinTimeout, UDPTimeout: ic.UDPTimeout,
+		NodeAddresses: addrs, ExcludeCIDRs: ic.ExcludeCIDRs,
 	}
 }
 
@@ -134,20 +136,24 @@ var HostSysctl = kernel.Sysctl{}
 // renderConfig is how services are rendered on this node. Its Families are
 // decided once, from the host (dataplane.HostFamilies), and the same list
 // makes the node's sets and rules (nodeConfig).
-func renderConfig(c runtime.Config, addrs []netip.Addr, s kernel.Sysctl) render.Config {
-	return render.Config{Scheduler: c.Scheduler, Weight: c.Weight, NodeAddresses: addrs, Families: dataplane.HostFamilies(s)}
+func renderConfig(ic Config, addrs []netip.Addr, s kernel.Sysctl) render.Config {
+	return render.Config{Scheduler: ic.Scheduler, Weight: ic.Weight, NodeAddresses: addrs, Families: dataplane.HostFamilies(s)}
 }
 
 // build connects to the kernel, prepares the node and builds the
 // controller; in a dry run it builds the controller over the dry-run
 // printer only.
 func build(env runtime.Env, mk Make) (runtime.Built, error) {
-	c := env.Config
-	rc := renderConfig(c, env.NodeAddresses, HostSysctl)
+	c, ic := env.Config, config(env.Config)
+	rc := renderConfig(ic, env.NodeAddresses, HostSysctl)
+	var onSync func(dataplane.SyncStats)
+	if env.OnSync != nil {
+		onSync = func(st dataplane.SyncStats) { env.OnSync(syncStats(st)) }
+	}
 	if env.DryRun != nil {
-		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun, Binding: c.VIPBinding})
+		a := dataplane.NewApplier(dataplane.DryRun{Out: env.DryRun, Binding: ic.VIPBinding})
 		a.Ordered = true
-		return runtime.Built{Controller: mk(Deps{Render: rc, Applier: a, Log: env.Log, OnSync: env.OnSync})}, nil
+		return runtime.Built{Controller: mk(Deps{Render: rc, Applier: a, Log: env.Log, OnSync: onSync})}, nil
 	}
 	var closers []func() error
 	closeAll := func() {
@@ -169,8 +175,8 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		return runtime.Built{}, err
 	}
 	closers = append(closers, reads.close)
-	k := writes.kernel(c.VIPBinding)
-	node := &dataplane.Node{Cfg: nodeConfig(c, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
+	k := writes.kernel(ic.VIPBinding)
+	node := &dataplane.Node{Cfg: nodeConfig(c, ic, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
 	if err := node.Setup(); err != nil {
 		closeAll()
 		return runtime.Built{}, err
@@ -186,8 +192,8 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		closers = append(closers, ct.Close)
 		applier.Conntrack = ct
 	}
-	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(c.VIPBinding), Log: env.Log}
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: env.OnSync, Handler: env.Handler, Repair: node.Repair})
+	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Handler: env.Handler, Repair: node.Repair})
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }
 	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
 }
@@ -250,13 +256,15 @@ type fullStateController struct {
 
 func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
 
-func (f fullStateController) Resync() dataplane.SyncStats { return repairThen(f.d, f.c.Resync) }
+func (f fullStateController) Resync() runtime.SyncStats {
+	return syncStats(repairThen(f.d, f.c.Resync))
+}
 
 // StartResync repairs the node, then starts the controller's resync, whose
 // kernel read runs while snapshots go on being applied
 // (runtime.SplitResyncer).
-func (f fullStateController) StartResync() func() func() dataplane.SyncStats {
-	return repairThenSplit(f.d, f.c.StartResync)
+func (f fullStateController) StartResync() func() func() runtime.SyncStats {
+	return splitStats(repairThenSplit(f.d, f.c.StartResync))
 }
 
 // FullState builds the IPVS full-state controller (the ipvs-fullstate
@@ -284,13 +292,15 @@ type incrementalController struct {
 
 func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
 
-func (i incrementalController) Resync() dataplane.SyncStats { return repairThen(i.d, i.c.Resync) }
+func (i incrementalController) Resync() runtime.SyncStats {
+	return syncStats(repairThen(i.d, i.c.Resync))
+}
 
 // StartResync repairs the node, then starts the controller's resync, whose
 // kernel read runs while snapshots go on being applied
 // (runtime.SplitResyncer).
-func (i incrementalController) StartResync() func() func() dataplane.SyncStats {
-	return repairThenSplit(i.d, i.c.StartResync)
+func (i incrementalController) StartResync() func() func() runtime.SyncStats {
+	return splitStats(repairThenSplit(i.d, i.c.StartResync))
 }
 
 // Incremental builds the IPVS incremental controller (the ipvs-incremental

@@ -43,12 +43,24 @@ logging:
 
 func allFlags(string) bool { return true }
 
+// testMode is the table of a sink of mode "ipvs" that honours two of the
+// ipvs fields and ignores the iptables sync periods: the shape of the
+// IPVS sinks' (sinks/ipvssink), whose own test checks theirs.
+var testMode = []Field{
+	{Name: "iptables.localhostNodePorts", Class: Honoured, Flag: "iptables-localhost-nodeports"},
+	{Name: "iptables.syncPeriod", Class: Ignored, Why: "the IPVS sinks take ipvs.syncPeriod"},
+	{Name: "ipvs.syncPeriod", Class: Honoured, Flag: "sync-period"},
+	{Name: "ipvs.scheduler", Class: Honoured, Flag: "ipvs-scheduler"},
+	{Name: "ipvs.tcpTimeout", Class: Honoured, Flag: "ipvs-tcp-timeout"},
+	NFTables,
+}
+
 func TestSettings(t *testing.T) {
 	cfg, warnings, err := Decode([]byte(full), "full.yaml")
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("Decode: %v, warnings %v", err, warnings)
 	}
-	got, warnings, err := Settings(cfg, "ipvs", allFlags)
+	got, warnings, err := Settings(cfg, Table("ipvs", testMode), allFlags)
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("Settings: %v, warnings %v", err, warnings)
 	}
@@ -62,13 +74,8 @@ func TestSettings(t *testing.T) {
 		{"iptables.masqueradeBit", "iptables-masquerade-bit", "15"},
 		{"iptables.masqueradeAll", "masquerade-all", "true"},
 		{"ipvs.syncPeriod", "sync-period", "45s"},
-		{"ipvs.minSyncPeriod", "min-sync-period", "2s"},
 		{"ipvs.scheduler", "ipvs-scheduler", "wrr"},
-		{"ipvs.excludeCIDRs", "ipvs-exclude-cidrs", "10.10.0.0/16"},
-		{"ipvs.strictARP", "ipvs-strict-arp", "true"},
 		{"ipvs.tcpTimeout", "ipvs-tcp-timeout", "15m0s"},
-		{"ipvs.tcpFinTimeout", "ipvs-tcpfin-timeout", "30s"},
-		{"ipvs.udpTimeout", "ipvs-udp-timeout", "5s"},
 		{"logging.format", "log-format", "json"},
 		{"logging.verbosity", "log-level", "debug"},
 	}
@@ -109,7 +116,7 @@ func TestSettingsErrorsAndWarnings(t *testing.T) {
 			if has == nil {
 				has = allFlags
 			}
-			_, warnings, err = Settings(cfg, tc.mode, has)
+			_, warnings, err = Settings(cfg, Table(tc.mode, testMode), has)
 			if len(tc.wantErr) == 0 && err != nil {
 				t.Errorf("error %v, want none", err)
 			}
@@ -221,7 +228,17 @@ func TestApply(t *testing.T) {
 		},
 		Action: func(c *cli.Context) error {
 			var err error
-			if warnings, err = Apply(c, "ipvs", nil); err != nil {
+			fields := Table("ipvs", []Field{
+				{Name: "ipvs.syncPeriod", Class: Honoured, Flag: "sync-period"},
+				{Name: "ipvs.minSyncPeriod", Class: Honoured, Flag: "min-sync-period"},
+				{Name: "ipvs.scheduler", Class: Honoured, Flag: "ipvs-scheduler"},
+				{Name: "ipvs.excludeCIDRs", Class: Honoured, Flag: "ipvs-exclude-cidrs"},
+				{Name: "ipvs.strictARP", Class: Honoured, Flag: "ipvs-strict-arp"},
+				{Name: "ipvs.tcpTimeout", Class: Honoured, Flag: "ipvs-tcp-timeout"},
+				{Name: "ipvs.tcpFinTimeout", Class: Honoured, Flag: "ipvs-tcpfin-timeout"},
+				{Name: "ipvs.udpTimeout", Class: Honoured, Flag: "ipvs-udp-timeout"},
+			})
+			if warnings, err = Apply(c, fields, nil); err != nil {
 				return err
 			}
 			got = values{c.String("node-name"), c.String("scheduling-method"), c.String("kubeconfig"),
@@ -235,5 +252,27 @@ func TestApply(t *testing.T) {
 	want := values{Node: "node-a", Scheduler: "lc", Kubeconfig: "/tmp/kc", MinSync: "7s", Sync: "45s", Bit: 15, StrictARP: true}
 	if diff := cmp.Diff(want, got); diff != "" || len(warnings) > 0 {
 		t.Errorf("flags after --config (-want +got):\n%s\nwarnings %q", diff, warnings)
+	}
+}
+
+// TestTableEntries: an entry naming no field is an error; one without a
+// class too; a group warns once, by its name.
+func TestTableEntries(t *testing.T) {
+	cfg, _, err := Decode([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclientConnection:\n  qps: 5\n  burst: 10\n"), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, err := Settings(cfg, []Field{
+		{Name: "ipvs.sheduler", Class: Honoured, Flag: "ipvs-scheduler"},
+		{Name: "ipvs.scheduler"},
+		{Name: "burst and qps", Paths: []string{"clientConnection.qps", "clientConnection.burst"}, Class: Ignored, Why: "defaults"},
+	}, allFlags)
+	for _, want := range []string{"ipvs.sheduler is classed as honoured, but ipvs.sheduler is not a field", "ipvs.scheduler has no class"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+	if want := []string{"--config: burst and qps ignored: defaults"}; !cmp.Equal(warnings, want) {
+		t.Errorf("warnings %q, want %q", warnings, want)
 	}
 }

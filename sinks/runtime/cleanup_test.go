@@ -15,8 +15,8 @@ func TestCleanupAndUnsupported(t *testing.T) {
 	var calls int
 	var cleanupErr error
 	newSink := func(cleanup bool) Sink {
-		s := Sink{Name: "test", Mode: "test", Unsupported: []string{"weight"},
-			New: func(Env) (Built, error) { t.Error("--cleanup built a controller"); return Built{}, errors.New("no") }}
+		s := testSink(func(Env) (Built, error) { t.Error("--cleanup built a controller"); return Built{}, errors.New("no") })
+		s.Mode = "test"
 		if cleanup {
 			s.Cleanup = func(Config, *slog.Logger) error { calls++; return cleanupErr }
 		}

@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane"
 )
 
 // countingController counts the snapshots it is given.
 type countingController struct{ snapshots int }
 
-func (c *countingController) Snapshot(*client.Snapshot)   { c.snapshots++ }
-func (c *countingController) Resync() dataplane.SyncStats { return dataplane.SyncStats{} }
+func (c *countingController) Snapshot(*client.Snapshot) { c.snapshots++ }
+func (c *countingController) Resync() SyncStats         { return SyncStats{} }
 
 // TestDryRunBoundedWait: a dry run against an API server that never
 // answers ends after DryRunWait, exit status 1, naming the reason,

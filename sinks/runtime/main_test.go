@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,24 +10,52 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
+	"github.com/urfave/cli/v2"
 )
 
 // cfgSink is a controller that does nothing; main keeps the configuration it was built with.
 type cfgSink struct{}
 
-func (cfgSink) Snapshot(*client.Snapshot)   {}
-func (cfgSink) Resync() dataplane.SyncStats { return dataplane.SyncStats{} }
+func (cfgSink) Snapshot(*client.Snapshot) {}
+func (cfgSink) Resync() SyncStats         { return SyncStats{} }
+
+// testSink returns a sink of mode "ipvs" built by build, with a flag of its
+// own (--knob, alias --ipvs-scheduler, which the file's ipvs.scheduler
+// sets; Parse puts its value in Config.SinkConfig), another sink's flag
+// it refuses (--weight) and one it ignores (--other).
+func testSink(build func(Env) (Built, error)) Sink {
+	return Sink{Name: "test-sink", Mode: "ipvs", New: build,
+		Flags: func() []Flag {
+			return []Flag{
+				{Flag: &cli.StringFlag{Name: "knob", Aliases: []string{"ipvs-scheduler"}, Value: "rr"}, Class: kpconfig.Honoured},
+				{Flag: &cli.Int64Flag{Name: "weight"}, Class: kpconfig.Refused},
+				{Flag: &cli.BoolFlag{Name: "other"}, Class: kpconfig.Ignored, Why: "another sink's"},
+			}
+		},
+		Parse: func(c *cli.Context) (any, error) {
+			if k := c.String("knob"); k != "bad" {
+				return k, nil
+			}
+			return nil, errors.New("--knob: bad")
+		},
+		Fields: []kpconfig.Field{
+			{Name: "ipvs.scheduler", Class: kpconfig.Honoured, Flag: "ipvs-scheduler"},
+			{Name: "ipvs.syncPeriod", Class: kpconfig.Honoured, Flag: "sync-period"},
+			{Name: "ipvs.minSyncPeriod", Class: kpconfig.Honoured, Flag: "min-sync-period"},
+		},
+	}
+}
 
 // main runs Main with a sink that records its Env, in a dry run of the
 // demo cluster.
 func main(t *testing.T, args ...string) (status int, cfg Config, stdout, stderr string) {
 	t.Helper()
-	sink := Sink{Name: "test-sink", Mode: "ipvs", New: func(e Env) (Built, error) {
+	sink := testSink(func(e Env) (Built, error) {
 		cfg = e.Config
 		return Built{Controller: cfgSink{}}, nil
-	}}
+	})
 	var out, errs bytes.Buffer
 	status = Main(sink, append([]string{"test-sink"}, args...), &out, &errs)
 	return status, cfg, out.String(), errs.String()
@@ -55,8 +84,8 @@ func TestConfigFile(t *testing.T) {
 	dry := []string{"--dry-run", "--from-file", "../../examples/demo/cluster.yaml", "--node-name", "demo-node", "--node-address", "10.244.2.1"}
 
 	status, cfg, _, stderr := main(t, append([]string{"--config", ipvs}, dry...)...)
-	if status != 0 || cfg.Scheduler != "wrr" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 3*time.Second {
-		t.Errorf("--config: status %d, scheduler %q, sync %v/%v; want wrr 45s/3s\n%s", status, cfg.Scheduler, cfg.SyncPeriod, cfg.MinSyncPeriod, stderr)
+	if status != 0 || cfg.SinkConfig != "wrr" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 3*time.Second {
+		t.Errorf("--config: status %d, knob %q, sync %v/%v; want wrr 45s/3s\n%s", status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, stderr)
 	}
 	if !strings.Contains(stderr, "conntrack ignored") {
 		t.Errorf("no warning for the conntrack settings:\n%s", stderr)
@@ -64,8 +93,8 @@ func TestConfigFile(t *testing.T) {
 
 	t.Setenv("PROXYSINKS_MIN_SYNC_PERIOD", "5s")
 	status, cfg, _, stderr = main(t, append([]string{"--config", ipvs, "--ipvs-scheduler", "lc"}, dry...)...)
-	if status != 0 || cfg.Scheduler != "lc" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 5*time.Second {
-		t.Errorf("flag and environment over --config: status %d, scheduler %q, sync %v/%v; want lc 45s/5s\n%s", status, cfg.Scheduler, cfg.SyncPeriod, cfg.MinSyncPeriod, stderr)
+	if status != 0 || cfg.SinkConfig != "lc" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 5*time.Second {
+		t.Errorf("flag and environment over --config: status %d, knob %q, sync %v/%v; want lc 45s/5s\n%s", status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, stderr)
 	}
 
 	other := write("nft.yaml", "mode: nftables\n")
@@ -76,8 +105,8 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("--config missing: status %d, stderr %q; want 2 naming the file", status, stderr)
 	}
 
-	// A field that maps onto a flag the sink refuses is named as such.
-	sink := Sink{Name: "test-sink", Mode: "iptables", Unsupported: []string{"scheduling-method"},
+	// A field the sink refuses is named as such.
+	sink := Sink{Name: "test-sink", Mode: "iptables", Fields: []kpconfig.Field{kpconfig.NoFlag("ipvs.scheduler", "ipvs-scheduler")},
 		New: func(Env) (Built, error) { return Built{Controller: cfgSink{}}, nil }}
 	iptables := write("iptables.yaml", "mode: iptables\nipvs:\n  scheduler: wrr\n")
 	var out, errs bytes.Buffer
@@ -87,34 +116,39 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
-// TestHelpHidesUnsupported: a flag that does not apply to a sink is not in
-// its --help, and giving it is still refused by name; every flag of the
-// runtime is of a kind that can be hidden.
+// TestHelpHidesUnsupported: a flag the sink does not honour is not in its
+// --help; giving it is refused by name, or ignored with a warning naming
+// it; every flag of the runtime is of a kind that can be hidden.
 func TestHelpHidesUnsupported(t *testing.T) {
-	for _, f := range Flags() {
-		if !hide(f) {
+	for _, f := range sharedFlags() {
+		if !prepare(f, false) {
 			t.Errorf("flag --%s (%T) cannot be hidden", f.Names()[0], f)
 		}
 	}
-	sink := Sink{Name: "test-sink", Mode: "iptables", Unsupported: []string{"weight", "ipvs-udp-timeout"},
-		New: func(Env) (Built, error) { return Built{Controller: cfgSink{}}, nil }}
-	var out, errs bytes.Buffer
-	if status := Main(sink, []string{"test-sink", "--help"}, &out, &errs); status != 0 {
-		t.Fatalf("--help: status %d: %s", status, errs.String())
+	status, _, help, stderr := main(t, "--help")
+	if status != 0 {
+		t.Fatalf("--help: status %d: %s", status, stderr)
 	}
-	help := out.String()
-	for _, name := range []string{"--weight", "--ipvs-udp-timeout"} {
+	for _, name := range []string{"--weight", "--other"} {
 		if strings.Contains(help, name) {
-			t.Errorf("--help lists %s, which the sink refuses:\n%s", name, help)
+			t.Errorf("--help lists %s, which the sink does not honour:\n%s", name, help)
 		}
 	}
-	if !strings.Contains(help, "--scheduling-method") {
-		t.Errorf("--help lacks --scheduling-method, which applies:\n%s", help)
+	if !strings.Contains(help, "--knob") {
+		t.Errorf("--help lacks --knob, the sink's own:\n%s", help)
 	}
-	out.Reset()
-	errs.Reset()
-	status := Main(sink, []string{"test-sink", "--dry-run", "--weight", "2"}, &out, &errs)
-	if want := `--weight: does not apply to proxy mode "iptables"`; status != 2 || !strings.Contains(errs.String(), want) {
-		t.Errorf("--weight given: status %d, %q; want 2 and %q", status, errs.String(), want)
+	dry := []string{"--dry-run", "--from-file", "../../examples/demo/cluster.yaml", "--node-name", "demo-node", "--node-address", "10.244.2.1"}
+	status, _, _, stderr = main(t, append(dry, "--weight", "2")...)
+	if want := `test-sink: --weight: does not apply to proxy mode "ipvs"; remove it`; status != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("--weight given: status %d, %q; want 2 and %q", status, stderr, want)
+	}
+	t.Setenv("PROXYSINKS_OTHER", "true")
+	status, _, _, stderr = main(t, dry...)
+	if want := "--other ignored: another sink's"; status != 0 || !strings.Contains(stderr, want) {
+		t.Errorf("--other from the environment: status %d, %q; want 0 and %q", status, stderr, want)
+	}
+	status, _, _, stderr = main(t, append(dry, "--knob", "bad")...)
+	if want := "test-sink: --knob: bad"; status != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("--knob bad: status %d, %q; want 2 and %q", status, stderr, want)
 	}
 }

@@ -3,8 +3,6 @@ package runtime
 import (
 	"testing"
 	"time"
-
-	"github.com/proxysinks/proxysinks/dataplane"
 )
 
 // The programming metrics end where the sync ended, not when OnSync is
@@ -15,12 +13,12 @@ func TestProgrammedAt(t *testing.T) {
 	now := start.Add(time.Second) // OnSync called long after the sync
 	for _, tc := range []struct {
 		name string
-		st   dataplane.SyncStats
+		st   SyncStats
 		want time.Time
 	}{
-		{"sync", dataplane.SyncStats{Start: start, Duration: 3 * time.Millisecond}, start.Add(3 * time.Millisecond)},
-		{"nothing to do", dataplane.SyncStats{Start: start}, start},
-		{"no start", dataplane.SyncStats{Duration: time.Millisecond}, now},
+		{"sync", SyncStats{Start: start, Duration: 3 * time.Millisecond}, start.Add(3 * time.Millisecond)},
+		{"nothing to do", SyncStats{Start: start}, start},
+		{"no start", SyncStats{Duration: time.Millisecond}, now},
 	} {
 		if got := programmedAt(tc.st, now); !got.Equal(tc.want) {
 			t.Errorf("%s: programmedAt = %v, want %v", tc.name, got, tc.want)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane"
 )
 
 // splitSink is a SplitResyncer whose kernel read waits for release.
@@ -24,16 +23,16 @@ type splitSink struct {
 }
 
 func (s *splitSink) Snapshot(snap *client.Snapshot) { s.snapshots <- len(snap.Services()) }
-func (s *splitSink) Resync() dataplane.SyncStats {
+func (s *splitSink) Resync() SyncStats {
 	panic("Resync called on a SplitResyncer")
 }
-func (s *splitSink) StartResync() func() func() dataplane.SyncStats {
+func (s *splitSink) StartResync() func() func() SyncStats {
 	s.started <- struct{}{}
-	return func() func() dataplane.SyncStats {
+	return func() func() SyncStats {
 		<-s.release
-		return func() dataplane.SyncStats {
+		return func() SyncStats {
 			s.finished <- struct{}{}
-			return dataplane.SyncStats{}
+			return SyncStats{}
 		}
 	}
 }

@@ -61,6 +61,8 @@ type Config struct {
 	// not delivered its first snapshot (besides on every file event). Zero
 	// means 1s.
 	RetryInterval time.Duration
+	// Needs are the optional kinds and fields the sink asked for.
+	Needs client.Needs
 }
 
 // DefaultMaxFileSize is the default Config.MaxFileSize: 256 MiB, about ten

@@ -50,6 +50,8 @@ type Config struct {
 	// Logger receives invalid objects and informer problems; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Needs are the optional kinds and fields the sink asked for.
+	Needs client.Needs
 }
 
 // RESTConfig returns the API client configuration: from the kubeconfig file

@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/proxysinks/proxysinks/sinks/kpconfig"
+	"github.com/urfave/cli/v2"
+)
+
+// Flag is a flag a sink classes: one of its own (Honoured), or one of
+// another sink's that it ignores or refuses.
+type Flag struct {
+	// Flag is the flag's definition. A flag the sink does not honour is
+	// defined with its owner's kind and names (so that it parses as it does
+	// there, and giving it is refused or ignored by name) and is hidden from
+	// --help.
+	Flag  cli.Flag
+	Class kpconfig.Class
+	// Why is, for an ignored flag, the reason its warning gives; for a
+	// refused one, when set, it replaces "does not apply to proxy mode
+	// <mode>; remove it".
+	Why string
+}
+
+// Name returns the flag's name (its first: the one the sink reads).
+func (f Flag) Name() string { return f.Flag.Names()[0] }
+
+// Table is a sink's classification of every kube-proxy flag and
+// KubeProxyConfiguration field it knows, which the runtime applies at
+// start: an honoured setting takes effect, an ignored one is logged once, a
+// refused one is an error naming it.
+type Table struct {
+	// Flags are the runtime's flags (every sink honours them), then the
+	// sink's (Sink.Flags).
+	Flags []Flag
+	// Fields are kpconfig.Table of the sink's mode and fields
+	// (Sink.Fields).
+	Fields []kpconfig.Field
+}
+
+// Table returns the sink's table. Each call defines new flags (a parse
+// sets them).
+func (s Sink) Table() Table {
+	var t Table
+	for _, f := range sharedFlags() {
+		t.Flags = append(t.Flags, Flag{Flag: f, Class: kpconfig.Honoured})
+	}
+	if s.Flags != nil {
+		for _, f := range s.Flags() {
+			prepare(f.Flag, f.Class != kpconfig.Honoured)
+			t.Flags = append(t.Flags, f)
+		}
+	}
+	t.Fields = kpconfig.Table(s.Mode, s.Fields)
+	return t
+}
+
+// Flags returns the command-line flags of sink: the runtime's, then the
+// sink's, each also settable by environment variable (EnvVars); those
+// the sink does not honour are hidden from --help.
+func Flags(sink Sink) []cli.Flag { return sink.Table().cliFlags() }
+
+func (t Table) cliFlags() []cli.Flag {
+	fs := make([]cli.Flag, 0, len(t.Flags))
+	for _, f := range t.Flags {
+		fs = append(fs, f.Flag)
+	}
+	return fs
+}
+
+// notHonoured returns the names of the flags the sink ignores or refuses.
+func (t Table) notHonoured() []string {
+	var names []string
+	for _, f := range t.Flags {
+		if f.Class != kpconfig.Honoured {
+			names = append(names, f.Name())
+		}
+	}
+	return names
+}
+
+// check applies the flags' classes to what c was given: a refused flag is
+// an error naming it, an ignored one a warning.
+func (t Table) check(c *cli.Context, mode string) ([]string, error) {
+	var warnings []string
+	for _, f := range t.Flags {
+		if f.Class == kpconfig.Honoured || !c.IsSet(f.Name()) {
+			continue
+		}
+		switch f.Class {
+		case kpconfig.Ignored:
+			warnings = append(warnings, fmt.Sprintf("--%s ignored: %s", f.Name(), f.Why))
+		case kpconfig.Refused:
+			why := f.Why
+			if why == "" {
+				why = fmt.Sprintf("does not apply to proxy mode %q; remove it", mode)
+			}
+			return nil, fmt.Errorf("--%s: %s", f.Name(), why)
+		default:
+			return nil, fmt.Errorf("--%s: has no class for proxy mode %q", f.Name(), mode)
+		}
+	}
+	return warnings, nil
+}
+
+// prepare gives a flag of the kinds the sinks use its environment variable
+// (EnvVars of its name) when it has none, and hides it from --help when
+// hidden; it reports false for another kind.
+func prepare(f cli.Flag, hidden bool) bool {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	case *cli.BoolFlag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	case *cli.DurationFlag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	case *cli.IntFlag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	case *cli.Int64Flag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	case *cli.StringSliceFlag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	default:
+		return false
+	}
+	return true
+}
+
+func setup(env *[]string, hide *bool, name string, hidden bool) {
+	if len(*env) == 0 {
+		*env = EnvVars(name)
+	}
+	*hide = *hide || hidden
+}
