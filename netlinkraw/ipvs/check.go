@@ -91,4 +91,3 @@ func checkDestination(d *Destination) (destination, error) {
 	}
 	return n, nil
 }
-

@@ -136,4 +136,3 @@ func (c *Conn) setLimits(snd, rcv int) {
 		c.maxMsgs = 16
 	}
 }
-

@@ -74,4 +74,3 @@ func encodeDestination(e *nlcore.Encoder, d destination, full bool) {
 	}
 	e.EndNest(nest)
 }
-
