@@ -8,46 +8,14 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/netfilter"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
-// message is one raw netlink message as received: errors are not yet
-// interpreted, so an error reply keeps its payload (ipset puts the failing
-// line number there).
-type message struct {
-	Type  uint16
-	Flags uint16
-	Seq   uint32
-	Data  []byte
-}
-
-const nlmsgHdrLen = 16
-
-// parseMessages splits a received datagram into messages. Data is copied,
-// so b may be reused.
-func parseMessages(b []byte) ([]message, error) {
-	var out []message
-	for len(b) > 0 {
-		if len(b) < nlmsgHdrLen {
-			return out, fmt.Errorf("short netlink header: %d bytes", len(b))
-		}
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < nlmsgHdrLen || l > len(b) {
-			return out, fmt.Errorf("bad netlink message length %d (have %d bytes)", l, len(b))
-		}
-		out = append(out, message{
-			Type:  binary.NativeEndian.Uint16(b[4:6]),
-			Flags: binary.NativeEndian.Uint16(b[6:8]),
-			Seq:   binary.NativeEndian.Uint32(b[8:12]),
-			Data:  append([]byte(nil), b[nlmsgHdrLen:l]...),
-		})
-		n := align4(l)
-		if n > len(b) {
-			n = len(b)
-		}
-		b = b[n:]
-	}
-	return out, nil
-}
+// message is one received netlink message (see nlcore.Message): an
+// error reply keeps its payload (ipset puts the failing line number
+// there).
+type message = nlcore.Message
 
 // ackInfo is what an NLMSG_ERROR payload says: the error code (0 for an
 // acknowledgement) and, for ipset batch failures, the failing line number
@@ -73,14 +41,14 @@ func decodeAck(data []byte) (ackInfo, error) {
 	}
 	// The copy of the request: nlmsghdr, nfgenmsg, command attributes.
 	req := data[4:]
-	if len(req) < nlmsgHdrLen+4 {
+	if len(req) < nlcore.HdrLen+4 {
 		return info, nil // capped acknowledgement: no request copy
 	}
 	l := int(binary.NativeEndian.Uint32(req[0:4]))
-	if l > len(req) || l < nlmsgHdrLen+4 {
+	if l > len(req) || l < nlcore.HdrLen+4 {
 		return info, nil
 	}
-	ad, err := netfilter.NewAttributeDecoder(req[nlmsgHdrLen+4 : l])
+	ad, err := netfilter.NewAttributeDecoder(req[nlcore.HdrLen+4 : l])
 	if err != nil {
 		return info, nil
 	}
