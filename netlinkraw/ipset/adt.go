@@ -44,98 +44,125 @@ func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) er
 	if err := checkName(set); err != nil {
 		return &OpError{Op: op, Object: "set " + set, Err: err}
 	}
-	var flags uint16
-	if !hasExist(opts) {
-		flags |= nlcore.FlagExcl
-	}
 	k, err := c.kind(set)
 	if err != nil {
 		return &OpError{Op: op, Object: "entries of set " + set, Err: err}
 	}
-	bitmap := k.t == BitmapPort
-	var failed []EntryError
+	call := &adtCall{c: c, cmd: cmd, op: op, set: set, kind: k, entries: entries}
+	if !hasExist(opts) {
+		call.flags |= nlcore.FlagExcl
+	}
 	first := run{perMsg: maxEntriesPerMsg}
 	for i, e := range entries {
 		if err := CheckEntry(k.t, k.f, e); err != nil {
-			failed = append(failed, EntryError{Index: i, Entry: e, Err: err})
+			call.failed = append(call.failed, EntryError{Index: i, Entry: e, Err: err})
 			continue
 		}
 		first.idx = append(first.idx, i)
 	}
-	todo := []run{first}
-	for len(todo) > 0 {
-		var (
-			msgs  []nlcore.Request
-			metas []adtMsg
-			a     *nlcore.Encoder
-			meta  adtMsg
-			adt   int
-		)
-		flush := func() {
-			if a == nil {
-				return
-			}
-			a.EndNest(adt)
-			msgs = append(msgs, c.msg(cmd, flags, a))
-			metas = append(metas, meta)
-			a = nil
-		}
-		for _, r := range todo {
-			for _, i := range r.idx {
-				if a != nil && (len(a.B)-adt > maxADTBytes || len(meta.idx) >= r.perMsg) {
-					flush()
-				}
-				if a == nil {
-					a = cmdAttrs(c.proto)
-					a.Str(attrSetName, set)
-					a.U32(attrLineNo, 0)
-					adt = a.BeginNest(attrADT|nlcore.AttrNested)
-					meta = adtMsg{perMsg: r.perMsg}
-				}
-				meta.idx = append(meta.idx, i)
-				appendEntry(a, k.t, entries[i], uint32(len(meta.idx)))
-			}
-			flush()
-		}
+	for todo := []run{first}; len(todo) > 0; {
+		msgs, metas := call.build(todo)
 		res, err := c.exchange(msgs, false)
 		if err != nil {
 			err = &OpError{Op: op, Object: "entries of set " + set + " (the unanswered ones may or may not be done)", Err: err}
-			if len(failed) > 0 {
-				slices.SortFunc(failed, func(x, y EntryError) int { return x.Index - y.Index })
-				return errors.Join(err, &BatchError{Op: op, Set: set, Failed: failed})
+			if len(call.failed) > 0 {
+				return errors.Join(err, call.batchError())
 			}
 			return err
 		}
-		todo = todo[:0]
-		for j, r := range res {
-			if r.code == 0 {
-				continue
-			}
-			cause := errnoFromKernel(r.code, bitmap)
-			if cmd == cmdDel && r.code == int(ErrExist) {
-				cause = ErrNotFound
-			}
-			m := metas[j]
-			if !r.hasLine || r.line < 1 || int(r.line) > len(m.idx) {
-				// The whole message was refused (no such set, ...). The
-				// set may have changed behind our back: forget its kind.
-				delete(c.types, set)
-				return &OpError{Op: op, Object: fmt.Sprintf("%d entries of set %s", len(entries), set), Err: cause}
-			}
-			bad := m.idx[r.line-1]
-			failed = append(failed, EntryError{Index: bad, Entry: entries[bad], Err: cause})
-			if rest := m.idx[r.line:]; len(rest) > 0 {
-				// Failures cluster (a batch re-adding what exists): resend
-				// the rest in smaller messages, so that every failure
-				// costs the kernel a smaller copy and a batch of failures
-				// takes a few rounds, not one round per failure.
-				todo = append(todo, run{idx: rest, perMsg: max(1, len(m.idx)/8)})
-			}
+		if todo, err = call.answer(res, metas); err != nil {
+			return err
 		}
 	}
-	if len(failed) == 0 {
+	if len(call.failed) == 0 {
 		return nil
 	}
-	slices.SortFunc(failed, func(x, y EntryError) int { return x.Index - y.Index })
-	return &BatchError{Op: op, Set: set, Failed: failed}
+	return call.batchError()
+}
+
+// adtCall is one Add or Del call in progress.
+type adtCall struct {
+	c       *Conn
+	cmd     uint8
+	op, set string
+	flags   uint16
+	kind    setKind
+	entries []Entry
+	failed  []EntryError
+}
+
+// build encodes the entries of todo into ADD/DEL messages.
+func (a *adtCall) build(todo []run) ([]nlcore.Request, []adtMsg) {
+	var (
+		msgs  []nlcore.Request
+		metas []adtMsg
+		e     *nlcore.Encoder
+		meta  adtMsg
+		adt   int
+	)
+	flush := func() {
+		if e == nil {
+			return
+		}
+		e.EndNest(adt)
+		msgs = append(msgs, a.c.msg(a.cmd, a.flags, e))
+		metas = append(metas, meta)
+		e = nil
+	}
+	for _, r := range todo {
+		for _, i := range r.idx {
+			if e != nil && (len(e.B)-adt > maxADTBytes || len(meta.idx) >= r.perMsg) {
+				flush()
+			}
+			if e == nil {
+				e = cmdAttrs(a.c.proto)
+				e.Str(attrSetName, a.set)
+				e.U32(attrLineNo, 0)
+				adt = e.BeginNest(attrADT | nlcore.AttrNested)
+				meta = adtMsg{perMsg: r.perMsg}
+			}
+			meta.idx = append(meta.idx, i)
+			appendEntry(e, a.kind.t, a.entries[i], uint32(len(meta.idx)))
+		}
+		flush()
+	}
+	return msgs, metas
+}
+
+// answer records the failures the kernel answered and returns the entries
+// to send again: those after a failed line.
+func (a *adtCall) answer(res []result, metas []adtMsg) ([]run, error) {
+	var todo []run
+	for j, r := range res {
+		if r.code == 0 {
+			continue
+		}
+		cause := errnoFromKernel(r.code, a.kind.t == BitmapPort)
+		if a.cmd == cmdDel && r.code == int(ErrExist) {
+			cause = ErrNotFound
+		}
+		m := metas[j]
+		if !r.hasLine || r.line < 1 || int(r.line) > len(m.idx) {
+			// The whole message was refused (no such set, ...). The set
+			// may have changed behind our back: forget its kind.
+			delete(a.c.types, a.set)
+			return nil, &OpError{Op: a.op, Object: fmt.Sprintf("%d entries of set %s", len(a.entries), a.set), Err: cause}
+		}
+		bad := m.idx[r.line-1]
+		a.failed = append(a.failed, EntryError{Index: bad, Entry: a.entries[bad], Err: cause})
+		if rest := m.idx[r.line:]; len(rest) > 0 {
+			// Failures cluster (a batch re-adding what exists): resend the
+			// rest in smaller messages, so that every failure costs the
+			// kernel a smaller copy and a batch of failures takes a few
+			// rounds, not one round per failure.
+			todo = append(todo, run{idx: rest, perMsg: max(1, len(m.idx)/8)})
+		}
+	}
+	return todo, nil
+}
+
+// batchError returns the failed entries, in entry order.
+func (a *adtCall) batchError() *BatchError {
+	slices.SortFunc(a.failed, func(x, y EntryError) int { return x.Index - y.Index })
+	return &BatchError{Op: a.op, Set: a.set, Failed: a.failed}
 }

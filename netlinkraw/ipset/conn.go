@@ -292,4 +292,3 @@ func (c *Conn) revision(t Type, f Family) (uint8, error) {
 	c.revisions[k] = r.Revision
 	return r.Revision, nil
 }
-

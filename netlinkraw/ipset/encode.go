@@ -57,7 +57,7 @@ func checkEntry(e Entry) error {
 // appendEntry appends one IPSET_ATTR_DATA holding e for a set of type t,
 // tagged with lineno (0: none). The entry has passed CheckEntry.
 func appendEntry(a *nlcore.Encoder, t Type, e Entry, lineno uint32) {
-	off := a.BeginNest(attrData|nlcore.AttrNested)
+	off := a.BeginNest(attrData | nlcore.AttrNested)
 	switch {
 	case e.IP.IsValid():
 		putIP(a, attrIP, e.IP.Unmap())
@@ -113,7 +113,7 @@ func cmdAttrs(proto uint8) *nlcore.Encoder {
 
 // createData appends the IPSET_ATTR_DATA of a create command.
 func createData(a *nlcore.Encoder, s Set) {
-	off := a.BeginNest(attrData|nlcore.AttrNested)
+	off := a.BeginNest(attrData | nlcore.AttrNested)
 	if s.Type.IsHash() {
 		if s.HashSize != 0 {
 			a.BE32(attrHashSize|nlcore.AttrNetByteOrder, s.HashSize)

@@ -252,4 +252,3 @@ func (c *Conn) kind(set string) (setKind, error) {
 	c.types[set] = k
 	return k, nil
 }
-

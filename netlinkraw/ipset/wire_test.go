@@ -75,7 +75,7 @@ func listMessage(h Header, entries []Entry) []byte {
 	a.Str(attrTypeName, string(h.Type))
 	a.U8(attrFamily, uint8(h.Family))
 	a.U8(attrRevision, h.Revision)
-	off := a.BeginNest(attrData|nlcore.AttrNested)
+	off := a.BeginNest(attrData | nlcore.AttrNested)
 	if h.Type.IsHash() {
 		a.BE32(attrHashSize|nlcore.AttrNetByteOrder, h.HashSize)
 		a.BE32(attrMaxElem|nlcore.AttrNetByteOrder, h.MaxElem)
@@ -87,7 +87,7 @@ func listMessage(h Header, entries []Entry) []byte {
 	a.BE32(attrReferences|nlcore.AttrNetByteOrder, h.References)
 	a.BE32(attrMemSize|nlcore.AttrNetByteOrder, h.MemSize)
 	a.EndNest(off)
-	adt := a.BeginNest(attrADT|nlcore.AttrNested)
+	adt := a.BeginNest(attrADT | nlcore.AttrNested)
 	for _, e := range entries {
 		appendEntry(a, h.Type, e, 0)
 	}
@@ -255,17 +255,11 @@ func cmdOf(m netlink.Message) uint8 { return uint8(m.Header.Type) }
 
 // offered returns the protocol attribute of a request.
 func offered(t *testing.T, m netlink.Message) uint8 {
-	ad, err := decoder(m.Data)
-	if err != nil {
-		t.Fatal(err)
+	v, ok, err := nlcore.FindAttr(m.Data[nlcore.NfgenLen:], attrProtocol)
+	if err != nil || !ok || len(v) != 1 {
+		t.Fatalf("no protocol attribute (%v)", err)
 	}
-	for ad.Next() {
-		if ad.Type() == attrProtocol {
-			return ad.Uint8()
-		}
-	}
-	t.Fatal("no protocol attribute")
-	return 0
+	return v[0]
 }
 
 func TestNegotiate(t *testing.T) {
@@ -341,15 +335,14 @@ func TestBatchingScripted(t *testing.T) {
 				hdr := make([]byte, nlcore.HdrLen)
 				binary.NativeEndian.PutUint32(hdr, uint32(nlcore.HdrLen+len(m.Data)))
 				data := append([]byte(nil), m.Data...)
-				ad, _ := decoder(data)
 				off := 4
-				for ad.Next() {
-					l := 4 + len(ad.Bytes())
-					if ad.Type() == attrLineNo {
+				_ = nlcore.ForEachAttr(data[4:], func(typ uint16, v []byte) error {
+					if typ == attrLineNo {
 						binary.NativeEndian.PutUint32(data[off+4:], 3)
 					}
-					off += nlcore.Align4(l)
-				}
+					off += nlcore.Align4(4 + len(v))
+					return nil
+				})
 				code := binary.NativeEndian.AppendUint32(nil, negCode(int(ErrExist)))
 				out = append(out, []message{{Type: uint16(netlink.Error), Seq: m.Header.Sequence, Data: cat(code, hdr, data)}})
 				failAt[3] = true
@@ -413,20 +406,13 @@ func putHeader(b []byte, m message, n int) {
 
 // entriesIn counts the entries of an ADD/DEL message.
 func entriesIn(t *testing.T, m netlink.Message) int {
-	ad, err := decoder(m.Data)
-	if err != nil {
-		t.Fatal(err)
+	adt, ok, err := nlcore.FindAttr(m.Data[nlcore.NfgenLen:], attrADT)
+	if err != nil || !ok {
+		t.Fatalf("no ADT attribute (%v)", err)
 	}
 	n := 0
-	for ad.Next() {
-		if ad.Type() == attrADT {
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					n++
-				}
-				return nil
-			})
-		}
+	if err := nlcore.ForEachAttr(adt, func(uint16, []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
 	}
 	return n
 }
