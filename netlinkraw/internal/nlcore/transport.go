@@ -94,11 +94,8 @@ func (t *Socket) Receive(deadline time.Time, ctr *Counters) ([]Message, error) {
 	if err == nil {
 		err = rerr
 	}
-	if errors.Is(err, unix.ENOBUFS) {
-		return nil, fmt.Errorf("kernel answers were lost (socket receive buffer overrun): %w", os.NewSyscallError("recvmsg", err))
-	}
 	if err != nil {
-		return nil, os.NewSyscallError("recvmsg", err)
+		return nil, ReceiveError(err)
 	}
 	if rflags&unix.MSG_TRUNC != 0 {
 		return nil, fmt.Errorf("recvmsg: datagram larger than %d bytes", len(t.buf))
@@ -106,6 +103,16 @@ func (t *Socket) Receive(deadline time.Time, ctr *Counters) ([]Message, error) {
 	ctr.BytesReceived += uint64(n)
 	t.msgs, err = ParseMessages(t.msgs[:0], t.buf[:n])
 	return t.msgs, err
+}
+
+// ReceiveError is the error of a failed recvmsg: ENOBUFS says the kernel
+// dropped answers because the socket's receive buffer was full.
+func ReceiveError(err error) error {
+	err = os.NewSyscallError("recvmsg", err)
+	if errors.Is(err, unix.ENOBUFS) {
+		return fmt.Errorf("kernel answers were lost (socket receive buffer overrun): %w", err)
+	}
+	return err
 }
 
 // WholeDumps implements Transport: a socket returns datagrams.
