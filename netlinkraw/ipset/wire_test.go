@@ -335,12 +335,10 @@ func TestBatchingScripted(t *testing.T) {
 				hdr := make([]byte, nlcore.HdrLen)
 				binary.NativeEndian.PutUint32(hdr, uint32(nlcore.HdrLen+len(m.Data)))
 				data := append([]byte(nil), m.Data...)
-				off := 4
 				_ = nlcore.ForEachAttr(data[4:], func(typ uint16, v []byte) error {
-					if typ == attrLineNo {
-						binary.NativeEndian.PutUint32(data[off+4:], 3)
+					if typ == attrLineNo { // v's offset in data: what its capacity lacks
+						binary.NativeEndian.PutUint32(data[cap(data)-cap(v):], 3)
 					}
-					off += nlcore.Align4(4 + len(v))
 					return nil
 				})
 				code := binary.NativeEndian.AppendUint32(nil, negCode(int(ErrExist)))

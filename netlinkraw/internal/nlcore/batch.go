@@ -93,7 +93,7 @@ func sendLimit(snd int) int { return snd - 32 }
 func (c *Conn) Transact(subsys uint16, msgs []Request) error {
 	size := 2 * (HdrLen + NfgenLen)
 	for _, m := range msgs {
-		size += HdrLen + Align4(len(m.Payload))
+		size += HdrLen + align4(len(m.Payload))
 	}
 	if err := c.fitTransaction(size, len(msgs)); err != nil {
 		return err

@@ -132,7 +132,7 @@ func (c *Conn) Request(seq uint32, reply bool, replyType uint16) ([]byte, error)
 	return out, err
 }
 
-// FinishAbandoned reads the rest of the answer to a dump that an earlier
+// finishAbandoned reads the rest of the answer to a dump that an earlier
 // call gave up on (a reply timeout, a failed receive), skipping it, until
 // its end: the kernel keeps producing such a dump for the socket, and
 // refuses a new one with EBUSY until it is read. The kernel produces the
@@ -140,7 +140,7 @@ func (c *Conn) Request(seq uint32, reply bool, replyType uint16) ([]byte, error)
 // does not come within the reply timeout is taken as lost and the caller
 // goes on (a kernel still busy then answers EBUSY: an error, never a
 // wrong answer); another failure fails the call and is retried by the next.
-func (c *Conn) FinishAbandoned() error {
+func finishAbandoned(c *Conn) error {
 	for c.abandoned != 0 {
 		if _, err := c.Receive(); err != nil {
 			if errors.Is(err, netlinkraw.ErrReplyTimeout) {

@@ -80,11 +80,11 @@ type dumpState struct {
 //
 // A dump given up on before its end (a reply timeout, a failed receive)
 // is recorded in c.abandoned; the next dump first reads the rest of it
-// (FinishAbandoned). Otherwise the kernel, still producing the old dump
+// (finishAbandoned). Otherwise the kernel, still producing the old dump
 // for this socket, would refuse the new one with EBUSY, and a fenceless
 // old empty answer could pass for the new dump's.
 func (c *Conn) dumpOnce(r *DumpRequest) (intr bool, err error) {
-	if err := c.FinishAbandoned(); err != nil {
+	if err := finishAbandoned(c); err != nil {
 		return false, err
 	}
 	whole := c.T.WholeDumps()

@@ -38,9 +38,9 @@ const (
 // Native is the byte order of netlink headers and host-order attributes.
 var Native = binary.NativeEndian
 
-// Align4 rounds n up to the 4-byte netlink alignment (NLMSG_ALIGN,
+// align4 rounds n up to the 4-byte netlink alignment (NLMSG_ALIGN,
 // NLA_ALIGN).
-func Align4(n int) int { return (n + 3) &^ 3 }
+func align4(n int) int { return (n + 3) &^ 3 }
 
 // Encoder appends netlink messages and attributes to B. Messages and nested
 // attributes are opened with BeginMessage and BeginNest, which return an

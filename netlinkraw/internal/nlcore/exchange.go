@@ -87,7 +87,7 @@ func (c *Conn) Exchange(reqs []Request, ackAll bool, lim Limits) ([]Answer, erro
 func groupEnd(reqs []Request, start int, lim Limits) int {
 	end, size, reply := start, 0, 0
 	for end < len(reqs) {
-		n := HdrLen + Align4(len(reqs[end].Payload))
+		n := HdrLen + align4(len(reqs[end].Payload))
 		r := n + ReplyOverhead
 		if end > start && (size+n > lim.Bytes || reply+r > lim.Replies) {
 			break

@@ -60,7 +60,7 @@ func ParseMessages(dst []Message, b []byte) ([]Message, error) {
 			m.Ext = extAckMessage(m)
 		}
 		dst = append(dst, m)
-		b = b[min(Align4(l), len(b)):]
+		b = b[min(align4(l), len(b)):]
 	}
 	return dst, nil
 }
@@ -106,7 +106,7 @@ func ForEachAttr(b []byte, fn func(typ uint16, v []byte) error) error {
 		if err := fn(Native.Uint16(b[2:])&AttrTypeMask, b[AttrHdrLen:l]); err != nil {
 			return err
 		}
-		b = b[min(Align4(l), len(b)):]
+		b = b[min(align4(l), len(b)):]
 	}
 	return nil
 }

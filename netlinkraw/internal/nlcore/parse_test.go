@@ -76,7 +76,7 @@ func FuzzParseMessages(f *testing.F) {
 			if len(m.Data) > len(b) {
 				t.Fatalf("message payload of %d bytes from a %d-byte datagram", len(m.Data), len(b))
 			}
-			total += Align4(HdrLen + len(m.Data))
+			total += align4(HdrLen + len(m.Data))
 		}
 		if total < len(b) || total > len(b)+3 {
 			t.Fatalf("messages cover %d bytes of %d", total, len(b))

@@ -189,7 +189,7 @@ func (t *ConnTransport) Send(b []byte, ctr *Counters) error {
 			},
 			Data: append([]byte(nil), b[HdrLen:l]...),
 		})
-		b = b[min(Align4(l), len(b)):]
+		b = b[min(align4(l), len(b)):]
 	}
 	ctr.Sendmsg++
 	if _, err := t.NC.SendMessages(msgs); err != nil {
