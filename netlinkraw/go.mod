@@ -7,13 +7,11 @@ require (
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.11.2
-	github.com/ti-mo/netfilter v0.5.3
 	golang.org/x/sys v0.50.0
 )
 
 require (
 	github.com/mdlayher/socket v0.6.0 // indirect
-	github.com/pkg/errors v0.9.1 // indirect
 	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )

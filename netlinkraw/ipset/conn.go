@@ -3,14 +3,13 @@ package ipset
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxysinks/proxysinks/netlinkraw"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
 // Client is what the proxysinks data plane needs from ipset. *Conn
@@ -46,27 +45,9 @@ type Client interface {
 	Close() error
 }
 
-// Stats counts a Conn's traffic, like the IPVS Conn's counters.
-type Stats struct {
-	// Sendmsg and Recvmsg count system calls on the socket.
-	Sendmsg, Recvmsg uint64
-	// MessagesSent and MessagesReceived count netlink messages.
-	MessagesSent, MessagesReceived uint64
-	// BytesSent and BytesReceived count bytes on the socket.
-	BytesSent, BytesReceived uint64
-}
-
-// transport moves raw netlink messages. The Linux one is a netlink socket;
-// tests script a kernel with a function.
-type transport interface {
-	// send writes the messages in one sendmsg.
-	send(msgs []netlink.Message, st *Stats) error
-	// recv reads one datagram, without interpreting error messages,
-	// waiting until deadline at most (the zero time: no limit); a passed
-	// deadline is an error matching os.ErrDeadlineExceeded.
-	recv(deadline time.Time, st *Stats) ([]message, error)
-	close() error
-}
+// Stats counts a Conn's traffic, like the IPVS Conn's counters: sendmsg
+// and recvmsg calls, netlink messages and bytes each way.
+type Stats = nlcore.Counters
 
 // Config configures Dial.
 type Config struct {
@@ -91,10 +72,6 @@ type Config struct {
 }
 
 const (
-	// replyOverhead is what one answer costs the receive buffer beyond its
-	// bytes (socket buffer bookkeeping), with a margin.
-	replyOverhead = 1024
-
 	defaultBatchBytes = 4 << 20
 	// maxADTBytes caps one message's IPSET_ATTR_ADT so that its 16-bit
 	// length cannot overflow.
@@ -105,10 +82,8 @@ const (
 // calls are serialized.
 type Conn struct {
 	mu         sync.Mutex
-	t          transport
+	nl         *nlcore.Conn
 	proto      uint8
-	seq        uint32
-	stats      Stats
 	batchBytes int
 	// replyBudget bounds the kernel's worst-case answers to one sendmsg (a
 	// copy of every message that fails), so that they fit the socket's
@@ -118,11 +93,6 @@ type Conn struct {
 	// types caches the type and family of sets this Conn created or read,
 	// to check entries before sending them.
 	types map[string]setKind
-	// timeout bounds each wait for a reply datagram (0: none).
-	timeout time.Duration
-	// abandoned is the sequence number of a dump a call gave up on before
-	// its answer ended (0: none); see finishAbandoned.
-	abandoned uint32
 }
 
 type setKind struct {
@@ -138,14 +108,12 @@ type revKey struct {
 var _ Client = (*Conn)(nil)
 
 // newConn negotiates the protocol over t.
-func newConn(t transport, cfg Config) (*Conn, error) {
+func newConn(t nlcore.Transport, cfg Config) (*Conn, error) {
 	c := &Conn{
-		t:          t,
-		seq:        1,
+		nl:         nlcore.NewConn(t, cfg.ReplyTimeout),
 		batchBytes: cfg.BatchBytes,
 		revisions:  map[revKey]uint8{},
 		types:      map[string]setKind{},
-		timeout:    netlinkraw.ReplyTimeout(cfg.ReplyTimeout),
 	}
 	if c.batchBytes <= 0 {
 		c.batchBytes = defaultBatchBytes
@@ -159,7 +127,7 @@ func newConn(t transport, cfg Config) (*Conn, error) {
 		max = protocolMax
 	}
 	if err := c.negotiate(max); err != nil {
-		t.close()
+		t.Close()
 		return nil, err
 	}
 	return c, nil
@@ -170,7 +138,7 @@ func newConn(t transport, cfg Config) (*Conn, error) {
 func (c *Conn) negotiate(offer uint8) error {
 	for {
 		a := cmdAttrs(offer)
-		res, err := c.exchange([]netlink.Message{c.msg(cmdProtocol, 0, a)}, true)
+		res, err := c.exchange([]nlcore.Request{c.msg(cmdProtocol, 0, a)}, true)
 		if err != nil {
 			return &OpError{Op: "negotiate", Object: "protocol", Err: err}
 		}
@@ -209,14 +177,14 @@ func (c *Conn) Protocol() uint8 {
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stats
+	return c.nl.Ctr
 }
 
 // Close closes the socket.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.t.close()
+	return c.nl.T.Close()
 }
 
 // SetReplyTimeout changes the bound on each wait for a reply datagram
@@ -225,53 +193,12 @@ func (c *Conn) Close() error {
 func (c *Conn) SetReplyTimeout(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.timeout = netlinkraw.ReplyTimeout(d)
-}
-
-// recv reads one datagram within the reply timeout. It notices the end
-// of an abandoned dump's answer, whichever call reads it.
-func (c *Conn) recv() ([]message, error) {
-	ms, err := c.t.recv(netlinkraw.ReplyDeadline(c.timeout), &c.stats)
-	if c.abandoned != 0 {
-		for _, m := range ms {
-			if m.Seq == c.abandoned && (m.Type == uint16(netlink.Done) || m.Type == uint16(netlink.Error)) {
-				c.abandoned = 0
-			}
-		}
-	}
-	return ms, netlinkraw.ReplyError(err, c.timeout)
-}
-
-// finishAbandoned reads the rest of the answer to a dump that an earlier
-// call gave up on (a reply timeout, a failed receive), skipping it, until
-// its end: the kernel keeps producing such a dump for the socket, and
-// refuses a new one with EBUSY until it is read. The kernel produces the
-// rest as it is read, so this takes no longer than reading it. An end that
-// does not come within the reply timeout is taken as lost and the caller
-// goes on (a kernel still busy then answers EBUSY: an error, never a
-// wrong answer); another failure fails the call and is retried by the next.
-func (c *Conn) finishAbandoned() error {
-	for c.abandoned != 0 {
-		if _, err := c.recv(); err != nil {
-			if errors.Is(err, netlinkraw.ErrReplyTimeout) {
-				c.abandoned = 0
-				return nil
-			}
-			return fmt.Errorf("finish reading the answer to an abandoned dump: %w", err)
-		}
-	}
-	return nil
+	c.nl.Timeout = netlinkraw.ReplyTimeout(d)
 }
 
 // msg builds an ipset message.
-func (c *Conn) msg(cmd uint8, flags netlink.HeaderFlags, a *attrs) netlink.Message {
-	return netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(nfnlSubsysIPSet<<8 | uint16(cmd)),
-			Flags: netlink.Request | flags,
-		},
-		Data: a.b,
-	}
+func (c *Conn) msg(cmd uint8, flags uint16, a *nlcore.Encoder) nlcore.Request {
+	return nlcore.Request{Type: nlcore.NfnlType(nlcore.NfnlSubsysIPSet, cmd), Flags: flags, Payload: a.B}
 }
 
 // result is the kernel's answer to one message.
@@ -282,69 +209,26 @@ type result struct {
 	data    []message
 }
 
-// exchange sends msgs, as few sendmsg calls as the batch size allows, and
-// collects the answer to each. Only the last message of a sendmsg asks for
-// an acknowledgement unless ackAll: the kernel answers failures anyway and
-// handles the messages of one sendmsg in order, so the last answer closes the
-// batch. The caller holds c.mu (or is newConn).
-func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
-	results := make([]result, len(msgs))
-	for start := 0; start < len(msgs); {
-		end, size, reply := start, 0, 0
-		for end < len(msgs) {
-			n := nlmsgHdrLen + align4(len(msgs[end].Data))
-			r := n + replyOverhead
-			if end > start && (size+n > c.batchBytes || reply+r > c.replyBudget) {
-				break
-			}
-			size += n
-			reply += r
-			end++
+// exchange sends msgs, as few sendmsg calls as the batch size and the
+// receive buffer allow, and collects the answer to each (see
+// nlcore.Conn.Exchange). The caller holds c.mu (or is newConn).
+func (c *Conn) exchange(msgs []nlcore.Request, ackAll bool) ([]result, error) {
+	answers, err := c.nl.Exchange(msgs, ackAll, nlcore.Limits{Bytes: c.batchBytes, Replies: c.replyBudget})
+	if err != nil {
+		return nil, err
+	}
+	results := make([]result, len(answers))
+	for i, a := range answers {
+		r := &results[i]
+		r.data = a.Replies
+		if a.Error == nil {
+			continue
 		}
-		group := msgs[start:end]
-		if c.seq+uint32(len(group)) < c.seq {
-			c.seq = 1 // keep the group's numbers contiguous across the wrap
-		}
-		first := c.seq
-		for i := range group {
-			group[i].Header.Sequence = c.seq
-			c.seq++
-			if ackAll || i == len(group)-1 {
-				group[i].Header.Flags |= netlink.Acknowledge
-			}
-		}
-		last := group[len(group)-1].Header.Sequence
-		if err := c.t.send(group, &c.stats); err != nil {
+		info, err := decodeAck(a.Error)
+		if err != nil {
 			return nil, err
 		}
-		for done := false; !done; {
-			ms, err := c.recv()
-			if err != nil {
-				return nil, err
-			}
-			for _, m := range ms {
-				idx := int(m.Seq - first)
-				if m.Seq-first >= uint32(len(group)) {
-					continue // a stale answer to an earlier exchange
-				}
-				r := &results[start+idx]
-				switch m.Type {
-				case uint16(netlink.Error):
-					info, err := decodeAck(m.Data)
-					if err != nil {
-						return nil, err
-					}
-					r.code, r.line, r.hasLine = info.Code, info.Line, info.HasLine
-					if m.Seq == last {
-						done = true
-					}
-				case uint16(netlink.Done), uint16(netlink.Noop), uint16(netlink.Overrun):
-				default:
-					r.data = append(r.data, m)
-				}
-			}
-		}
-		start = end
+		r.code, r.line, r.hasLine = info.Code, info.Line, info.HasLine
 	}
 	return results, nil
 }
@@ -352,74 +236,27 @@ func (c *Conn) exchange(msgs []netlink.Message, ackAll bool) ([]result, error) {
 // dump runs a LIST dump and decodes it. A dump the kernel marks
 // interrupted (NLM_F_DUMP_INTR: the sets changed while it was read) is run
 // again, up to netlinkraw.MaxDumpAttempts times.
-func (c *Conn) dump(a *attrs) (*listing, error) {
-	for attempt := 1; ; attempt++ {
-		l, intr, err := c.dumpOnce(a)
-		if err != nil || !intr {
-			return l, err
-		}
-		if attempt == netlinkraw.MaxDumpAttempts {
-			return nil, fmt.Errorf("%w (%d times)", netlinkraw.ErrDumpInterrupted, attempt)
-		}
+func (c *Conn) dump(a *nlcore.Encoder) (*listing, error) {
+	var l *listing
+	err := c.nl.Dump(nlcore.DumpRequest{
+		Type:    nlcore.NfnlType(nlcore.NfnlSubsysIPSet, cmdList),
+		Payload: func(e *nlcore.Encoder) { e.B = append(e.B, a.B...) },
+		Reset:   func() { l = newListing() },
+		Each:    func(m *nlcore.Message) error { return l.add(m.Data) },
+	})
+	if errno, ok := err.(unix.Errno); ok {
+		// The kernel's answer: ipset's own error numbers have names.
+		return nil, errnoFromKernel(int(errno), false)
 	}
-}
-
-// dumpOnce runs one LIST dump; intr reports an inconsistent one.
-func (c *Conn) dumpOnce(a *attrs) (_ *listing, intr bool, _ error) {
-	if err := c.finishAbandoned(); err != nil {
-		return nil, false, err
+	if err != nil {
+		return nil, err
 	}
-	m := c.msg(cmdList, netlink.Dump, a)
-	if c.seq == 0 {
-		c.seq = 1
-	}
-	m.Header.Sequence = c.seq
-	seq := c.seq
-	c.seq++
-	if err := c.t.send([]netlink.Message{m}, &c.stats); err != nil {
-		return nil, false, err
-	}
-	l := newListing()
-	var decodeErr error
-	for {
-		ms, err := c.recv()
-		if err != nil {
-			c.abandoned = seq
-			return nil, false, err
-		}
-		for _, m := range ms {
-			if m.Seq != seq {
-				continue
-			}
-			if m.Flags&uint16(netlink.DumpInterrupted) != 0 {
-				intr = true
-			}
-			switch m.Type {
-			case uint16(netlink.Error), uint16(netlink.Done):
-				code := 0
-				if len(m.Data) >= 4 {
-					info, err := decodeAck(m.Data)
-					if err != nil {
-						return nil, false, err
-					}
-					code = info.Code
-				}
-				if code != 0 {
-					return nil, false, errnoFromKernel(code, false)
-				}
-				return l, intr, decodeErr
-			default:
-				if err := l.add(m.Data); err != nil && decodeErr == nil {
-					decodeErr = err
-				}
-			}
-		}
-	}
+	return l, nil
 }
 
 // simple sends one command and returns its error.
-func (c *Conn) simple(cmd uint8, flags netlink.HeaderFlags, a *attrs) error {
-	res, err := c.exchange([]netlink.Message{c.msg(cmd, flags, a)}, true)
+func (c *Conn) simple(cmd uint8, flags uint16, a *nlcore.Encoder) error {
+	res, err := c.exchange([]nlcore.Request{c.msg(cmd, flags, a)}, true)
 	if err != nil {
 		return err
 	}
@@ -436,9 +273,9 @@ func (c *Conn) revision(t Type, f Family) (uint8, error) {
 		return r, nil
 	}
 	a := cmdAttrs(c.proto)
-	a.str(attrTypeName, string(t))
-	a.u8(attrFamily, uint8(f))
-	res, err := c.exchange([]netlink.Message{c.msg(cmdType, 0, a)}, true)
+	a.Str(attrTypeName, string(t))
+	a.U8(attrFamily, uint8(f))
+	res, err := c.exchange([]nlcore.Request{c.msg(cmdType, 0, a)}, true)
 	if err != nil {
 		return 0, err
 	}
@@ -454,380 +291,4 @@ func (c *Conn) revision(t Type, f Family) (uint8, error) {
 	}
 	c.revisions[k] = r.Revision
 	return r.Revision, nil
-}
-
-// checkSet validates a set description before it is sent.
-func checkSet(s Set) error {
-	if err := checkName(s.Name); err != nil {
-		return err
-	}
-	if !s.Type.supported() {
-		return fmt.Errorf("%w: %q", ErrFindType, s.Type)
-	}
-	if s.Type == BitmapPort {
-		if s.PortFrom > s.PortTo {
-			return fmt.Errorf("bitmap:port range %d-%d is reversed", s.PortFrom, s.PortTo)
-		}
-		return nil
-	}
-	if s.Family != INET && s.Family != INET6 {
-		return fmt.Errorf("%w: family %s for %s", ErrInvalidFamily, s.Family, s.Type)
-	}
-	return nil
-}
-
-// Create creates a set.
-func (c *Conn) Create(s Set, opts ...Option) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := checkSet(s); err != nil {
-		return &OpError{Op: "create", Object: "set " + s.Name, Err: err}
-	}
-	f := s.Family
-	if s.Type == BitmapPort {
-		f = Unspec
-	}
-	rev, err := c.revision(s.Type, f)
-	if err != nil {
-		return &OpError{Op: "create", Object: "set " + s.Name + " of type " + string(s.Type), Err: err}
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, s.Name)
-	a.str(attrTypeName, string(s.Type))
-	a.u8(attrRevision, rev)
-	a.u8(attrFamily, uint8(f))
-	createData(a, s)
-	var flags netlink.HeaderFlags = netlink.Create
-	if !hasExist(opts) {
-		flags |= netlink.Excl
-	}
-	if err := c.simple(cmdCreate, flags, a); err != nil {
-		return &OpError{Op: "create", Object: "set " + s.Name, Err: err}
-	}
-	c.types[s.Name] = setKind{s.Type, f}
-	return nil
-}
-
-// Destroy destroys a set.
-func (c *Conn) Destroy(name string, opts ...Option) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := checkName(name); err != nil {
-		return &OpError{Op: "destroy", Object: "set " + name, Err: err}
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, name)
-	var flags netlink.HeaderFlags
-	if !hasExist(opts) {
-		flags = netlink.Excl
-	}
-	err := c.simple(cmdDestroy, flags, a)
-	if errors.Is(err, syscall.ENOENT) && hasExist(opts) {
-		err = nil
-	}
-	if err != nil {
-		return &OpError{Op: "destroy", Object: "set " + name, Err: err}
-	}
-	delete(c.types, name)
-	return nil
-}
-
-// Flush removes every entry of a set.
-func (c *Conn) Flush(name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := checkName(name); err != nil {
-		return &OpError{Op: "flush", Object: "set " + name, Err: err}
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, name)
-	if err := c.simple(cmdFlush, 0, a); err != nil {
-		return &OpError{Op: "flush", Object: "set " + name, Err: err}
-	}
-	return nil
-}
-
-// twoNames runs rename or swap.
-func (c *Conn) twoNames(cmd uint8, op, from, to string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	obj := "set " + from + " to " + to
-	if op == "swap" {
-		obj = "sets " + from + " and " + to
-	}
-	if err := checkName(from); err != nil {
-		return &OpError{Op: op, Object: obj, Err: err}
-	}
-	if err := checkName(to); err != nil {
-		return &OpError{Op: op, Object: obj, Err: err}
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, from)
-	a.str(attrSetName2, to)
-	if err := c.simple(cmd, 0, a); err != nil {
-		return &OpError{Op: op, Object: obj, Err: err}
-	}
-	kf, okf := c.types[from]
-	kt, okt := c.types[to]
-	delete(c.types, from)
-	delete(c.types, to)
-	if op == "swap" {
-		if okt {
-			c.types[from] = kt
-		}
-		if okf {
-			c.types[to] = kf
-		}
-	} else if okf {
-		c.types[to] = kf
-	}
-	return nil
-}
-
-// Rename renames a set.
-func (c *Conn) Rename(from, to string) error { return c.twoNames(cmdRename, "rename", from, to) }
-
-// Swap swaps two sets.
-func (c *Conn) Swap(a, b string) error { return c.twoNames(cmdSwap, "swap", a, b) }
-
-// list runs a LIST dump of one set.
-func (c *Conn) list(op, name string, flags uint32) (*listed, error) {
-	if err := checkName(name); err != nil {
-		return nil, &OpError{Op: op, Object: "set " + name, Err: err}
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, name)
-	if flags != 0 {
-		a.be32(attrFlags, flags)
-	}
-	l, err := c.dump(a)
-	if err != nil {
-		return nil, &OpError{Op: op, Object: "set " + name, Err: err}
-	}
-	s, ok := l.sets[name]
-	if !ok || !s.HaveHdr {
-		return nil, &OpError{Op: op, Object: "set " + name, Err: errors.New("no header in the kernel's reply")}
-	}
-	c.types[name] = setKind{s.Header.Type, s.Header.Family}
-	return s, nil
-}
-
-// Header returns a set's description.
-func (c *Conn) Header(name string) (Header, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, err := c.list("header", name, flagListHeader)
-	if err != nil {
-		return Header{}, err
-	}
-	return s.Header, nil
-}
-
-// List returns a set's description and entries.
-func (c *Conn) List(name string) (Header, []Entry, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, err := c.list("list", name, 0)
-	if err != nil {
-		return Header{}, nil, err
-	}
-	return s.Header, s.Entries, nil
-}
-
-// ListNames returns the names of all sets in the namespace.
-func (c *Conn) ListNames() ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a := cmdAttrs(c.proto)
-	a.be32(attrFlags, flagListSetName)
-	l, err := c.dump(a)
-	if err != nil {
-		return nil, &OpError{Op: "list", Object: "set names", Err: err}
-	}
-	return slices.Clone(l.order), nil
-}
-
-// Test reports whether set holds e.
-func (c *Conn) Test(set string, e Entry) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	obj := e.String() + " in " + set
-	if err := checkName(set); err != nil {
-		return false, &OpError{Op: "test", Object: obj, Err: err}
-	}
-	k, err := c.kind(set)
-	if err != nil {
-		return false, &OpError{Op: "test", Object: obj, Err: err}
-	}
-	if err := CheckEntry(k.t, k.f, e); err != nil {
-		return false, &OpError{Op: "test", Object: obj, Err: err}
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, set)
-	appendEntry(a, k.t, e, 0)
-	res, err := c.exchange([]netlink.Message{c.msg(cmdTest, 0, a)}, true)
-	if err != nil {
-		return false, &OpError{Op: "test", Object: obj, Err: err}
-	}
-	switch res[0].code {
-	case 0:
-		return true, nil
-	case int(ErrExist):
-		return false, nil
-	}
-	return false, &OpError{Op: "test", Object: obj, Err: errnoFromKernel(res[0].code, k.t == BitmapPort)}
-}
-
-// kind returns the type and family of a set, from the cache or, the first
-// time, from the kernel (one header dump).
-func (c *Conn) kind(set string) (setKind, error) {
-	if k, ok := c.types[set]; ok {
-		return k, nil
-	}
-	a := cmdAttrs(c.proto)
-	a.str(attrSetName, set)
-	a.be32(attrFlags, flagListHeader)
-	l, err := c.dump(a)
-	if err != nil {
-		return setKind{}, err
-	}
-	s, ok := l.sets[set]
-	if !ok || !s.HaveHdr {
-		return setKind{}, errors.New("no header in the kernel's reply")
-	}
-	k := setKind{s.Header.Type, s.Header.Family}
-	c.types[set] = k
-	return k, nil
-}
-
-// Add adds entries to set.
-func (c *Conn) Add(set string, entries []Entry, opts ...Option) error {
-	return c.adt(cmdAdd, "add", set, entries, opts)
-}
-
-// Del deletes entries from set.
-func (c *Conn) Del(set string, entries []Entry, opts ...Option) error {
-	return c.adt(cmdDel, "del", set, entries, opts)
-}
-
-// adtMsg is one ADD/DEL message and the entries it carries.
-type adtMsg struct {
-	idx    []int // entry index of each line
-	perMsg int   // the entry limit it was built with
-}
-
-// run is a sequence of entries to send, at most perMsg per message.
-type run struct {
-	idx    []int
-	perMsg int
-}
-
-// maxEntriesPerMsg bounds the entries of one message (the byte limit
-// usually comes first).
-const maxEntriesPerMsg = 1 << 16
-
-// adt adds or deletes entries in batches: many entries per message (ADT
-// with line numbers), many messages per sendmsg. The kernel stops a message
-// at its first failing line and reports the line; the entries after it are
-// sent again in the next round.
-func (c *Conn) adt(cmd uint8, op, set string, entries []Entry, opts []Option) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := checkName(set); err != nil {
-		return &OpError{Op: op, Object: "set " + set, Err: err}
-	}
-	var flags netlink.HeaderFlags
-	if !hasExist(opts) {
-		flags |= netlink.Excl
-	}
-	k, err := c.kind(set)
-	if err != nil {
-		return &OpError{Op: op, Object: "entries of set " + set, Err: err}
-	}
-	bitmap := k.t == BitmapPort
-	var failed []EntryError
-	first := run{perMsg: maxEntriesPerMsg}
-	for i, e := range entries {
-		if err := CheckEntry(k.t, k.f, e); err != nil {
-			failed = append(failed, EntryError{Index: i, Entry: e, Err: err})
-			continue
-		}
-		first.idx = append(first.idx, i)
-	}
-	todo := []run{first}
-	for len(todo) > 0 {
-		var (
-			msgs  []netlink.Message
-			metas []adtMsg
-			a     *attrs
-			meta  adtMsg
-			adt   int
-		)
-		flush := func() {
-			if a == nil {
-				return
-			}
-			a.end(adt)
-			msgs = append(msgs, c.msg(cmd, flags, a))
-			metas = append(metas, meta)
-			a = nil
-		}
-		for _, r := range todo {
-			for _, i := range r.idx {
-				if a != nil && (len(a.b)-adt > maxADTBytes || len(meta.idx) >= r.perMsg) {
-					flush()
-				}
-				if a == nil {
-					a = cmdAttrs(c.proto)
-					a.str(attrSetName, set)
-					a.ne32(attrLineNo, 0)
-					adt = a.begin(attrADT)
-					meta = adtMsg{perMsg: r.perMsg}
-				}
-				meta.idx = append(meta.idx, i)
-				appendEntry(a, k.t, entries[i], uint32(len(meta.idx)))
-			}
-			flush()
-		}
-		res, err := c.exchange(msgs, false)
-		if err != nil {
-			err = &OpError{Op: op, Object: "entries of set " + set + " (the unanswered ones may or may not be done)", Err: err}
-			if len(failed) > 0 {
-				slices.SortFunc(failed, func(x, y EntryError) int { return x.Index - y.Index })
-				return errors.Join(err, &BatchError{Op: op, Set: set, Failed: failed})
-			}
-			return err
-		}
-		todo = todo[:0]
-		for j, r := range res {
-			if r.code == 0 {
-				continue
-			}
-			cause := errnoFromKernel(r.code, bitmap)
-			if cmd == cmdDel && r.code == int(ErrExist) {
-				cause = ErrNotFound
-			}
-			m := metas[j]
-			if !r.hasLine || r.line < 1 || int(r.line) > len(m.idx) {
-				// The whole message was refused (no such set, ...). The
-				// set may have changed behind our back: forget its kind.
-				delete(c.types, set)
-				return &OpError{Op: op, Object: fmt.Sprintf("%d entries of set %s", len(entries), set), Err: cause}
-			}
-			bad := m.idx[r.line-1]
-			failed = append(failed, EntryError{Index: bad, Entry: entries[bad], Err: cause})
-			if rest := m.idx[r.line:]; len(rest) > 0 {
-				// Failures cluster (a batch re-adding what exists): resend
-				// the rest in smaller messages, so that every failure
-				// costs the kernel a smaller copy and a batch of failures
-				// takes a few rounds, not one round per failure.
-				todo = append(todo, run{idx: rest, perMsg: max(1, len(m.idx)/8)})
-			}
-		}
-	}
-	if len(failed) == 0 {
-		return nil
-	}
-	slices.SortFunc(failed, func(x, y EntryError) int { return x.Index - y.Index })
-	return &BatchError{Op: op, Set: set, Failed: failed}
 }

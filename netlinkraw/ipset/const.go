@@ -111,19 +111,9 @@ const (
 	cadtWithForceAdd = 1 << 5
 )
 
-// Netlink attribute type flags.
-const (
-	nlaNested       = 1 << 15
-	nlaNetByteOrder = 1 << 14
-	nlaTypeMask     = ^uint16(nlaNested | nlaNetByteOrder)
-)
-
 // NFPROTO values used as set families.
 const (
 	nfprotoUnspec = 0
 	nfprotoIPv4   = 2
 	nfprotoIPv6   = 10
 )
-
-// nfnlSubsysIPSet is NFNL_SUBSYS_IPSET.
-const nfnlSubsysIPSet = 6

@@ -6,48 +6,13 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/mdlayher/netlink"
-	"github.com/ti-mo/netfilter"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
-// message is one raw netlink message as received: errors are not yet
-// interpreted, so an error reply keeps its payload (ipset puts the failing
-// line number there).
-type message struct {
-	Type  uint16
-	Flags uint16
-	Seq   uint32
-	Data  []byte
-}
-
-const nlmsgHdrLen = 16
-
-// parseMessages splits a received datagram into messages. Data is copied,
-// so b may be reused.
-func parseMessages(b []byte) ([]message, error) {
-	var out []message
-	for len(b) > 0 {
-		if len(b) < nlmsgHdrLen {
-			return out, fmt.Errorf("short netlink header: %d bytes", len(b))
-		}
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < nlmsgHdrLen || l > len(b) {
-			return out, fmt.Errorf("bad netlink message length %d (have %d bytes)", l, len(b))
-		}
-		out = append(out, message{
-			Type:  binary.NativeEndian.Uint16(b[4:6]),
-			Flags: binary.NativeEndian.Uint16(b[6:8]),
-			Seq:   binary.NativeEndian.Uint32(b[8:12]),
-			Data:  append([]byte(nil), b[nlmsgHdrLen:l]...),
-		})
-		n := align4(l)
-		if n > len(b) {
-			n = len(b)
-		}
-		b = b[n:]
-	}
-	return out, nil
-}
+// message is one received netlink message (see nlcore.Message): an
+// error reply keeps its payload (ipset puts the failing line number
+// there).
+type message = nlcore.Message
 
 // ackInfo is what an NLMSG_ERROR payload says: the error code (0 for an
 // acknowledgement) and, for ipset batch failures, the failing line number
@@ -73,24 +38,30 @@ func decodeAck(data []byte) (ackInfo, error) {
 	}
 	// The copy of the request: nlmsghdr, nfgenmsg, command attributes.
 	req := data[4:]
-	if len(req) < nlmsgHdrLen+4 {
+	if len(req) < nlcore.HdrLen+4 {
 		return info, nil // capped acknowledgement: no request copy
 	}
 	l := int(binary.NativeEndian.Uint32(req[0:4]))
-	if l > len(req) || l < nlmsgHdrLen+4 {
+	if l > len(req) || l < nlcore.HdrLen+4 {
 		return info, nil
 	}
-	ad, err := netfilter.NewAttributeDecoder(req[nlmsgHdrLen+4 : l])
-	if err != nil {
-		return info, nil
-	}
-	for ad.Next() {
-		if ad.Type() == attrLineNo && len(ad.Bytes()) == 4 {
-			info.Line = binary.NativeEndian.Uint32(ad.Bytes())
-			info.HasLine = true
+	// A malformed copy only loses the line number.
+	_ = nlcore.ForEachAttr(req[nlcore.HdrLen+4:l], func(typ uint16, v []byte) error {
+		if typ == attrLineNo && len(v) == 4 {
+			info.Line, info.HasLine = binary.NativeEndian.Uint32(v), true
 		}
-	}
+		return nil
+	})
 	return info, nil
+}
+
+// attrsOf returns the attributes of an ipset message's payload, after its
+// nfgenmsg header.
+func attrsOf(data []byte) ([]byte, error) {
+	if len(data) < nlcore.NfgenLen {
+		return nil, fmt.Errorf("short nfnetlink message: %d bytes", len(data))
+	}
+	return data[nlcore.NfgenLen:], nil
 }
 
 // protocolReply is the answer to IPSET_CMD_PROTOCOL.
@@ -102,19 +73,20 @@ type protocolReply struct {
 // netlink header).
 func decodeProtocol(data []byte) (protocolReply, error) {
 	var r protocolReply
-	ad, err := decoder(data)
+	b, err := attrsOf(data)
 	if err != nil {
 		return r, err
 	}
-	for ad.Next() {
-		switch ad.Type() {
+	err = nlcore.ForEachAttr(b, func(typ uint16, v []byte) (err error) {
+		switch typ {
 		case attrProtocol:
-			r.Protocol = ad.Uint8()
+			r.Protocol, err = nlcore.GetU8("protocol", v)
 		case attrProtocolMin:
-			r.Min = ad.Uint8()
+			r.Min, err = nlcore.GetU8("protocol min", v)
 		}
-	}
-	if err := ad.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return r, err
 	}
 	if r.Protocol == 0 {
@@ -133,25 +105,26 @@ type typeReply struct {
 // decodeType decodes the reply to IPSET_CMD_TYPE.
 func decodeType(data []byte) (typeReply, error) {
 	var r typeReply
-	ad, err := decoder(data)
+	b, err := attrsOf(data)
 	if err != nil {
 		return r, err
 	}
 	var haveRev bool
-	for ad.Next() {
-		switch ad.Type() {
+	err = nlcore.ForEachAttr(b, func(typ uint16, v []byte) (err error) {
+		switch typ {
 		case attrTypeName:
-			r.Name = ad.String()
+			r.Name = nlcore.GetString(v)
 		case attrFamily:
-			r.Family = ad.Uint8()
+			r.Family, err = nlcore.GetU8("family", v)
 		case attrRevision:
-			r.Revision = ad.Uint8()
+			r.Revision, err = nlcore.GetU8("revision", v)
 			haveRev = true
 		case attrRevisionMin:
-			r.Min = ad.Uint8()
+			r.Min, err = nlcore.GetU8("revision min", v)
 		}
-	}
-	if err := ad.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return r, err
 	}
 	if !haveRev {
@@ -160,241 +133,126 @@ func decodeType(data []byte) (typeReply, error) {
 	return r, nil
 }
 
-// decoder skips the nfgenmsg header and returns a big-endian attribute
-// decoder (ti-mo/netfilter's) over the rest.
-func decoder(data []byte) (*netlink.AttributeDecoder, error) {
-	if len(data) < 4 {
-		return nil, fmt.Errorf("short nfnetlink message: %d bytes", len(data))
-	}
-	return netfilter.NewAttributeDecoder(data[4:])
-}
-
-// listing accumulates the sets of a LIST dump, which may span many
-// messages per set.
-type listing struct {
-	order []string
-	sets  map[string]*listed
-}
-
-type listed struct {
-	Header  Header
-	HaveHdr bool
-	Entries []Entry
-}
-
-func newListing() *listing { return &listing{sets: map[string]*listed{}} }
-
-// add decodes one LIST message (payload after the netlink header).
-func (l *listing) add(data []byte) error {
-	ad, err := decoder(data)
-	if err != nil {
-		return err
-	}
-	var (
-		cur      *listed
-		name     string
-		typ      string
-		family   uint8
-		revision uint8
-		haveType bool
-	)
-	get := func() (*listed, error) {
-		if cur != nil {
-			return cur, nil
-		}
-		if name == "" {
-			return nil, errors.New("set data before set name")
-		}
-		s, ok := l.sets[name]
-		if !ok {
-			s = &listed{}
-			l.sets[name] = s
-			l.order = append(l.order, name)
-		}
-		cur = s
-		return s, nil
-	}
-	for ad.Next() {
-		switch ad.Type() {
-		case attrSetName:
-			name = ad.String()
-			if name == "" {
-				return errors.New("empty set name in list reply")
-			}
-			if _, err := get(); err != nil {
-				return err
-			}
-		case attrTypeName:
-			typ = ad.String()
-			haveType = true
-		case attrFamily:
-			family = ad.Uint8()
-		case attrRevision:
-			revision = ad.Uint8()
-		case attrData:
-			s, err := get()
-			if err != nil {
-				return err
-			}
-			h := &s.Header
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				return decodeHeaderData(nad, h)
-			})
-			s.HaveHdr = true
-			if s.Entries == nil && h.Elements > 0 && h.Elements <= 1<<17 {
-				// One allocation for the whole set (a hint: the kernel
-				// counts expired entries too).
-				s.Entries = make([]Entry, 0, h.Elements)
-			}
-		case attrADT:
-			s, err := get()
-			if err != nil {
-				return err
-			}
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					if nad.Type() != attrData {
-						continue
-					}
-					var e Entry
-					nad.Nested(func(ead *netlink.AttributeDecoder) error {
-						return decodeEntry(ead, &e)
-					})
-					s.Entries = append(s.Entries, e)
-				}
-				return nil
-			})
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return err
-	}
-	if haveType {
-		s, err := get()
-		if err != nil {
-			return err
-		}
-		s.Header.Name = name
-		s.Header.Type = Type(typ)
-		s.Header.Family = Family(family)
-		s.Header.Revision = revision
-		if s.Header.Type == BitmapPort {
-			s.Header.Family = Unspec
-		}
-		s.HaveHdr = true
-	} else if cur != nil && cur.Header.Name == "" {
-		cur.Header.Name = name
-	}
-	return nil
-}
-
 // decodeHeaderData decodes the set-level IPSET_ATTR_DATA of a LIST reply.
-func decodeHeaderData(ad *netlink.AttributeDecoder, h *Header) error {
-	for ad.Next() {
-		switch ad.Type() {
+func decodeHeaderData(b []byte, h *Header) error {
+	return nlcore.ForEachAttr(b, func(typ uint16, v []byte) (err error) {
+		switch typ {
 		case attrHashSize:
-			h.HashSize = ad.Uint32()
+			h.HashSize, err = nlcore.GetBE32("hashsize", v)
 		case attrMaxElem:
-			h.MaxElem = ad.Uint32()
+			h.MaxElem, err = nlcore.GetBE32("maxelem", v)
 		case attrBucketSize:
-			h.BucketSize = ad.Uint8()
+			h.BucketSize, err = nlcore.GetU8("bucketsize", v)
 		case attrPort:
-			h.PortFrom = ad.Uint16()
+			h.PortFrom, err = nlcore.GetBE16("port", v)
 		case attrPortTo:
-			h.PortTo = ad.Uint16()
+			h.PortTo, err = nlcore.GetBE16("port to", v)
 		case attrTimeout:
-			h.Timeout = ad.Uint32()
+			h.Timeout, err = nlcore.GetBE32("timeout", v)
 		case attrCADTFlags:
-			f := ad.Uint32()
+			var f uint32
+			f, err = nlcore.GetBE32("cadt flags", v)
 			h.Counters = f&cadtWithCounters != 0
 			h.Comment = f&cadtWithComment != 0
 		case attrElements:
-			h.Elements = ad.Uint32()
+			h.Elements, err = nlcore.GetBE32("elements", v)
 		case attrReferences:
-			h.References = ad.Uint32()
+			h.References, err = nlcore.GetBE32("references", v)
 		case attrMemSize:
-			h.MemSize = ad.Uint32()
+			h.MemSize, err = nlcore.GetBE32("memsize", v)
 		}
-	}
-	return nil
+		return err
+	})
 }
 
 // decodeIP decodes a nested IPADDR_IPV4/IPADDR_IPV6 attribute.
-func decodeIP(ad *netlink.AttributeDecoder) netip.Addr {
+func decodeIP(b []byte) (netip.Addr, error) {
 	var addr netip.Addr
-	ad.Nested(func(nad *netlink.AttributeDecoder) error {
-		for nad.Next() {
-			b := nad.Bytes()
-			switch nad.Type() {
-			case attrIPAddrIPv4:
-				if len(b) != 4 {
-					return fmt.Errorf("IPv4 address of %d bytes", len(b))
-				}
-				addr = netip.AddrFrom4([4]byte(b))
-			case attrIPAddrIPv6:
-				if len(b) != 16 {
-					return fmt.Errorf("IPv6 address of %d bytes", len(b))
-				}
-				addr = netip.AddrFrom16([16]byte(b))
+	err := nlcore.ForEachAttr(b, func(typ uint16, v []byte) error {
+		switch typ {
+		case attrIPAddrIPv4:
+			if len(v) != 4 {
+				return fmt.Errorf("IPv4 address of %d bytes", len(v))
 			}
+			addr = netip.AddrFrom4([4]byte(v))
+		case attrIPAddrIPv6:
+			if len(v) != 16 {
+				return fmt.Errorf("IPv6 address of %d bytes", len(v))
+			}
+			addr = netip.AddrFrom16([16]byte(v))
 		}
 		return nil
 	})
-	return addr
+	return addr, err
+}
+
+// entryAttrs are the raw dimensions of a listed element.
+type entryAttrs struct {
+	ip, ip2     netip.Addr
+	cidr, cidr2 int
 }
 
 // decodeEntry decodes the IPSET_ATTR_DATA of one listed element.
-func decodeEntry(ad *netlink.AttributeDecoder, e *Entry) error {
-	var (
-		ip, ip2     netip.Addr
-		cidr, cidr2 int = -1, -1
-	)
-	for ad.Next() {
-		switch ad.Type() {
+func decodeEntry(b []byte, e *Entry) error {
+	d := entryAttrs{cidr: -1, cidr2: -1}
+	err := nlcore.ForEachAttr(b, func(typ uint16, v []byte) (err error) {
+		var u8 uint8
+		switch typ {
 		case attrIP:
-			ip = decodeIP(ad)
+			d.ip, err = decodeIP(v)
 		case attrIP2:
-			ip2 = decodeIP(ad)
+			d.ip2, err = decodeIP(v)
 		case attrCIDR:
-			cidr = int(ad.Uint8())
+			u8, err = nlcore.GetU8("cidr", v)
+			d.cidr = int(u8)
 		case attrCIDR2:
-			cidr2 = int(ad.Uint8())
+			u8, err = nlcore.GetU8("cidr2", v)
+			d.cidr2 = int(u8)
 		case attrPort:
-			e.Port = ad.Uint16()
+			e.Port, err = nlcore.GetBE16("port", v)
 		case attrProto:
-			e.Proto = Proto(ad.Uint8())
+			u8, err = nlcore.GetU8("proto", v)
+			e.Proto = Proto(u8)
 		case attrCADTFlags:
-			e.NoMatch = ad.Uint32()&cadtNoMatch != 0
+			var f uint32
+			f, err = nlcore.GetBE32("cadt flags", v)
+			e.NoMatch = f&cadtNoMatch != 0
 		case attrTimeout:
-			e.Timeout = ad.Uint32()
+			e.Timeout, err = nlcore.GetBE32("timeout", v)
 		case attrPackets:
-			e.Packets = ad.Uint64()
+			e.Packets, err = nlcore.GetBE64("packets", v)
 		case attrBytes:
-			e.Bytes = ad.Uint64()
+			e.Bytes, err = nlcore.GetBE64("bytes", v)
 		case attrComment:
-			e.Comment = ad.String()
+			e.Comment = nlcore.GetString(v)
 		}
-	}
-	if err := ad.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	if cidr >= 0 && ip.IsValid() {
-		p, err := ip.Prefix(cidr)
+	return d.fill(e)
+}
+
+// fill sets e's addresses and networks from the raw dimensions.
+func (d entryAttrs) fill(e *Entry) error {
+	if d.cidr >= 0 && d.ip.IsValid() {
+		p, err := d.ip.Prefix(d.cidr)
 		if err != nil {
-			return fmt.Errorf("bad CIDR %d for %s", cidr, ip)
+			return fmt.Errorf("bad CIDR %d for %s", d.cidr, d.ip)
 		}
 		e.Net = p
 	} else {
-		e.IP = ip
+		e.IP = d.ip
 	}
-	if cidr2 >= 0 && ip2.IsValid() {
-		p, err := ip2.Prefix(cidr2)
+	if d.cidr2 >= 0 && d.ip2.IsValid() {
+		p, err := d.ip2.Prefix(d.cidr2)
 		if err != nil {
-			return fmt.Errorf("bad CIDR %d for %s", cidr2, ip2)
+			return fmt.Errorf("bad CIDR %d for %s", d.cidr2, d.ip2)
 		}
 		e.Net = p
 	} else {
-		e.IP2 = ip2
+		e.IP2 = d.ip2
 	}
 	return nil
 }

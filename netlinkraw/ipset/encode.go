@@ -1,80 +1,23 @@
 package ipset
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
-// attrs appends netlink attributes to a buffer. Nested attributes are opened
-// with begin and closed with end, which fills in the length.
-type attrs struct {
-	b []byte
-}
-
-func align4(n int) int { return (n + 3) &^ 3 }
-
-// put appends one attribute with its payload, padded to 4 bytes.
-func (a *attrs) put(typ uint16, data []byte) {
-	l := 4 + len(data)
-	a.b = binary.NativeEndian.AppendUint16(a.b, uint16(l))
-	a.b = binary.NativeEndian.AppendUint16(a.b, typ)
-	a.b = append(a.b, data...)
-	for i := l; i < align4(l); i++ {
-		a.b = append(a.b, 0)
-	}
-}
-
-func (a *attrs) u8(typ uint16, v uint8) { a.put(typ, []byte{v}) }
-
-// be16, be32 and be64 append network-order integers with the
-// NLA_F_NET_BYTEORDER flag, which ipset requires on them.
-func (a *attrs) be16(typ uint16, v uint16) {
-	a.put(typ|nlaNetByteOrder, binary.BigEndian.AppendUint16(nil, v))
-}
-
-func (a *attrs) be32(typ uint16, v uint32) {
-	a.put(typ|nlaNetByteOrder, binary.BigEndian.AppendUint32(nil, v))
-}
-
-func (a *attrs) be64(typ uint16, v uint64) {
-	a.put(typ|nlaNetByteOrder, binary.BigEndian.AppendUint64(nil, v))
-}
-
-// ne32 appends a host-order u32 (LINENO is host order).
-func (a *attrs) ne32(typ uint16, v uint32) {
-	a.put(typ, binary.NativeEndian.AppendUint32(nil, v))
-}
-
-// str appends a NUL-terminated string.
-func (a *attrs) str(typ uint16, s string) {
-	a.put(typ, append([]byte(s), 0))
-}
-
-// begin opens a nested attribute and returns its offset for end.
-func (a *attrs) begin(typ uint16) int {
-	off := len(a.b)
-	a.b = binary.NativeEndian.AppendUint16(a.b, 0)
-	a.b = binary.NativeEndian.AppendUint16(a.b, typ|nlaNested)
-	return off
-}
-
-// end closes the nested attribute opened at off.
-func (a *attrs) end(off int) {
-	binary.NativeEndian.PutUint16(a.b[off:], uint16(len(a.b)-off))
-}
-
-// ip appends an address nested as IPADDR_IPV4 or IPADDR_IPV6.
-func (a *attrs) ip(typ uint16, addr netip.Addr) {
-	off := a.begin(typ)
+// putIP appends an address nested as IPADDR_IPV4 or IPADDR_IPV6.
+func putIP(a *nlcore.Encoder, typ uint16, addr netip.Addr) {
+	off := a.BeginNest(typ | nlcore.AttrNested)
 	if addr.Is4() {
 		b := addr.As4()
-		a.put(attrIPAddrIPv4|nlaNetByteOrder, b[:])
+		a.Attr(attrIPAddrIPv4|nlcore.AttrNetByteOrder, b[:])
 	} else {
 		b := addr.As16()
-		a.put(attrIPAddrIPv6|nlaNetByteOrder, b[:])
+		a.Attr(attrIPAddrIPv6|nlcore.AttrNetByteOrder, b[:])
 	}
-	a.end(off)
+	a.EndNest(off)
 }
 
 // checkName validates a set name.
@@ -113,47 +56,47 @@ func checkEntry(e Entry) error {
 
 // appendEntry appends one IPSET_ATTR_DATA holding e for a set of type t,
 // tagged with lineno (0: none). The entry has passed CheckEntry.
-func appendEntry(a *attrs, t Type, e Entry, lineno uint32) {
-	off := a.begin(attrData)
+func appendEntry(a *nlcore.Encoder, t Type, e Entry, lineno uint32) {
+	off := a.BeginNest(attrData | nlcore.AttrNested)
 	switch {
 	case e.IP.IsValid():
-		a.ip(attrIP, e.IP.Unmap())
+		putIP(a, attrIP, e.IP.Unmap())
 	case e.Net.IsValid():
-		a.ip(attrIP, e.Net.Addr().Unmap())
-		a.u8(attrCIDR, uint8(e.Net.Bits()))
+		putIP(a, attrIP, e.Net.Addr().Unmap())
+		a.U8(attrCIDR, uint8(e.Net.Bits()))
 	}
 	if t.HasPort() {
-		a.be16(attrPort, e.Port)
+		a.BE16(attrPort|nlcore.AttrNetByteOrder, e.Port)
 	}
 	if e.Proto != 0 {
-		a.u8(attrProto, uint8(e.Proto))
+		a.U8(attrProto, uint8(e.Proto))
 	}
 	if e.IP2.IsValid() {
-		a.ip(attrIP2, e.IP2.Unmap())
+		putIP(a, attrIP2, e.IP2.Unmap())
 	}
 	if e.IP.IsValid() && e.Net.IsValid() {
-		a.ip(attrIP2, e.Net.Addr().Unmap())
-		a.u8(attrCIDR2, uint8(e.Net.Bits()))
+		putIP(a, attrIP2, e.Net.Addr().Unmap())
+		a.U8(attrCIDR2, uint8(e.Net.Bits()))
 	}
 	if e.NoMatch {
-		a.be32(attrCADTFlags, cadtNoMatch)
+		a.BE32(attrCADTFlags|nlcore.AttrNetByteOrder, cadtNoMatch)
 	}
 	if e.Timeout != 0 {
-		a.be32(attrTimeout, e.Timeout)
+		a.BE32(attrTimeout|nlcore.AttrNetByteOrder, e.Timeout)
 	}
 	if e.Packets != 0 {
-		a.be64(attrPackets, e.Packets)
+		a.BE64(attrPackets|nlcore.AttrNetByteOrder, e.Packets)
 	}
 	if e.Bytes != 0 {
-		a.be64(attrBytes, e.Bytes)
+		a.BE64(attrBytes|nlcore.AttrNetByteOrder, e.Bytes)
 	}
 	if e.Comment != "" {
-		a.str(attrComment, e.Comment)
+		a.Str(attrComment, e.Comment)
 	}
 	if lineno != 0 {
-		a.ne32(attrCADTLine, lineno)
+		a.U32(attrCADTLine, lineno)
 	}
-	a.end(off)
+	a.EndNest(off)
 }
 
 // nfgenmsg returns the 4-byte nfgenmsg header that starts every ipset
@@ -161,30 +104,30 @@ func appendEntry(a *attrs, t Type, e Entry, lineno uint32) {
 func nfgenmsg() []byte { return []byte{nfprotoIPv4, 0, 0, 0} }
 
 // cmdAttrs starts a command's payload: nfgenmsg and the protocol attribute.
-func cmdAttrs(proto uint8) *attrs {
-	a := &attrs{b: make([]byte, 0, 64)}
-	a.b = append(a.b, nfgenmsg()...)
-	a.u8(attrProtocol, proto)
+func cmdAttrs(proto uint8) *nlcore.Encoder {
+	a := &nlcore.Encoder{B: make([]byte, 0, 64)}
+	a.B = append(a.B, nfgenmsg()...)
+	a.U8(attrProtocol, proto)
 	return a
 }
 
 // createData appends the IPSET_ATTR_DATA of a create command.
-func createData(a *attrs, s Set) {
-	off := a.begin(attrData)
+func createData(a *nlcore.Encoder, s Set) {
+	off := a.BeginNest(attrData | nlcore.AttrNested)
 	if s.Type.IsHash() {
 		if s.HashSize != 0 {
-			a.be32(attrHashSize, s.HashSize)
+			a.BE32(attrHashSize|nlcore.AttrNetByteOrder, s.HashSize)
 		}
 		if s.MaxElem != 0 {
-			a.be32(attrMaxElem, s.MaxElem)
+			a.BE32(attrMaxElem|nlcore.AttrNetByteOrder, s.MaxElem)
 		}
 	}
 	if s.Type == BitmapPort {
-		a.be16(attrPort, s.PortFrom)
-		a.be16(attrPortTo, s.PortTo)
+		a.BE16(attrPort|nlcore.AttrNetByteOrder, s.PortFrom)
+		a.BE16(attrPortTo|nlcore.AttrNetByteOrder, s.PortTo)
 	}
 	if s.Timeout != 0 {
-		a.be32(attrTimeout, s.Timeout)
+		a.BE32(attrTimeout|nlcore.AttrNetByteOrder, s.Timeout)
 	}
 	var flags uint32
 	if s.Counters {
@@ -194,7 +137,7 @@ func createData(a *attrs, s Set) {
 		flags |= cadtWithComment
 	}
 	if flags != 0 {
-		a.be32(attrCADTFlags, flags)
+		a.BE32(attrCADTFlags|nlcore.AttrNetByteOrder, flags)
 	}
-	a.end(off)
+	a.EndNest(off)
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/proxysinks/proxysinks/netlinkraw"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/fault"
 )
 
 // faultKernel is a scripted kernel holding one hash:ip,port set "s" whose
@@ -53,16 +54,6 @@ func someEntries(n int) []Entry {
 	return out
 }
 
-func within(t *testing.T, d time.Duration, f func() error) error {
-	t.Helper()
-	start := time.Now()
-	err := f()
-	if took := time.Since(start); took > d {
-		t.Errorf("call took %v, more than %v", took, d)
-	}
-	return err
-}
-
 // TestFaultLostReply: a lost reply fails Add with ErrReplyTimeout, naming
 // the set, in bounded time; a late reply that comes afterwards is skipped
 // by the next call, which succeeds.
@@ -72,7 +63,7 @@ func TestFaultLostReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.drop = 1
-	err := within(t, 2*time.Second, func() error { return c.Add("s", someEntries(3)) })
+	err := fault.Bounded(t, 2*time.Second, func() error { return c.Add("s", someEntries(3)) })
 	if !errors.Is(err, netlinkraw.ErrReplyTimeout) || !strings.Contains(err.Error(), "set s") {
 		t.Fatalf("Add with a lost reply: %v, want ErrReplyTimeout naming set s", err)
 	}

@@ -10,28 +10,12 @@ import (
 
 	"github.com/mdlayher/netlink"
 
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
 // The seed corpora under testdata/fuzz/ were captured from the kernel by
 // TestWriteFuzzSeeds (IPSET_WRITE_SEEDS=1 go test -run TestWriteFuzzSeeds).
-
-func FuzzParseMessages(f *testing.F) {
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, err := parseMessages(b)
-		if err != nil {
-			return
-		}
-		total := 0
-		for _, m := range ms {
-			total += align4(nlmsgHdrLen + len(m.Data))
-		}
-		if total < len(b) || total > len(b)+3 {
-			t.Fatalf("messages cover %d bytes of %d", total, len(b))
-		}
-	})
-}
 
 func FuzzDecodeAck(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0})
@@ -105,17 +89,11 @@ func FuzzEntryRoundTrip(f *testing.F) {
 		if CheckEntry(ty, fam, e) != nil {
 			return
 		}
-		var at attrs
+		var at nlcore.Encoder
 		appendEntry(&at, ty, e, 1)
-		ad, err := decoder(append([]byte{0, 0, 0, 0}, at.b...))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got Entry
-		for ad.Next() {
-			ad.Nested(func(nad *netlink.AttributeDecoder) error { return decodeEntry(nad, &got) })
-		}
-		if err := ad.Err(); err != nil {
+		err := nlcore.ForEachAttr(at.B, func(_ uint16, v []byte) error { return decodeEntry(v, &got) })
+		if err != nil {
 			t.Fatalf("decode %s: %v", e, err)
 		}
 		want := e
@@ -128,16 +106,21 @@ func FuzzEntryRoundTrip(f *testing.F) {
 	})
 }
 
-// recorder wraps a transport and keeps what the kernel sent.
+// recorder wraps a transport and keeps copies of what the kernel sent.
 type recorder struct {
-	transport
+	nlcore.Transport
 	datagrams [][]message
 }
 
-func (r *recorder) recv(deadline time.Time, st *Stats) ([]message, error) {
-	ms, err := r.transport.recv(deadline, st)
+func (r *recorder) Receive(deadline time.Time, ctr *nlcore.Counters) ([]message, error) {
+	ms, err := r.Transport.Receive(deadline, ctr)
 	if err == nil {
-		r.datagrams = append(r.datagrams, ms)
+		cp := make([]message, len(ms))
+		for i, m := range ms {
+			cp[i] = m
+			cp[i].Data = append([]byte(nil), m.Data...)
+		}
+		r.datagrams = append(r.datagrams, cp)
 	}
 	return ms, err
 }
@@ -153,8 +136,8 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rec := &recorder{transport: c.t}
-	c.t = rec
+	rec := &recorder{Transport: c.nl.T}
+	c.nl.T = rec
 	// The protocol reply (negotiation happened before the recorder).
 	if err := c.negotiate(7); err != nil {
 		t.Fatal(err)
@@ -186,11 +169,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	write := func(fuzz string, i int, b []byte) {
 		dir := filepath.Join("testdata", "fuzz", fuzz)
+		if fuzz == "FuzzParseMessages" { // the parser is the netlink core's
+			dir = filepath.Join("..", "internal", "nlcore", "testdata", "fuzz", fuzz)
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("kernel-%03d", i)), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%skernel-%03d", map[bool]string{true: "ipset-"}[fuzz == "FuzzParseMessages"], i)), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,7 +188,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for _, d := range rec.datagrams {
 		var raw []byte
 		for _, m := range d {
-			hdr := make([]byte, nlmsgHdrLen)
+			hdr := make([]byte, nlcore.HdrLen)
 			putHeader(hdr, m, len(m.Data))
 			raw = append(raw, hdr...)
 			raw = append(raw, m.Data...)
@@ -212,11 +198,11 @@ func TestWriteFuzzSeeds(t *testing.T) {
 			switch {
 			case m.Type == uint16(netlink.Error):
 				add("FuzzDecodeAck", m.Data)
-			case m.Type == nfnlSubsysIPSet<<8|cmdProtocol:
+			case m.Type == nlcore.NfnlType(nlcore.NfnlSubsysIPSet, cmdProtocol):
 				add("FuzzDecodeProtocol", m.Data)
-			case m.Type == nfnlSubsysIPSet<<8|cmdType:
+			case m.Type == nlcore.NfnlType(nlcore.NfnlSubsysIPSet, cmdType):
 				add("FuzzDecodeType", m.Data)
-			case m.Type == nfnlSubsysIPSet<<8|cmdList:
+			case m.Type == nlcore.NfnlType(nlcore.NfnlSubsysIPSet, cmdList):
 				add("FuzzListing", m.Data)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/netlink"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
 // le16 writes a host-order (little-endian on the build machines) u16, for
@@ -27,7 +29,7 @@ func cat(parts ...[]byte) []byte {
 func TestAppendEntry(t *testing.T) {
 	ip4 := func(addr string) []byte { // nested IP attribute holding an IPv4 address
 		a := netip.MustParseAddr(addr).As4()
-		return cat(ne16(12), ne16(attrIP|nlaNested), ne16(8), ne16(attrIPAddrIPv4|nlaNetByteOrder), a[:])
+		return cat(ne16(12), ne16(attrIP|nlcore.AttrNested), ne16(8), ne16(attrIPAddrIPv4|nlcore.AttrNetByteOrder), a[:])
 	}
 	cases := []struct {
 		name string
@@ -37,27 +39,27 @@ func TestAppendEntry(t *testing.T) {
 		want []byte
 	}{
 		{"hash:ip", HashIP, Entry{IP: netip.MustParseAddr("10.96.0.10")}, 0,
-			cat(ne16(16), ne16(attrData|nlaNested), ip4("10.96.0.10"))},
+			cat(ne16(16), ne16(attrData|nlcore.AttrNested), ip4("10.96.0.10"))},
 		{"hash:ip,port with line", HashIPPort, Entry{IP: netip.MustParseAddr("10.0.0.1"), Proto: TCP, Port: 443}, 7,
-			cat(ne16(40), ne16(attrData|nlaNested), ip4("10.0.0.1"),
-				ne16(6), ne16(attrPort|nlaNetByteOrder), []byte{0x01, 0xbb, 0, 0},
+			cat(ne16(40), ne16(attrData|nlcore.AttrNested), ip4("10.0.0.1"),
+				ne16(6), ne16(attrPort|nlcore.AttrNetByteOrder), []byte{0x01, 0xbb, 0, 0},
 				ne16(5), ne16(attrProto), []byte{6, 0, 0, 0},
 				ne16(8), ne16(attrLineNo), binary.NativeEndian.AppendUint32(nil, 7))},
 		{"hash:net nomatch", HashNet, Entry{Net: netip.MustParsePrefix("10.1.0.0/16"), NoMatch: true}, 0,
-			cat(ne16(32), ne16(attrData|nlaNested), ip4("10.1.0.0"),
+			cat(ne16(32), ne16(attrData|nlcore.AttrNested), ip4("10.1.0.0"),
 				ne16(5), ne16(attrCIDR), []byte{16, 0, 0, 0},
-				ne16(8), ne16(attrCADTFlags|nlaNetByteOrder), []byte{0, 0, 0, 4})},
+				ne16(8), ne16(attrCADTFlags|nlcore.AttrNetByteOrder), []byte{0, 0, 0, 4})},
 		{"bitmap:port 0", BitmapPort, Entry{Port: 0}, 0,
-			cat(ne16(12), ne16(attrData|nlaNested), ne16(6), ne16(attrPort|nlaNetByteOrder), []byte{0, 0, 0, 0})},
+			cat(ne16(12), ne16(attrData|nlcore.AttrNested), ne16(6), ne16(attrPort|nlcore.AttrNetByteOrder), []byte{0, 0, 0, 0})},
 		{"ipv6", HashIP, Entry{IP: netip.MustParseAddr("fd00::1")}, 0,
-			cat(ne16(28), ne16(attrData|nlaNested), ne16(24), ne16(attrIP|nlaNested), ne16(20), ne16(attrIPAddrIPv6|nlaNetByteOrder),
+			cat(ne16(28), ne16(attrData|nlcore.AttrNested), ne16(24), ne16(attrIP|nlcore.AttrNested), ne16(20), ne16(attrIPAddrIPv6|nlcore.AttrNetByteOrder),
 				[]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var a attrs
+			var a nlcore.Encoder
 			appendEntry(&a, tc.t, tc.e, tc.line)
-			if d := cmp.Diff(tc.want, a.b); d != "" {
+			if d := cmp.Diff(tc.want, a.B); d != "" {
 				t.Errorf("appendEntry -want +got:\n%s", d)
 			}
 		})
@@ -67,30 +69,30 @@ func TestAppendEntry(t *testing.T) {
 // listMessage builds a LIST reply as the kernel sends it: header data and
 // entries in one message.
 func listMessage(h Header, entries []Entry) []byte {
-	a := &attrs{b: nfgenmsg()}
-	a.u8(attrProtocol, 7)
-	a.str(attrSetName, h.Name)
-	a.str(attrTypeName, string(h.Type))
-	a.u8(attrFamily, uint8(h.Family))
-	a.u8(attrRevision, h.Revision)
-	off := a.begin(attrData)
+	a := &nlcore.Encoder{B: nfgenmsg()}
+	a.U8(attrProtocol, 7)
+	a.Str(attrSetName, h.Name)
+	a.Str(attrTypeName, string(h.Type))
+	a.U8(attrFamily, uint8(h.Family))
+	a.U8(attrRevision, h.Revision)
+	off := a.BeginNest(attrData | nlcore.AttrNested)
 	if h.Type.IsHash() {
-		a.be32(attrHashSize, h.HashSize)
-		a.be32(attrMaxElem, h.MaxElem)
+		a.BE32(attrHashSize|nlcore.AttrNetByteOrder, h.HashSize)
+		a.BE32(attrMaxElem|nlcore.AttrNetByteOrder, h.MaxElem)
 	} else {
-		a.be16(attrPort, h.PortFrom)
-		a.be16(attrPortTo, h.PortTo)
+		a.BE16(attrPort|nlcore.AttrNetByteOrder, h.PortFrom)
+		a.BE16(attrPortTo|nlcore.AttrNetByteOrder, h.PortTo)
 	}
-	a.be32(attrElements, h.Elements)
-	a.be32(attrReferences, h.References)
-	a.be32(attrMemSize, h.MemSize)
-	a.end(off)
-	adt := a.begin(attrADT)
+	a.BE32(attrElements|nlcore.AttrNetByteOrder, h.Elements)
+	a.BE32(attrReferences|nlcore.AttrNetByteOrder, h.References)
+	a.BE32(attrMemSize|nlcore.AttrNetByteOrder, h.MemSize)
+	a.EndNest(off)
+	adt := a.BeginNest(attrADT | nlcore.AttrNested)
 	for _, e := range entries {
 		appendEntry(a, h.Type, e, 0)
 	}
-	a.end(adt)
-	return a.b
+	a.EndNest(adt)
+	return a.B
 }
 
 func TestListingRoundTrip(t *testing.T) {
@@ -130,12 +132,12 @@ func TestListingRoundTrip(t *testing.T) {
 func TestDecodeAck(t *testing.T) {
 	// An ipset batch failure: error code, then the request with LINENO
 	// rewritten to the failing line.
-	req := &attrs{b: nfgenmsg()}
-	req.u8(attrProtocol, 7)
-	req.str(attrSetName, "s")
-	req.ne32(attrLineNo, 42)
-	hdr := make([]byte, nlmsgHdrLen)
-	binary.NativeEndian.PutUint32(hdr, uint32(nlmsgHdrLen+len(req.b)))
+	req := &nlcore.Encoder{B: nfgenmsg()}
+	req.U8(attrProtocol, 7)
+	req.Str(attrSetName, "s")
+	req.U32(attrLineNo, 42)
+	hdr := make([]byte, nlcore.HdrLen)
+	binary.NativeEndian.PutUint32(hdr, uint32(nlcore.HdrLen+len(req.B)))
 	code := make([]byte, 4)
 	binary.NativeEndian.PutUint32(code, negCode(int(ErrExist)))
 	cases := []struct {
@@ -145,7 +147,7 @@ func TestDecodeAck(t *testing.T) {
 	}{
 		{"ack", []byte{0, 0, 0, 0}, ackInfo{}},
 		{"capped error", binary.NativeEndian.AppendUint32(nil, negCode(2)), ackInfo{Code: 2}},
-		{"line", cat(code, hdr, req.b), ackInfo{Code: int(ErrExist), Line: 42, HasLine: true}},
+		{"line", cat(code, hdr, req.B), ackInfo{Code: int(ErrExist), Line: 42, HasLine: true}},
 	}
 	for _, tc := range cases {
 		got, err := decodeAck(tc.in)
@@ -173,11 +175,21 @@ type scripted struct {
 	failRecv error
 }
 
-func (s *scripted) send(msgs []netlink.Message, st *Stats) error {
+// Send implements nlcore.Transport: the kernel function sees the
+// messages as mdlayher/netlink's.
+func (s *scripted) Send(b []byte, st *nlcore.Counters) error {
 	st.Sendmsg++
-	st.MessagesSent += uint64(len(msgs))
-	cp := make([]netlink.Message, len(msgs))
-	copy(cp, msgs)
+	ms, err := nlcore.ParseMessages(nil, b)
+	if err != nil {
+		return err
+	}
+	cp := make([]netlink.Message, len(ms))
+	for i, m := range ms {
+		cp[i] = netlink.Message{
+			Header: netlink.Header{Length: uint32(nlcore.HdrLen + len(m.Data)), Type: netlink.HeaderType(m.Type), Flags: netlink.HeaderFlags(m.Flags), Sequence: m.Seq},
+			Data:   append([]byte(nil), m.Data...),
+		}
+	}
 	s.sends = append(s.sends, cp)
 	for _, d := range s.kernel(cp) {
 		if s.drop > 0 {
@@ -189,7 +201,8 @@ func (s *scripted) send(msgs []netlink.Message, st *Stats) error {
 	return nil
 }
 
-func (s *scripted) recv(deadline time.Time, st *Stats) ([]message, error) {
+// Receive implements nlcore.Transport.
+func (s *scripted) Receive(deadline time.Time, st *nlcore.Counters) ([]message, error) {
 	st.Recvmsg++
 	if s.failRecv != nil {
 		err := s.failRecv
@@ -206,11 +219,19 @@ func (s *scripted) recv(deadline time.Time, st *Stats) ([]message, error) {
 	}
 	d := s.queue[0]
 	s.queue = s.queue[1:]
-	st.MessagesReceived += uint64(len(d))
+	for i := range d {
+		if d[i].Type == nlcore.TypeError && len(d[i].Data) >= 4 {
+			d[i].Errno = -int32(binary.NativeEndian.Uint32(d[i].Data))
+		}
+	}
 	return d, nil
 }
 
-func (s *scripted) close() error { return nil }
+// WholeDumps implements nlcore.Transport: the kernel's datagrams.
+func (s *scripted) WholeDumps() bool { return false }
+
+// Close implements nlcore.Transport.
+func (s *scripted) Close() error { return nil }
 
 type queueEmpty struct{}
 
@@ -224,27 +245,21 @@ func ack(m netlink.Message, code int) []message {
 }
 
 func protoReply(m netlink.Message, v uint8) []message {
-	a := &attrs{b: nfgenmsg()}
-	a.u8(attrProtocol, v)
-	a.u8(attrProtocolMin, 6)
-	return []message{{Type: uint16(m.Header.Type), Seq: m.Header.Sequence, Data: a.b}}
+	a := &nlcore.Encoder{B: nfgenmsg()}
+	a.U8(attrProtocol, v)
+	a.U8(attrProtocolMin, 6)
+	return []message{{Type: uint16(m.Header.Type), Seq: m.Header.Sequence, Data: a.B}}
 }
 
 func cmdOf(m netlink.Message) uint8 { return uint8(m.Header.Type) }
 
 // offered returns the protocol attribute of a request.
 func offered(t *testing.T, m netlink.Message) uint8 {
-	ad, err := decoder(m.Data)
-	if err != nil {
-		t.Fatal(err)
+	v, ok, err := nlcore.FindAttr(m.Data[nlcore.NfgenLen:], attrProtocol)
+	if err != nil || !ok || len(v) != 1 {
+		t.Fatalf("no protocol attribute (%v)", err)
 	}
-	for ad.Next() {
-		if ad.Type() == attrProtocol {
-			return ad.Uint8()
-		}
-	}
-	t.Fatal("no protocol attribute")
-	return 0
+	return v[0]
 }
 
 func TestNegotiate(t *testing.T) {
@@ -317,18 +332,15 @@ func TestBatchingScripted(t *testing.T) {
 			if round == 1 && i == 0 {
 				// Fail line 3: the kernel copies the request with LINENO
 				// set to 3.
-				hdr := make([]byte, nlmsgHdrLen)
-				binary.NativeEndian.PutUint32(hdr, uint32(nlmsgHdrLen+len(m.Data)))
+				hdr := make([]byte, nlcore.HdrLen)
+				binary.NativeEndian.PutUint32(hdr, uint32(nlcore.HdrLen+len(m.Data)))
 				data := append([]byte(nil), m.Data...)
-				ad, _ := decoder(data)
-				off := 4
-				for ad.Next() {
-					l := 4 + len(ad.Bytes())
-					if ad.Type() == attrLineNo {
-						binary.NativeEndian.PutUint32(data[off+4:], 3)
+				_ = nlcore.ForEachAttr(data[4:], func(typ uint16, v []byte) error {
+					if typ == attrLineNo { // v's offset in data: what its capacity lacks
+						binary.NativeEndian.PutUint32(data[cap(data)-cap(v):], 3)
 					}
-					off += align4(l)
-				}
+					return nil
+				})
 				code := binary.NativeEndian.AppendUint32(nil, negCode(int(ErrExist)))
 				out = append(out, []message{{Type: uint16(netlink.Error), Seq: m.Header.Sequence, Data: cat(code, hdr, data)}})
 				failAt[3] = true
@@ -384,7 +396,7 @@ func negCode(code int) uint32 { return uint32(int32(-code)) }
 
 // putHeader writes a netlink header for m with a payload of n bytes.
 func putHeader(b []byte, m message, n int) {
-	binary.NativeEndian.PutUint32(b[0:], uint32(nlmsgHdrLen+n))
+	binary.NativeEndian.PutUint32(b[0:], uint32(nlcore.HdrLen+n))
 	binary.NativeEndian.PutUint16(b[4:], m.Type)
 	binary.NativeEndian.PutUint16(b[6:], m.Flags)
 	binary.NativeEndian.PutUint32(b[8:], m.Seq)
@@ -392,20 +404,13 @@ func putHeader(b []byte, m message, n int) {
 
 // entriesIn counts the entries of an ADD/DEL message.
 func entriesIn(t *testing.T, m netlink.Message) int {
-	ad, err := decoder(m.Data)
-	if err != nil {
-		t.Fatal(err)
+	adt, ok, err := nlcore.FindAttr(m.Data[nlcore.NfgenLen:], attrADT)
+	if err != nil || !ok {
+		t.Fatalf("no ADT attribute (%v)", err)
 	}
 	n := 0
-	for ad.Next() {
-		if ad.Type() == attrADT {
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					n++
-				}
-				return nil
-			})
-		}
+	if err := nlcore.ForEachAttr(adt, func(uint16, []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
 	}
 	return n
 }
@@ -439,7 +444,7 @@ func TestSequenceWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.seq = ^uint32(0) - 1
+	c.nl.Seq = ^uint32(0) - 1
 	entries := make([]Entry, 6000)
 	for i := range entries {
 		entries[i] = Entry{IP: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})}

@@ -3,6 +3,9 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+
+	uapi "github.com/proxysinks/proxysinks/netlinkraw/internal/ipvsuapi"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
 // Op is one write operation for Apply. Service is the whole service for
@@ -23,15 +26,9 @@ func (o Op) String() string {
 	return o.Kind.String() + " " + o.Service.String()
 }
 
-// encodeOp appends the message of op to c.enc; on a validation error it
-// appends nothing.
-func (c *Conn) encodeOp(op *Op, seq uint32) error {
-	return encodeOp(&c.enc, c.family, op, seq)
-}
-
 // encodeOp appends the message of op to e; on a validation error it
 // appends nothing.
-func encodeOp(e *encoder, family uint16, op *Op, seq uint32) error {
+func encodeOp(e *nlcore.Encoder, family uint16, op *Op, seq uint32) error {
 	var (
 		cmd      uint8
 		fullSvc  bool
@@ -43,17 +40,17 @@ func encodeOp(e *encoder, family uint16, op *Op, seq uint32) error {
 	)
 	switch op.Kind {
 	case OpCreateService:
-		cmd, fullSvc = cmdNewService, true
+		cmd, fullSvc = uapi.CmdNewService, true
 	case OpUpdateService:
-		cmd, fullSvc = cmdSetService, true
+		cmd, fullSvc = uapi.CmdSetService, true
 	case OpRemoveService:
-		cmd = cmdDelService
+		cmd = uapi.CmdDelService
 	case OpCreateDestination:
-		cmd, dest, fullDest = cmdNewDest, true, true
+		cmd, dest, fullDest = uapi.CmdNewDest, true, true
 	case OpUpdateDestination:
-		cmd, dest, fullDest = cmdSetDest, true, true
+		cmd, dest, fullDest = uapi.CmdSetDest, true, true
 	case OpRemoveDestination:
-		cmd, dest = cmdDelDest, true
+		cmd, dest = uapi.CmdDelDest, true
 	default:
 		return invalidf("unknown operation kind %d", op.Kind)
 	}
@@ -65,12 +62,13 @@ func encodeOp(e *encoder, family uint16, op *Op, seq uint32) error {
 			return err
 		}
 	}
-	off := e.beginMessage(family, flagRequest, seq, cmd)
-	e.service(s, fullSvc)
+	off := e.BeginMessage(family, nlcore.FlagRequest, seq)
+	e.Genl(cmd, uapi.GenlVersion)
+	encodeService(e, s, fullSvc)
 	if dest {
-		e.destination(d, fullDest)
+		encodeDestination(e, d, fullDest)
 	}
-	e.endMessage(off)
+	e.EndMessage(off)
 	return nil
 }
 
@@ -110,8 +108,7 @@ func (c *Conn) Apply(ops []Op) error {
 			fail(f.index, f.err)
 		}
 		if len(ch.idx) > 0 {
-			c.ctr.MessagesSent += uint64(len(ch.idx))
-			if err := c.t.send(ch.e.b); err != nil {
+			if err := c.nl.Send(ch.e.B, len(ch.idx)); err != nil {
 				return c.transportError(err, done, len(ops), be)
 			}
 			if err := c.awaitChunk(ch, fail); err != nil {
@@ -180,7 +177,7 @@ func (c *Conn) pipeline(ops []Op, process func(*chunk) error) error {
 
 // chunk is the encoding of the operations one sendmsg carries.
 type chunk struct {
-	e       encoder
+	e       nlcore.Encoder
 	idx     []int  // operation index of each message, in sequence order
 	base    uint32 // sequence number of the first message
 	end     int    // index of the first operation after the chunk
@@ -198,21 +195,21 @@ type invalidOp struct {
 // last message. It uses c's limits, family and sequence numbers (Apply
 // holds c.mu, and only the encoder touches them meanwhile).
 func (ch *chunk) fill(c *Conn, ops []Op, i int) int {
-	ch.e.b = ch.e.b[:0]
+	ch.e.Reset()
 	ch.idx = ch.idx[:0]
 	ch.invalid = ch.invalid[:0]
-	ch.base = c.nextSeq(c.maxMsgs)
+	ch.base = c.nl.NextSeq(c.maxMsgs)
 	lastOff := 0
 	for i < len(ops) && len(ch.idx) < c.maxMsgs {
-		mark := len(ch.e.b)
+		mark := len(ch.e.B)
 		if err := encodeOp(&ch.e, c.family, &ops[i], ch.base+uint32(len(ch.idx))); err != nil {
-			ch.e.b = ch.e.b[:mark]
+			ch.e.B = ch.e.B[:mark]
 			ch.invalid = append(ch.invalid, invalidOp{i, err})
 			i++
 			continue
 		}
-		if len(ch.e.b) > c.maxBytes && len(ch.idx) > 0 {
-			ch.e.b = ch.e.b[:mark]
+		if len(ch.e.B) > c.maxBytes && len(ch.idx) > 0 {
+			ch.e.B = ch.e.B[:mark]
 			break
 		}
 		lastOff = mark
@@ -220,7 +217,7 @@ func (ch *chunk) fill(c *Conn, ops []Op, i int) int {
 		i++
 	}
 	if len(ch.idx) > 0 {
-		native.PutUint16(ch.e.b[lastOff+6:], flagRequest|flagAck)
+		ch.e.SetFlags(lastOff, nlcore.FlagRequest|nlcore.FlagAck)
 	}
 	ch.end = i
 	return i
@@ -230,23 +227,15 @@ func (ch *chunk) fill(c *Conn, ops []Op, i int) int {
 // calling fail for every error that answers a message of the chunk.
 func (c *Conn) awaitChunk(ch *chunk, fail func(int, error)) error {
 	base, last := ch.base, ch.base+uint32(len(ch.idx)-1)
-	for {
-		msgs, err := c.receive()
-		if err != nil {
-			return err
+	return c.nl.Collect(base, last, func(m *nlcore.Message) (bool, error) {
+		if m.Type != nlcore.TypeError {
+			return false, nil
 		}
-		for _, m := range msgs {
-			if m.typ != typeError || m.seq-base > last-base {
-				continue // not ours: a stale reply of an abandoned request
-			}
-			if m.errno != 0 {
-				fail(ch.idx[m.seq-base], errnoError(m))
-			}
-			if m.seq == last {
-				return nil
-			}
+		if m.Errno != 0 {
+			fail(ch.idx[m.Seq-base], m.Err())
 		}
-	}
+		return m.Seq == last, nil
+	})
 }
 
 // transportError is Apply's error when the connection failed after done

@@ -1,19 +1,23 @@
 package ipvs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
+)
 
 // BenchmarkEncode measures the client's share of Apply: validating and
 // encoding the operations (10,000 services with 10 destinations each),
 // without the kernel.
 func BenchmarkEncode(b *testing.B) {
 	ops := floorOps(10000, 10)
-	c := &Conn{family: 0x1d}
+	var e nlcore.Encoder
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		c.enc.b = c.enc.b[:0]
+		e.Reset()
 		for k := range ops {
-			if err := c.encodeOp(&ops[k], uint32(k)); err != nil {
+			if err := encodeOp(&e, 0x1d, &ops[k], uint32(k)); err != nil {
 				b.Fatal(err)
 			}
 		}

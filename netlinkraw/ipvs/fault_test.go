@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/proxysinks/proxysinks/netlinkraw"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/fault"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 )
@@ -49,17 +50,6 @@ func serviceAddrs(t *testing.T, c *ipvs.Conn) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// bounded runs f and fails the test when it takes longer than d.
-func bounded(t *testing.T, d time.Duration, f func() error) error {
-	t.Helper()
-	start := time.Now()
-	err := f()
-	if took := time.Since(start); took > d {
-		t.Errorf("call took %v, more than %v", took, d)
-	}
-	return err
 }
 
 // TestFaultNthOperation: a kernel error on one operation of a batch names
@@ -104,13 +94,13 @@ func TestFaultLostReply(t *testing.T) {
 	c, k := dialFake(t)
 	c.SetReplyTimeout(100 * time.Millisecond)
 	k.DropReplies(1) // the batch's only ACK
-	err := bounded(t, 2*time.Second, func() error { return c.Apply(faultOps(3)) })
+	err := fault.Bounded(t, 2*time.Second, func() error { return c.Apply(faultOps(3)) })
 	if !errors.Is(err, netlinkraw.ErrReplyTimeout) || !strings.Contains(err.Error(), "ipvs: apply") {
 		t.Fatalf("Apply with a lost reply: %v, want ErrReplyTimeout", err)
 	}
 	k.DropReplies(1)
 	svc := faultOps(5)[8].Service
-	err = bounded(t, 2*time.Second, func() error { return c.CreateService(svc) })
+	err = fault.Bounded(t, 2*time.Second, func() error { return c.CreateService(svc) })
 	if !errors.Is(err, netlinkraw.ErrReplyTimeout) {
 		t.Fatalf("CreateService with a lost reply: %v, want ErrReplyTimeout", err)
 	}
@@ -135,7 +125,7 @@ func TestFaultDelayedReply(t *testing.T) {
 	c, k := dialFake(t)
 	c.SetReplyTimeout(100 * time.Millisecond)
 	k.DelayReplies(1, 400*time.Millisecond)
-	err := bounded(t, 2*time.Second, func() error { return c.Apply(faultOps(2)) })
+	err := fault.Bounded(t, 2*time.Second, func() error { return c.Apply(faultOps(2)) })
 	if !errors.Is(err, netlinkraw.ErrReplyTimeout) {
 		t.Fatalf("Apply with a late reply: %v, want ErrReplyTimeout", err)
 	}
@@ -231,7 +221,7 @@ func TestFaultLateReplyThenDump(t *testing.T) {
 			}
 			c.SetReplyTimeout(100 * time.Millisecond)
 			k.DelayReplies(2, 300*time.Millisecond)
-			if err := bounded(t, 2*time.Second, func() error { return tc.late(c) }); !errors.Is(err, netlinkraw.ErrReplyTimeout) {
+			if err := fault.Bounded(t, 2*time.Second, func() error { return tc.late(c) }); !errors.Is(err, netlinkraw.ErrReplyTimeout) {
 				t.Fatalf("call with a late answer: %v, want ErrReplyTimeout", err)
 			}
 			time.Sleep(300 * time.Millisecond) // the late answer is queued now
@@ -275,7 +265,7 @@ func TestFaultLostDumpAnswer(t *testing.T) {
 			}
 			c.SetReplyTimeout(100 * time.Millisecond)
 			k.DropReplies(1)
-			got, err := bounded2(t, 2*time.Second, c.Services)
+			got, err := fault.Bounded2(t, 2*time.Second, c.Services)
 			if !errors.Is(err, netlinkraw.ErrReplyTimeout) {
 				t.Fatalf("Services with its answer lost: %d services, error %v; want ErrReplyTimeout", len(got), err)
 			}
@@ -285,16 +275,4 @@ func TestFaultLostDumpAnswer(t *testing.T) {
 			}
 		})
 	}
-}
-
-// bounded2 is bounded for a call that returns a value.
-func bounded2[T any](t *testing.T, d time.Duration, f func() (T, error)) (T, error) {
-	t.Helper()
-	var v T
-	err := bounded(t, d, func() error {
-		var err error
-		v, err = f()
-		return err
-	})
-	return v, err
 }

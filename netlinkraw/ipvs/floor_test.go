@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
+
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -145,43 +147,44 @@ func benchFloor(b *testing.B, n, m int) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		var chunks [][]byte
-		var lasts []uint32
+		var lasts, bases []uint32
 		for start := 0; start < len(ops); start += perSend {
 			end := min(start+perSend, len(ops))
-			c.enc.b = c.enc.b[:0]
-			base := c.nextSeq(perSend)
+			var e nlcore.Encoder
+			base := c.nl.NextSeq(perSend)
 			lastOff := 0
 			for k := range ops[start:end] {
-				lastOff = len(c.enc.b)
-				if err := c.encodeOp(&ops[start+k], base+uint32(k)); err != nil {
+				lastOff = len(e.B)
+				if err := encodeOp(&e, c.family, &ops[start+k], base+uint32(k)); err != nil {
 					b.Fatal(err)
 				}
 			}
-			native.PutUint16(c.enc.b[lastOff+6:], flagRequest|flagAck)
-			chunks = append(chunks, append([]byte(nil), c.enc.b...))
+			e.SetFlags(lastOff, nlcore.FlagRequest|nlcore.FlagAck)
+			chunks = append(chunks, e.B)
 			lasts = append(lasts, base+uint32(end-start-1))
+			bases = append(bases, base)
 		}
-		before := c.ctr
+		before := c.nl.Ctr
 		b.StartTimer()
 		for k, chunk := range chunks {
-			if err := c.t.send(chunk); err != nil {
+			if err := c.nl.Send(chunk, int(lasts[k]-bases[k]+1)); err != nil {
 				b.Fatal(err)
 			}
-			for done := false; !done; {
-				msgs, err := c.receive()
-				if err != nil {
-					b.Fatal(err)
+			err := c.nl.Collect(bases[k], lasts[k], func(m *nlcore.Message) (bool, error) {
+				if m.Type != nlcore.TypeError {
+					return false, nil
 				}
-				for _, m := range msgs {
-					if m.typ == typeError && m.errno != 0 {
-						b.Fatalf("message %d failed: %v", m.seq, errnoError(m))
-					}
-					done = done || (m.typ == typeError && m.seq == lasts[k])
+				if m.Errno != 0 {
+					return true, fmt.Errorf("message %d failed: %w", m.Seq, m.Err())
 				}
+				return m.Seq == lasts[k], nil
+			})
+			if err != nil {
+				b.Fatal(err)
 			}
 		}
 		b.StopTimer()
-		sys += c.ctr.Sendmsg + c.ctr.Recvmsg - before.Sendmsg - before.Recvmsg
+		sys += c.nl.Ctr.Sendmsg + c.nl.Ctr.Recvmsg - before.Sendmsg - before.Recvmsg
 		c.Close()
 		unix.Close(nsfd) // destroys the namespace (nstest's would live until the end)
 	}

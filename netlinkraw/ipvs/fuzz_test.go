@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	uapi "github.com/proxysinks/proxysinks/netlinkraw/internal/ipvsuapi"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
 // The fuzz targets feed arbitrary bytes to every decoder: none may panic,
@@ -30,11 +33,12 @@ func FuzzDecodeServiceMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var enc encoder
-		off := enc.beginMessage(1, flagRequest, 1, cmdNewService)
-		enc.service(n, true)
-		enc.endMessage(off)
-		again, err := decodeServiceMessage(enc.b[nlmsgHdrLen:])
+		var enc nlcore.Encoder
+		off := enc.BeginMessage(1, nlcore.FlagRequest, 1)
+		enc.Genl(uapi.CmdNewService, uapi.GenlVersion)
+		encodeService(&enc, n, true)
+		enc.EndMessage(off)
+		again, err := decodeServiceMessage(enc.B[nlcore.HdrLen:])
 		if err != nil {
 			t.Fatalf("re-encoded %+v does not decode: %v", s, err)
 		}
@@ -54,9 +58,9 @@ func FuzzDecodeDestinationMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var enc encoder
-		enc.destination(d, true)
-		v, ok, err := findAttr(enc.b, cmdAttrDest)
+		var enc nlcore.Encoder
+		encodeDestination(&enc, d, true)
+		v, ok, err := nlcore.FindAttr(enc.B, uapi.CmdAttrDest)
 		if err != nil || !ok {
 			t.Fatalf("re-encoded destination has no attribute: %v", err)
 		}
@@ -82,20 +86,6 @@ func FuzzDecodeConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { _, _ = decodeConfig(data) })
 }
 
-func FuzzParseMessages(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) {
-		msgs, err := parseMessages(nil, data)
-		if err != nil {
-			return
-		}
-		for _, m := range msgs {
-			if len(m.data) > len(data) {
-				t.Fatalf("message payload of %d bytes from a %d-byte datagram", len(m.data), len(data))
-			}
-		}
-	})
-}
-
 // seedServices returns service messages to seed the corpus with.
 func seedServices() [][]byte {
 	svcs := []Service{
@@ -106,26 +96,26 @@ func seedServices() [][]byte {
 	var out [][]byte
 	for _, s := range svcs {
 		n, _ := checkService(&s, true)
-		var enc encoder
-		enc.b = append(enc.b, cmdNewService, 1, 0, 0)
-		enc.service(n, true)
-		out = append(out, enc.b)
+		var enc nlcore.Encoder
+		enc.B = append(enc.B, uapi.CmdNewService, 1, 0, 0)
+		encodeService(&enc, n, true)
+		out = append(out, enc.B)
 	}
 	// A dumped service also carries counters.
-	var enc encoder
-	enc.b = append(enc.b, cmdNewService, 1, 0, 0)
-	nest := enc.beginNest(cmdAttrService)
-	enc.u16(svcAttrAF, uint16(IPv4))
-	enc.u32(svcAttrFWMark, 3)
-	enc.str(svcAttrSchedName, "rr")
-	enc.u32(svcAttrNetmask, ^uint32(0))
-	st := enc.beginNest(svcAttrStats64)
+	var enc nlcore.Encoder
+	enc.B = append(enc.B, uapi.CmdNewService, 1, 0, 0)
+	nest := enc.BeginNest(uapi.CmdAttrService)
+	enc.U16(uapi.SvcAttrAF, uint16(IPv4))
+	enc.U32(uapi.SvcAttrFWMark, 3)
+	enc.Str(uapi.SvcAttrSchedName, "rr")
+	enc.U32(uapi.SvcAttrNetmask, ^uint32(0))
+	st := enc.BeginNest(uapi.SvcAttrStats64)
 	for i := uint16(1); i <= 10; i++ {
-		enc.attr(i, native.AppendUint64(nil, uint64(i)<<33))
+		enc.Attr(i, nlcore.Native.AppendUint64(nil, uint64(i)<<33))
 	}
-	enc.endNest(st)
-	enc.endNest(nest)
-	return append(out, enc.b)
+	enc.EndNest(st)
+	enc.EndNest(nest)
+	return append(out, enc.B)
 }
 
 func seedDestinations() [][]byte {
@@ -136,10 +126,10 @@ func seedDestinations() [][]byte {
 	var out [][]byte
 	for _, d := range ds {
 		n, _ := checkDestination(&d)
-		var enc encoder
-		enc.b = append(enc.b, cmdNewDest, 1, 0, 0)
-		enc.destination(n, true)
-		out = append(out, enc.b)
+		var enc nlcore.Encoder
+		enc.B = append(enc.B, uapi.CmdNewDest, 1, 0, 0)
+		encodeDestination(&enc, n, true)
+		out = append(out, enc.B)
 	}
 	return out
 }
@@ -168,35 +158,20 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for i, d := range seedDestinations() {
 		write("FuzzDecodeDestinationMessage", i, b(d), "uint16(2)")
 	}
-	var st encoder
+	var st nlcore.Encoder
 	for i := uint16(1); i <= 10; i++ {
-		st.u32(i, uint32(i))
+		st.U32(i, uint32(i))
 	}
-	write("FuzzDecodeStats", 0, b(st.b))
-	var info encoder
-	info.b = append(info.b, cmdSetInfo, 1, 0, 0)
-	info.u32(infoAttrVersion, 0x010201)
-	info.u32(infoAttrConnTabSize, 4096)
-	write("FuzzDecodeInfo", 0, b(info.b))
-	var cfg encoder
-	cfg.b = append(cfg.b, cmdSetConfig, 1, 0, 0)
-	cfg.u32(cmdAttrTimeoutTCP, 900)
-	cfg.u32(cmdAttrTimeoutTCPFin, 120)
-	cfg.u32(cmdAttrTimeoutUDP, 300)
-	write("FuzzDecodeConfig", 0, b(cfg.b))
-	// A datagram: an ACK, then an error with an extended-ACK message.
-	var dg encoder
-	off := dg.beginMessage(typeError, 0, 5, 0)
-	dg.b = dg.b[:off+nlmsgHdrLen]
-	dg.b = native.AppendUint32(dg.b, 0)
-	dg.b = append(dg.b, make([]byte, 16)...)
-	dg.endMessage(off)
-	off = dg.beginMessage(typeError, 0x300, 6, 0)
-	dg.b = dg.b[:off+nlmsgHdrLen]
-	dg.b = native.AppendUint32(dg.b, uint32(0x100000000-17))
-	dg.b = native.AppendUint32(dg.b, 20)
-	dg.b = append(dg.b, make([]byte, 12)...)
-	dg.str(1, "file exists")
-	dg.endMessage(off)
-	write("FuzzParseMessages", 0, b(dg.b))
+	write("FuzzDecodeStats", 0, b(st.B))
+	var info nlcore.Encoder
+	info.B = append(info.B, uapi.CmdSetInfo, 1, 0, 0)
+	info.U32(uapi.InfoAttrVersion, 0x010201)
+	info.U32(uapi.InfoAttrConnTabSize, 4096)
+	write("FuzzDecodeInfo", 0, b(info.B))
+	var cfg nlcore.Encoder
+	cfg.B = append(cfg.B, uapi.CmdSetConfig, 1, 0, 0)
+	cfg.U32(uapi.CmdAttrTimeoutTCP, 900)
+	cfg.U32(uapi.CmdAttrTimeoutTCPFin, 120)
+	cfg.U32(uapi.CmdAttrTimeoutUDP, 300)
+	write("FuzzDecodeConfig", 0, b(cfg.B))
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	uapi "github.com/proxysinks/proxysinks/netlinkraw/internal/ipvsuapi"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 )
 
 var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
@@ -58,8 +61,8 @@ func skipBigEndian(t *testing.T) {
 func TestEncodeOp(t *testing.T) {
 	skipBigEndian(t)
 	svc4 := Service{Protocol: TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 53, Scheduler: "rr"}
-	svc4ID := nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrProtocol, le16(6)),
-		nla(svcAttrAddr, addr16("10.96.0.10")), nla(svcAttrPort, be16b(53)))
+	svc4ID := nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrProtocol, le16(6)),
+		nla(uapi.SvcAttrAddr, addr16("10.96.0.10")), nla(uapi.SvcAttrPort, be16b(53)))
 	tests := []struct {
 		name string
 		op   Op
@@ -68,75 +71,75 @@ func TestEncodeOp(t *testing.T) {
 	}{{
 		name: "create IPv4 service",
 		op:   Op{Kind: OpCreateService, Service: svc4},
-		cmd:  cmdNewService,
-		want: nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrProtocol, le16(6)),
-			nla(svcAttrAddr, addr16("10.96.0.10")), nla(svcAttrPort, be16b(53)),
-			nla(svcAttrSchedName, []byte("rr\x00")), nla(svcAttrFlags, le32(0), le32(0xffffffff)),
-			nla(svcAttrTimeout, le32(0)), nla(svcAttrNetmask, []byte{255, 255, 255, 255})),
+		cmd:  uapi.CmdNewService,
+		want: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrProtocol, le16(6)),
+			nla(uapi.SvcAttrAddr, addr16("10.96.0.10")), nla(uapi.SvcAttrPort, be16b(53)),
+			nla(uapi.SvcAttrSchedName, []byte("rr\x00")), nla(uapi.SvcAttrFlags, le32(0), le32(0xffffffff)),
+			nla(uapi.SvcAttrTimeout, le32(0)), nla(uapi.SvcAttrNetmask, []byte{255, 255, 255, 255})),
 	}, {
 		name: "update IPv4 service persistent /24",
 		op: Op{Kind: OpUpdateService, Service: Service{Protocol: UDP, Address: netip.MustParseAddr("10.0.0.1"), Port: 5060,
 			Scheduler: "sh", Flags: FlagPersistent | FlagSchedSHPort, Timeout: 10800, Netmask: 24, PEName: "sip"}},
-		cmd: cmdSetService,
-		want: nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrProtocol, le16(17)),
-			nla(svcAttrAddr, addr16("10.0.0.1")), nla(svcAttrPort, be16b(5060)),
-			nla(svcAttrSchedName, []byte("sh\x00")), nla(svcAttrPEName, []byte("sip\x00")),
-			nla(svcAttrFlags, le32(0x11), le32(0xffffffff)),
-			nla(svcAttrTimeout, le32(10800)), nla(svcAttrNetmask, []byte{255, 255, 255, 0})),
+		cmd: uapi.CmdSetService,
+		want: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrProtocol, le16(17)),
+			nla(uapi.SvcAttrAddr, addr16("10.0.0.1")), nla(uapi.SvcAttrPort, be16b(5060)),
+			nla(uapi.SvcAttrSchedName, []byte("sh\x00")), nla(uapi.SvcAttrPEName, []byte("sip\x00")),
+			nla(uapi.SvcAttrFlags, le32(0x11), le32(0xffffffff)),
+			nla(uapi.SvcAttrTimeout, le32(10800)), nla(uapi.SvcAttrNetmask, []byte{255, 255, 255, 0})),
 	}, {
 		name: "create IPv6 fwmark service /64",
 		op:   Op{Kind: OpCreateService, Service: Service{Family: IPv6, FWMark: 0x4000, Scheduler: "wlc", Netmask: 64}},
-		cmd:  cmdNewService,
-		want: nla(cmdAttrService, nla(svcAttrAF, le16(10)), nla(svcAttrFWMark, le32(0x4000)),
-			nla(svcAttrSchedName, []byte("wlc\x00")), nla(svcAttrFlags, le32(0), le32(0xffffffff)),
-			nla(svcAttrTimeout, le32(0)), nla(svcAttrNetmask, le32(64))),
+		cmd:  uapi.CmdNewService,
+		want: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(10)), nla(uapi.SvcAttrFWMark, le32(0x4000)),
+			nla(uapi.SvcAttrSchedName, []byte("wlc\x00")), nla(uapi.SvcAttrFlags, le32(0), le32(0xffffffff)),
+			nla(uapi.SvcAttrTimeout, le32(0)), nla(uapi.SvcAttrNetmask, le32(64))),
 	}, {
 		name: "IPv6 netmask defaults to 128",
 		op:   Op{Kind: OpCreateService, Service: Service{Protocol: TCP, Address: netip.MustParseAddr("fd00::1"), Port: 80, Scheduler: "rr"}},
-		cmd:  cmdNewService,
-		want: nla(cmdAttrService, nla(svcAttrAF, le16(10)), nla(svcAttrProtocol, le16(6)),
-			nla(svcAttrAddr, addr16("fd00::1")), nla(svcAttrPort, be16b(80)),
-			nla(svcAttrSchedName, []byte("rr\x00")), nla(svcAttrFlags, le32(0), le32(0xffffffff)),
-			nla(svcAttrTimeout, le32(0)), nla(svcAttrNetmask, le32(128))),
+		cmd:  uapi.CmdNewService,
+		want: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(10)), nla(uapi.SvcAttrProtocol, le16(6)),
+			nla(uapi.SvcAttrAddr, addr16("fd00::1")), nla(uapi.SvcAttrPort, be16b(80)),
+			nla(uapi.SvcAttrSchedName, []byte("rr\x00")), nla(uapi.SvcAttrFlags, le32(0), le32(0xffffffff)),
+			nla(uapi.SvcAttrTimeout, le32(0)), nla(uapi.SvcAttrNetmask, le32(128))),
 	}, {
 		name: "remove service sends its identity only",
 		op:   Op{Kind: OpRemoveService, Service: svc4},
-		cmd:  cmdDelService,
+		cmd:  uapi.CmdDelService,
 		want: svc4ID,
 	}, {
 		name: "create destination with a weight above 65535",
 		op: Op{Kind: OpCreateDestination, Service: svc4, Destination: Destination{
 			Address: netip.MustParseAddr("10.244.1.5"), Port: 8080, Weight: 70000, UpperThreshold: 9, LowerThreshold: 3}},
-		cmd: cmdNewDest,
-		want: cat(svc4ID, nla(cmdAttrDest, nla(destAttrAddr, addr16("10.244.1.5")), nla(destAttrPort, be16b(8080)),
-			nla(destAttrAddrFamily, le16(2)), nla(destAttrFwdMethod, le32(0)), nla(destAttrWeight, le32(70000)),
-			nla(destAttrUThresh, le32(9)), nla(destAttrLThresh, le32(3)))),
+		cmd: uapi.CmdNewDest,
+		want: cat(svc4ID, nla(uapi.CmdAttrDest, nla(uapi.DestAttrAddr, addr16("10.244.1.5")), nla(uapi.DestAttrPort, be16b(8080)),
+			nla(uapi.DestAttrAddrFamily, le16(2)), nla(uapi.DestAttrFwdMethod, le32(0)), nla(uapi.DestAttrWeight, le32(70000)),
+			nla(uapi.DestAttrUThresh, le32(9)), nla(uapi.DestAttrLThresh, le32(3)))),
 	}, {
 		name: "update GUE tunnel destination of another family",
 		op: Op{Kind: OpUpdateDestination, Service: svc4, Destination: Destination{
 			Address: netip.MustParseAddr("fd00::5"), Port: 8080, Forward: Tunnel, Weight: 1,
 			TunnelType: TunnelGUE, TunnelPort: 6080, TunnelFlags: TunnelChecksum | TunnelRemoteChecksum}},
-		cmd: cmdSetDest,
-		want: cat(svc4ID, nla(cmdAttrDest, nla(destAttrAddr, addr16("fd00::5")), nla(destAttrPort, be16b(8080)),
-			nla(destAttrAddrFamily, le16(10)), nla(destAttrFwdMethod, le32(2)), nla(destAttrWeight, le32(1)),
-			nla(destAttrUThresh, le32(0)), nla(destAttrLThresh, le32(0)),
-			nla(destAttrTunType, []byte{1}), nla(destAttrTunPort, be16b(6080)), nla(destAttrTunFlags, le16(3)))),
+		cmd: uapi.CmdSetDest,
+		want: cat(svc4ID, nla(uapi.CmdAttrDest, nla(uapi.DestAttrAddr, addr16("fd00::5")), nla(uapi.DestAttrPort, be16b(8080)),
+			nla(uapi.DestAttrAddrFamily, le16(10)), nla(uapi.DestAttrFwdMethod, le32(2)), nla(uapi.DestAttrWeight, le32(1)),
+			nla(uapi.DestAttrUThresh, le32(0)), nla(uapi.DestAttrLThresh, le32(0)),
+			nla(uapi.DestAttrTunType, []byte{1}), nla(uapi.DestAttrTunPort, be16b(6080)), nla(uapi.DestAttrTunFlags, le16(3)))),
 	}, {
 		name: "remove destination sends identities only",
 		op:   Op{Kind: OpRemoveDestination, Service: svc4, Destination: Destination{Address: netip.MustParseAddr("10.244.1.5"), Port: 8080, Weight: 5}},
-		cmd:  cmdDelDest,
-		want: cat(svc4ID, nla(cmdAttrDest, nla(destAttrAddr, addr16("10.244.1.5")), nla(destAttrPort, be16b(8080)),
-			nla(destAttrAddrFamily, le16(2)))),
+		cmd:  uapi.CmdDelDest,
+		want: cat(svc4ID, nla(uapi.CmdAttrDest, nla(uapi.DestAttrAddr, addr16("10.244.1.5")), nla(uapi.DestAttrPort, be16b(8080)),
+			nla(uapi.DestAttrAddrFamily, le16(2)))),
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Conn{family: 0x1d}
-			if err := c.encodeOp(&tt.op, 77); err != nil {
+			var enc nlcore.Encoder
+			if err := encodeOp(&enc, 0x1d, &tt.op, 77); err != nil {
 				t.Fatal(err)
 			}
-			want := cat(le32(uint32(16+4+len(tt.want))), le16(0x1d), le16(flagRequest), le32(77), le32(0),
+			want := cat(le32(uint32(16+4+len(tt.want))), le16(0x1d), le16(nlcore.FlagRequest), le32(77), le32(0),
 				[]byte{tt.cmd, 1, 0, 0}, tt.want)
-			if diff := cmp.Diff(want, c.enc.b); diff != "" {
+			if diff := cmp.Diff(want, enc.B); diff != "" {
 				t.Errorf("encoding (-want +got):\n%s", diff)
 			}
 		})
@@ -164,23 +167,23 @@ func TestEncodeInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Conn{family: 1}
-			err := c.encodeOp(&tt.op, 1)
+			var enc nlcore.Encoder
+			err := encodeOp(&enc, 1, &tt.op, 1)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
-			if len(c.enc.b) != 0 {
-				t.Errorf("a refused operation wrote %d bytes", len(c.enc.b))
+			if len(enc.B) != 0 {
+				t.Errorf("a refused operation wrote %d bytes", len(enc.B))
 			}
 		})
 	}
 }
 
 func stats32(base uint32) []byte {
-	return cat(nla(statsAttrConns, le32(base)), nla(statsAttrInPkts, le32(base+1)), nla(statsAttrOutPkts, le32(base+2)),
-		nla(statsAttrInBytes, le64(uint64(base)+3)), nla(statsAttrOutBytes, le64(uint64(base)+4)),
-		nla(statsAttrCPS, le32(base+5)), nla(statsAttrInPPS, le32(base+6)), nla(statsAttrOutPPS, le32(base+7)),
-		nla(statsAttrInBPS, le32(base+8)), nla(statsAttrOutBPS, le32(base+9)))
+	return cat(nla(uapi.StatsAttrConns, le32(base)), nla(uapi.StatsAttrInPkts, le32(base+1)), nla(uapi.StatsAttrOutPkts, le32(base+2)),
+		nla(uapi.StatsAttrInBytes, le64(uint64(base)+3)), nla(uapi.StatsAttrOutBytes, le64(uint64(base)+4)),
+		nla(uapi.StatsAttrCPS, le32(base+5)), nla(uapi.StatsAttrInPPS, le32(base+6)), nla(uapi.StatsAttrOutPPS, le32(base+7)),
+		nla(uapi.StatsAttrInBPS, le32(base+8)), nla(uapi.StatsAttrOutBPS, le32(base+9)))
 }
 
 func stats64(base uint64) []byte {
@@ -197,7 +200,7 @@ func wantStats(base uint64) Stats {
 
 func TestDecodeService(t *testing.T) {
 	skipBigEndian(t)
-	genl := []byte{cmdNewService, 1, 0, 0}
+	genl := []byte{uapi.CmdNewService, 1, 0, 0}
 	tests := []struct {
 		name    string
 		attrs   []byte
@@ -205,11 +208,11 @@ func TestDecodeService(t *testing.T) {
 		wantErr string
 	}{{
 		name: "IPv4 as the kernel dumps it, 64-bit stats preferred",
-		attrs: nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrProtocol, le16(6)),
-			nla(svcAttrAddr, addr16("10.96.0.10")), nla(svcAttrPort, be16b(53)),
-			nla(svcAttrSchedName, []byte("rr\x00")), nla(svcAttrFlags, le32(0x3), le32(0xffffffff)),
-			nla(svcAttrTimeout, le32(10800)), nla(svcAttrNetmask, []byte{255, 255, 255, 0}),
-			nla(svcAttrStats, stats32(1)), nla(svcAttrStats64, stats64(1<<40))),
+		attrs: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrProtocol, le16(6)),
+			nla(uapi.SvcAttrAddr, addr16("10.96.0.10")), nla(uapi.SvcAttrPort, be16b(53)),
+			nla(uapi.SvcAttrSchedName, []byte("rr\x00")), nla(uapi.SvcAttrFlags, le32(0x3), le32(0xffffffff)),
+			nla(uapi.SvcAttrTimeout, le32(10800)), nla(uapi.SvcAttrNetmask, []byte{255, 255, 255, 0}),
+			nla(uapi.SvcAttrStats, stats32(1)), nla(uapi.SvcAttrStats64, stats64(1<<40))),
 		want: ServiceEntry{
 			Service: Service{Family: IPv4, Protocol: TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 53,
 				Scheduler: "rr", Flags: FlagPersistent | FlagHashed, Timeout: 10800, Netmask: 24},
@@ -217,10 +220,10 @@ func TestDecodeService(t *testing.T) {
 		},
 	}, {
 		name: "IPv6 fwmark with a persistence engine, 32-bit stats only (old kernel)",
-		attrs: nla(cmdAttrService, nla(svcAttrAF, le16(10)), nla(svcAttrFWMark, le32(9)),
-			nla(svcAttrSchedName, []byte("sh\x00")), nla(svcAttrPEName, []byte("sip\x00")),
-			nla(svcAttrFlags, le32(0x1a), le32(0xffffffff)),
-			nla(svcAttrTimeout, le32(0)), nla(svcAttrNetmask, le32(64)), nla(svcAttrStats, stats32(5))),
+		attrs: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(10)), nla(uapi.SvcAttrFWMark, le32(9)),
+			nla(uapi.SvcAttrSchedName, []byte("sh\x00")), nla(uapi.SvcAttrPEName, []byte("sip\x00")),
+			nla(uapi.SvcAttrFlags, le32(0x1a), le32(0xffffffff)),
+			nla(uapi.SvcAttrTimeout, le32(0)), nla(uapi.SvcAttrNetmask, le32(64)), nla(uapi.SvcAttrStats, stats32(5))),
 		want: ServiceEntry{
 			Service: Service{Family: IPv6, FWMark: 9, Scheduler: "sh", PEName: "sip",
 				Flags: FlagHashed | FlagSchedSHFallback | FlagSchedSHPort, Netmask: 64},
@@ -228,39 +231,39 @@ func TestDecodeService(t *testing.T) {
 		},
 	}, {
 		name:  "flags are masked, unknown attributes ignored",
-		attrs: nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrFWMark, le32(1)), nla(svcAttrFlags, le32(0xff), le32(0x1)), nla(99, le32(1))),
+		attrs: nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrFWMark, le32(1)), nla(uapi.SvcAttrFlags, le32(0xff), le32(0x1)), nla(99, le32(1))),
 		want:  ServiceEntry{Service: Service{Family: IPv4, FWMark: 1, Flags: FlagPersistent}},
 	}, {
 		name:    "no family",
-		attrs:   nla(cmdAttrService, nla(svcAttrFWMark, le32(1))),
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrFWMark, le32(1))),
 		wantErr: "without an address family",
 	}, {
 		name:    "unknown family",
-		attrs:   nla(cmdAttrService, nla(svcAttrAF, le16(7))),
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(7))),
 		wantErr: "unknown family(7)",
 	}, {
 		name:    "short IPv6 address",
-		attrs:   nla(cmdAttrService, nla(svcAttrAF, le16(10)), nla(svcAttrAddr, addr16("10.0.0.1")[:4])),
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(10)), nla(uapi.SvcAttrAddr, addr16("10.0.0.1")[:4])),
 		wantErr: "has 4 bytes for IPv6",
 	}, {
 		name:    "non-contiguous netmask",
-		attrs:   nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrNetmask, []byte{255, 0, 255, 0})),
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrNetmask, []byte{255, 0, 255, 0})),
 		wantErr: "255.0.255.0 is not a prefix",
 	}, {
 		name:    "IPv6 netmask out of range",
-		attrs:   nla(cmdAttrService, nla(svcAttrAF, le16(10)), nla(svcAttrNetmask, le32(129))),
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(10)), nla(uapi.SvcAttrNetmask, le32(129))),
 		wantErr: "IPv6 netmask /129",
 	}, {
 		name:    "wrong port length",
-		attrs:   nla(cmdAttrService, nla(svcAttrAF, le16(2)), nla(svcAttrPort, le32(1))),
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)), nla(uapi.SvcAttrPort, le32(1))),
 		wantErr: "attribute port has 4 bytes",
 	}, {
 		name:    "truncated attribute",
-		attrs:   nla(cmdAttrService, nla(svcAttrAF, le16(2)))[:6],
+		attrs:   nla(uapi.CmdAttrService, nla(uapi.SvcAttrAF, le16(2)))[:6],
 		wantErr: "truncated",
 	}, {
 		name:    "no service attribute",
-		attrs:   nla(cmdAttrDest),
+		attrs:   nla(uapi.CmdAttrDest),
 		wantErr: "without a service attribute",
 	}}
 	for _, tt := range tests {
@@ -284,7 +287,7 @@ func TestDecodeService(t *testing.T) {
 
 func TestDecodeDestination(t *testing.T) {
 	skipBigEndian(t)
-	genl := []byte{cmdNewDest, 1, 0, 0}
+	genl := []byte{uapi.CmdNewDest, 1, 0, 0}
 	tests := []struct {
 		name      string
 		attrs     []byte
@@ -293,12 +296,12 @@ func TestDecodeDestination(t *testing.T) {
 		wantErr   string
 	}{{
 		name: "as the kernel dumps it",
-		attrs: nla(cmdAttrDest, nla(destAttrAddr, addr16("10.244.1.5")), nla(destAttrPort, be16b(8080)),
-			nla(destAttrFwdMethod, le32(2)), nla(destAttrWeight, le32(1<<31-1)),
-			nla(destAttrTunType, []byte{1}), nla(destAttrTunPort, be16b(6080)), nla(destAttrTunFlags, le16(1)),
-			nla(destAttrUThresh, le32(100)), nla(destAttrLThresh, le32(10)),
-			nla(destAttrActiveConns, le32(3)), nla(destAttrInactConns, le32(4)), nla(destAttrPersistConns, le32(5)),
-			nla(destAttrAddrFamily, le16(2)), nla(destAttrStats, stats32(7)), nla(destAttrStats64, stats64(1<<33))),
+		attrs: nla(uapi.CmdAttrDest, nla(uapi.DestAttrAddr, addr16("10.244.1.5")), nla(uapi.DestAttrPort, be16b(8080)),
+			nla(uapi.DestAttrFwdMethod, le32(2)), nla(uapi.DestAttrWeight, le32(1<<31-1)),
+			nla(uapi.DestAttrTunType, []byte{1}), nla(uapi.DestAttrTunPort, be16b(6080)), nla(uapi.DestAttrTunFlags, le16(1)),
+			nla(uapi.DestAttrUThresh, le32(100)), nla(uapi.DestAttrLThresh, le32(10)),
+			nla(uapi.DestAttrActiveConns, le32(3)), nla(uapi.DestAttrInactConns, le32(4)), nla(uapi.DestAttrPersistConns, le32(5)),
+			nla(uapi.DestAttrAddrFamily, le16(2)), nla(uapi.DestAttrStats, stats32(7)), nla(uapi.DestAttrStats64, stats64(1<<33))),
 		svcFamily: IPv6,
 		want: DestinationEntry{
 			Destination: Destination{Family: IPv4, Address: netip.MustParseAddr("10.244.1.5"), Port: 8080, Forward: Tunnel,
@@ -307,22 +310,22 @@ func TestDecodeDestination(t *testing.T) {
 		},
 	}, {
 		name:      "no family attribute: the service's (old kernels)",
-		attrs:     nla(cmdAttrDest, nla(destAttrAddr, addr16("fd00::5")), nla(destAttrPort, be16b(80)), nla(destAttrWeight, le32(70000))),
+		attrs:     nla(uapi.CmdAttrDest, nla(uapi.DestAttrAddr, addr16("fd00::5")), nla(uapi.DestAttrPort, be16b(80)), nla(uapi.DestAttrWeight, le32(70000))),
 		svcFamily: IPv6,
 		want:      DestinationEntry{Destination: Destination{Family: IPv6, Address: netip.MustParseAddr("fd00::5"), Port: 80, Weight: 70000}},
 	}, {
 		name:      "no address",
-		attrs:     nla(cmdAttrDest, nla(destAttrPort, be16b(80))),
+		attrs:     nla(uapi.CmdAttrDest, nla(uapi.DestAttrPort, be16b(80))),
 		svcFamily: IPv4,
 		wantErr:   "without an address",
 	}, {
 		name:      "bad weight length",
-		attrs:     nla(cmdAttrDest, nla(destAttrWeight, le16(1))),
+		attrs:     nla(uapi.CmdAttrDest, nla(uapi.DestAttrWeight, le16(1))),
 		svcFamily: IPv4,
 		wantErr:   "attribute weight has 2 bytes",
 	}, {
 		name:      "bad stats counter",
-		attrs:     nla(cmdAttrDest, nla(destAttrAddr, addr16("10.0.0.1")), nla(destAttrStats64, nla(statsAttrConns, le16(1)))),
+		attrs:     nla(uapi.CmdAttrDest, nla(uapi.DestAttrAddr, addr16("10.0.0.1")), nla(uapi.DestAttrStats64, nla(uapi.StatsAttrConns, le16(1)))),
 		svcFamily: IPv4,
 		wantErr:   "stats counter has 2 bytes",
 	}}
@@ -347,14 +350,14 @@ func TestDecodeDestination(t *testing.T) {
 
 func TestDecodeInfoAndConfig(t *testing.T) {
 	skipBigEndian(t)
-	i, err := decodeInfo(cat([]byte{cmdSetInfo, 1, 0, 0}, nla(infoAttrVersion, le32(0x010201)), nla(infoAttrConnTabSize, le32(4096))))
+	i, err := decodeInfo(cat([]byte{uapi.CmdSetInfo, 1, 0, 0}, nla(uapi.InfoAttrVersion, le32(0x010201)), nla(uapi.InfoAttrConnTabSize, le32(4096))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (Info{Version: 0x010201, ConnTableSize: 4096}); i != want || i.VersionString() != "1.2.1" {
 		t.Errorf("info %+v %s, want %+v", i, i.VersionString(), want)
 	}
-	c, err := decodeConfig(cat([]byte{cmdSetConfig, 1, 0, 0}, nla(cmdAttrTimeoutTCP, le32(900)), nla(cmdAttrTimeoutTCPFin, le32(120)), nla(cmdAttrTimeoutUDP, le32(300))))
+	c, err := decodeConfig(cat([]byte{uapi.CmdSetConfig, 1, 0, 0}, nla(uapi.CmdAttrTimeoutTCP, le32(900)), nla(uapi.CmdAttrTimeoutTCPFin, le32(120)), nla(uapi.CmdAttrTimeoutUDP, le32(300))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +367,7 @@ func TestDecodeInfoAndConfig(t *testing.T) {
 	if _, err := decodeInfo([]byte{1}); err == nil {
 		t.Error("a message shorter than the generic netlink header decoded")
 	}
-	if _, err := decodeConfig(cat([]byte{cmdSetConfig, 1, 0, 0}, nla(cmdAttrTimeoutTCP, le16(1)))); err == nil {
+	if _, err := decodeConfig(cat([]byte{uapi.CmdSetConfig, 1, 0, 0}, nla(uapi.CmdAttrTimeoutTCP, le16(1)))); err == nil {
 		t.Error("a 2-byte timeout decoded")
 	}
 }
@@ -378,11 +381,11 @@ func TestRoundTrip(t *testing.T) {
 		{Protocol: UDP, Address: netip.MustParseAddr("10.96.0.1"), Scheduler: "wlc", Netmask: 1},
 	}
 	for _, s := range svcs {
-		c := &Conn{family: 1}
-		if err := c.encodeOp(&Op{Kind: OpCreateService, Service: s}, 1); err != nil {
+		var enc nlcore.Encoder
+		if err := encodeOp(&enc, 1, &Op{Kind: OpCreateService, Service: s}, 1); err != nil {
 			t.Fatal(err)
 		}
-		got, err := decodeServiceMessage(c.enc.b[nlmsgHdrLen:])
+		got, err := decodeServiceMessage(enc.B[nlcore.HdrLen:])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,12 +397,12 @@ func TestRoundTrip(t *testing.T) {
 	}
 	d := Destination{Address: netip.MustParseAddr("fd00::7"), Port: 1, Forward: Tunnel, Weight: 1 << 20,
 		UpperThreshold: 5, LowerThreshold: 1, TunnelType: TunnelGRE, TunnelFlags: TunnelRemoteChecksum}
-	c := &Conn{family: 1}
-	if err := c.encodeOp(&Op{Kind: OpCreateDestination, Service: svcs[0], Destination: d}, 1); err != nil {
+	var enc nlcore.Encoder
+	if err := encodeOp(&enc, 1, &Op{Kind: OpCreateDestination, Service: svcs[0], Destination: d}, 1); err != nil {
 		t.Fatal(err)
 	}
-	p := c.enc.b[nlmsgHdrLen+genlHdrLen:]
-	v, ok, err := findAttr(p, cmdAttrDest)
+	p := enc.B[nlcore.HdrLen+nlcore.GenlHdrLen:]
+	v, ok, err := nlcore.FindAttr(p, uapi.CmdAttrDest)
 	if err != nil || !ok {
 		t.Fatalf("no destination attribute: %v", err)
 	}
@@ -410,34 +413,5 @@ func TestRoundTrip(t *testing.T) {
 	d.Family = IPv6
 	if diff := cmp.Diff(d, got.Destination, cmpAddr); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
-	}
-}
-
-func TestParseMessages(t *testing.T) {
-	skipBigEndian(t)
-	hdr := func(l uint32, typ, flags uint16, seq uint32) []byte {
-		return cat(le32(l), le16(typ), le16(flags), le32(seq), le32(0))
-	}
-	// An ACK, a capped error with an extended-ACK message, a dump entry.
-	ackMsg := cat(hdr(36, typeError, 0, 5), le32(0), hdr(20, 0x1d, 5, 5))
-	extack := nla(1, []byte("bad weight\x00"))
-	errMsg := cat(hdr(uint32(36+len(extack)), typeError, 0x300, 6), le32(uint32(0x100000000-34)), hdr(40, 0x1d, 5, 6), extack)
-	entry := cat(hdr(24, 0x1d, flagMulti, 7), []byte{1, 1, 0, 0}, nla(1))
-	got, err := parseMessages(nil, cat(ackMsg, errMsg, entry))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []message{
-		{typ: typeError, seq: 5, data: ackMsg[16:]},
-		{typ: typeError, flags: 0x300, seq: 6, errno: 34, ext: "bad weight", data: errMsg[16:]},
-		{typ: 0x1d, flags: flagMulti, seq: 7, data: entry[16:]},
-	}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(message{})); diff != "" {
-		t.Errorf("parsed (-want +got):\n%s", diff)
-	}
-	for _, bad := range [][]byte{hdr(8, 1, 0, 0), hdr(100, 1, 0, 0), cat(hdr(18, typeError, 0, 1), []byte{0, 0})} {
-		if _, err := parseMessages(nil, bad); err == nil {
-			t.Errorf("malformed datagram %x parsed", bad)
-		}
 	}
 }

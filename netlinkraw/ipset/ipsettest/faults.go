@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/proxysinks/proxysinks/netlinkraw"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/fault"
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/nlcore"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 )
 
@@ -15,17 +17,15 @@ import (
 // the Fake meets them, once per count; then the Fake behaves normally.
 type faults struct {
 	mu sync.Mutex
-	// failIn counts down operations (a command, or one entry of Add or
-	// Del); the one that brings it to zero fails with failErr, unapplied.
-	failIn  int
-	failErr error
+	// fail fails an operation (a command, or one entry of Add or Del)
+	// with its error, unapplied.
+	fail fault.Nth[error]
 	// lost calls are applied but their answer is lost: they fail with a
 	// reply timeout.
-	lost int
-	// recvN calls are applied but fail with recvErr (ENOBUFS: the answers
-	// were lost to a full receive buffer).
-	recvN   int
-	recvErr syscall.Errno
+	lost fault.Count[struct{}]
+	// recv calls are applied but fail with its errno (ENOBUFS: the
+	// answers were lost to a full receive buffer).
+	recv fault.Count[syscall.Errno]
 	// interrupt dumps are still to be marked interrupted.
 	interrupt int
 }
@@ -34,14 +34,8 @@ type faults struct {
 func (f *faults) next() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.failIn == 0 {
-		return nil
-	}
-	f.failIn--
-	if f.failIn == 0 {
-		return f.failErr
-	}
-	return nil
+	err, _ := f.fail.Next()
+	return err
 }
 
 // answer is called with the result of an applied call: a lost reply or a
@@ -49,13 +43,11 @@ func (f *faults) next() error {
 func (f *faults) answer(op, obj string, err error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch {
-	case f.lost > 0:
-		f.lost--
-		return opErr(op, obj, netlinkraw.ReplyError(fmt.Errorf("receive: %w", os.ErrDeadlineExceeded), netlinkraw.DefaultReplyTimeout))
-	case f.recvN > 0:
-		f.recvN--
-		return opErr(op, obj, fmt.Errorf("receive: kernel answers were lost (socket receive buffer overrun): %w", f.recvErr))
+	if _, ok := f.lost.Next(); ok {
+		return opErr(op, obj, netlinkraw.ReplyError(os.ErrDeadlineExceeded, netlinkraw.DefaultReplyTimeout))
+	}
+	if errno, ok := f.recv.Next(); ok {
+		return opErr(op, obj, nlcore.ReceiveError(errno))
 	}
 	return err
 }
@@ -83,7 +75,7 @@ func (f *faults) dump(op, obj string) error {
 func (f *Fake) FailNth(n int, err error) {
 	f.faults.mu.Lock()
 	defer f.faults.mu.Unlock()
-	f.faults.failIn, f.faults.failErr = max(n, 0), err
+	f.faults.fail.Arm(n, err)
 }
 
 // DropReplies makes the next n calls lose their answer: each is applied
@@ -93,7 +85,7 @@ func (f *Fake) FailNth(n int, err error) {
 func (f *Fake) DropReplies(n int) {
 	f.faults.mu.Lock()
 	defer f.faults.mu.Unlock()
-	f.faults.lost = max(n, 0)
+	f.faults.lost.Arm(n, struct{}{})
 }
 
 // FailReceives makes the next n calls applied but failed with errno, as a
@@ -102,7 +94,7 @@ func (f *Fake) DropReplies(n int) {
 func (f *Fake) FailReceives(n int, errno syscall.Errno) {
 	f.faults.mu.Lock()
 	defer f.faults.mu.Unlock()
-	f.faults.recvN, f.faults.recvErr = max(n, 0), errno
+	f.faults.recv.Arm(n, errno)
 }
 
 // InterruptDumps marks the next n dump attempts interrupted
@@ -120,8 +112,8 @@ func (f *Fake) InterruptDumps(n int) {
 func (f *Fake) ClearFaults() {
 	f.faults.mu.Lock()
 	defer f.faults.mu.Unlock()
-	f.faults.failIn, f.faults.failErr = 0, nil
-	f.faults.lost, f.faults.recvN, f.faults.interrupt = 0, 0, 0
+	f.faults.fail, f.faults.lost, f.faults.recv = fault.Nth[error]{}, fault.Count[struct{}]{}, fault.Count[syscall.Errno]{}
+	f.faults.interrupt = 0
 }
 
 // Create implements ipset.Client.

@@ -4,61 +4,48 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/internal/fault"
 )
 
 // faults are the failures a test asked the fake to inject. They are
 // counted across the Kernel's connections, in the order the fake meets
 // them; each fires once per count and then the fake behaves normally again.
 type faults struct {
-	// failIn counts down the IPVS commands processed; the one that brings
-	// it to zero fails with failErrno, unapplied.
-	failIn    int
-	failErrno unix.Errno
-	// drop is the number of reply datagrams still to lose.
-	drop int
-	// delayN reply datagrams are still to hold back for delay each.
-	delayN int
-	delay  time.Duration
-	// recvN receives are still to fail with recvErrno, the queued replies
-	// lost with them.
-	recvN     int
-	recvErrno unix.Errno
+	// fail fails an IPVS command with its errno, unapplied.
+	fail fault.Nth[unix.Errno]
+	// drop loses reply datagrams.
+	drop fault.Count[struct{}]
+	// delay holds reply datagrams back for its duration.
+	delay fault.Count[time.Duration]
+	// recv fails receives with its errno, the queued replies lost with
+	// them.
+	recv fault.Count[unix.Errno]
 }
 
 // command is called for each IPVS command before it is run: a non-zero
 // errno fails it.
 func (f *faults) command() unix.Errno {
-	if f.failIn == 0 {
-		return 0
-	}
-	f.failIn--
-	if f.failIn == 0 {
-		return f.failErrno
-	}
-	return 0
+	errno, _ := f.fail.Next()
+	return errno
 }
 
 // datagram decides the fate of a reply datagram about to be queued: lost,
 // or ready at some time (zero: at once).
 func (f *faults) datagram() (lost bool, readyAt time.Time) {
-	if f.drop > 0 {
-		f.drop--
+	if _, ok := f.drop.Next(); ok {
 		return true, time.Time{}
 	}
-	if f.delayN > 0 {
-		f.delayN--
-		return false, time.Now().Add(f.delay)
+	if d, ok := f.delay.Next(); ok {
+		return false, time.Now().Add(d)
 	}
 	return false, time.Time{}
 }
 
 // receive returns the errno a receive must fail with (0: none).
 func (f *faults) receive() unix.Errno {
-	if f.recvN == 0 {
-		return 0
-	}
-	f.recvN--
-	return f.recvErrno
+	errno, _ := f.recv.Next()
+	return errno
 }
 
 // FailNth makes the nth IPVS command the fake processes from now on (1:
@@ -69,7 +56,7 @@ func (f *faults) receive() unix.Errno {
 func (k *Kernel) FailNth(n int, errno unix.Errno) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.faults.failIn, k.faults.failErrno = max(n, 0), errno
+	k.faults.fail.Arm(n, errno)
 }
 
 // DropReplies loses the next n reply datagrams (error replies, ACKs,
@@ -78,7 +65,7 @@ func (k *Kernel) FailNth(n int, errno unix.Errno) {
 func (k *Kernel) DropReplies(n int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.faults.drop = max(n, 0)
+	k.faults.drop.Arm(n, struct{}{})
 }
 
 // DelayReplies holds each of the next n reply datagrams back for d before
@@ -88,7 +75,7 @@ func (k *Kernel) DropReplies(n int) {
 func (k *Kernel) DelayReplies(n int, d time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.faults.delayN, k.faults.delay = max(n, 0), d
+	k.faults.delay.Arm(n, d)
 }
 
 // FailReceives makes the next n receives (on any connection) fail with
@@ -98,7 +85,7 @@ func (k *Kernel) DelayReplies(n int, d time.Duration) {
 func (k *Kernel) FailReceives(n int, errno unix.Errno) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.faults.recvN, k.faults.recvErrno = max(n, 0), errno
+	k.faults.recv.Arm(n, errno)
 }
 
 // ClearFaults cancels every pending injected fault (InterruptDumps
