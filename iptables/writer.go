@@ -25,9 +25,6 @@ type writer struct {
 	grown   bool
 }
 
-// written returns what w holds.
-func (w *writer) written() []byte { return w.buf[:w.n] }
-
 // grow makes room for at least k more bytes.
 func (w *writer) grow(k int) {
 	b := make([]byte, max(w.minGrow, 2*(w.n+k)))
