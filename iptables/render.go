@@ -28,7 +28,10 @@ type famConfig struct {
 
 // renderScratch holds what render reuses from one service to the next:
 // its working slices of endpoints, the strings of the port being rendered
-// and the service's rendering, copied out at exact size when complete.
+// and the service's rendering, copied out at exact size when complete,
+// with its writer (kept here, not on renderIn's stack: the port renderer
+// holds a pointer to it, which would move it to the heap at every
+// service).
 type renderScratch struct {
 	eps, cluster, local, reach []endpoint
 	strs                       []byte   // the current port's strings, built
