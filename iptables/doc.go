@@ -1,7 +1,9 @@
-// Package iptables is the iptables sink's Proxier: seed 002's surface
-// (NewProxier, OnServiceUpdate, OnEndpointsUpdate, Sync, SyncLoop,
-// CleanupLeftovers, CanUseIPTablesProxier) programming kube-proxy v1.37's
-// iptables-mode ruleset for the services of client snapshots.
+// Package iptables is the iptables sink's Proxier: NewProxier,
+// Proxier.Snapshot and Proxier.Resync program kube-proxy v1.37's
+// iptables-mode ruleset for the services of client snapshots;
+// CleanupLeftovers removes it and CanUseIPTablesProxier checks the node.
+// Seed 002's other entry points (OnServiceUpdate, OnEndpointsUpdate, Sync,
+// SyncLoop) are thin wrappers in package seed.
 //
 // Rendering (render.go) is pure and writes rules in a canonical form
 // (canonical.go: iptables-save's, with host addresses and probabilities as

@@ -10,10 +10,6 @@ import (
 const (
 	// KubeMarkMasqChain is the mark-for-masquerade chain (nat).
 	KubeMarkMasqChain = "KUBE-MARK-MASQ"
-	// KubeMarkDropChain is the mark-for-drop chain of the 2016 proxier. Like
-	// kube-proxy since 1.28, this Proxier neither creates nor uses it; the
-	// name is kept for callers of the seed's surface.
-	KubeMarkDropChain = "KUBE-MARK-DROP"
 
 	chainServices         = "KUBE-SERVICES"
 	chainExternalServices = "KUBE-EXTERNAL-SERVICES"

@@ -1,14 +1,12 @@
 package iptables
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -77,7 +75,9 @@ type Config struct {
 	// rewrites the whole table on every restore); a negative value writes
 	// everything in one transaction, as kube-proxy does.
 	MaxRestoreRules int
-	// SyncPeriod is the period of SyncLoop's full resyncs.
+	// SyncPeriod is the period of the seed's resync loop (package seed's
+	// Proxier.SyncLoop); the Proxier itself does not use it (the sink's
+	// runtime schedules Resync).
 	SyncPeriod time.Duration
 	// Generation returns the nf_tables generation of the network
 	// namespace the tools run in (rules.NFTGeneration): a resync of
@@ -403,55 +403,4 @@ func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, ou
 	}
 	f.nextGens = gens
 	return list, out, eps, errs
-}
-
-// Sync immediately runs a full sync of the last snapshot (the seed's
-// entry point; see Resync).
-func (p *Proxier) Sync() error {
-	_, err := p.Resync()
-	return err
-}
-
-// SyncLoop runs Resync every Config.SyncPeriod until ctx ends, reporting
-// each sync's error to onError (which may be nil).
-func (p *Proxier) SyncLoop(ctx context.Context, onError func(error)) {
-	period := p.cfg.SyncPeriod
-	if period <= 0 {
-		period = 30 * time.Second
-	}
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if _, err := p.Resync(); err != nil && onError != nil {
-				onError(err)
-			}
-		}
-	}
-}
-
-// OnServiceUpdate programs the complete set of services with their
-// endpoints (the seed's entry point: a full sync of that state). In this
-// project's model endpoints travel with their service, so it is the same
-// as OnEndpointsUpdate.
-func (p *Proxier) OnServiceUpdate(all []*client.ServiceEndpoints) error {
-	return p.onFullState(all)
-}
-
-// OnEndpointsUpdate programs the complete set of services with their
-// endpoints (see OnServiceUpdate).
-func (p *Proxier) OnEndpointsUpdate(all []*client.ServiceEndpoints) error {
-	return p.onFullState(all)
-}
-
-func (p *Proxier) onFullState(all []*client.ServiceEndpoints) error {
-	sorted := slices.Clone(all)
-	slices.SortFunc(sorted, func(a, b *client.ServiceEndpoints) int { return a.Service.Key().Compare(b.Service.Key()) })
-	s := client.NewSnapshot(sorted, nil)
-	s.Full = true
-	_, err := p.Snapshot(s)
-	return err
 }

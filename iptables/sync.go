@@ -34,196 +34,16 @@ func sameMultiset(have, want []string) bool {
 // transactions first, then the top-level chains, stale chains' deletion
 // and missing jumps in one last transaction.
 func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrack.Target, error) {
-	var st SyncStats
-	st.Full = true
 	f.full = true
-	var list []*rendered // in key order
-	var svcs map[client.ServiceKey]*rendered
-	var eps int
-	var errs []error
-	rendered := f.from != s
-	if !rendered {
-		// A resync of the snapshot the last full sync rendered and wrote,
-		// with no partial sync since: rendering is pure and a snapshot
-		// does not change, so its services render as they did. Only the
-		// kernel is compared again.
-		for se := range s.All() {
-			if r := f.svcs[se.Service.Key()]; r != nil {
-				list = append(list, r)
-			}
-		}
-		svcs, eps, errs = f.svcs, f.eps, slices.Clone(f.renderErrs)
-	} else {
-		total := 0
-		for se := range s.All() {
-			if total += countEndpoints(se, f.fc.fam == rules.IPv6); total > p.largeAt {
-				break
-			}
-		}
-		f.large = total > p.largeAt
-		list, svcs, eps, errs = f.renderAll(s, f.large)
-		f.renders++
-	}
+	list, svcs, eps, errs, rendered := p.renderFull(f, s)
 	f.from = nil
 	kern, err := p.read(f)
 	if err != nil {
-		return st, nil, errors.Join(append(errs, err)...)
+		return SyncStats{Full: true}, nil, errors.Join(append(errs, err)...)
 	}
-	nat := kern["nat"]
-	// existing counts the nat rules in the kernel: with nft, every
-	// transaction costs in proportion to them, and within one transaction
-	// the cost grows with the square of its size, so the adaptive bound
-	// grows as the square root of the table.
-	existing := 0
-	for _, l := range nat.rules {
-		existing += len(l)
-	}
-	limit := p.cfg.MaxRestoreRules
-	adaptive := limit == 0 && f.backend != rules.Legacy
-	if limit == 0 && f.backend == rules.Legacy {
-		// Legacy rewrites the whole table on every restore: one
-		// transaction is fastest and stays linear.
-		limit = -1
-	}
-	if adaptive {
-		limit = adaptiveLimit(existing)
-	}
-	t := &txn{}
-	// Service chains in the kernel, and how many of them we keep: when
-	// we keep them all, none is stale and no set of names is needed.
-	kernSvc, kept := 0, 0
-	for name := range nat.chains {
-		if isServiceChain(name) {
-			kernSvc++
-		}
-	}
-	// Top-level chains: those service chains refer to (KUBE-MARK-MASQ) and
-	// the other service-independent ones first, those that refer to
-	// service chains last, after every service chain exists.
-	statics := staticChains(&p.cfg, &f.fc)
-	// A top-level chain the kernel does not have yet (a first sync) is
-	// filled progressively when transactions are bounded: declared in the
-	// first transaction, each service's rules added in the transaction of
-	// its chains, the static rules (KUBE-SERVICES' node-port rule, last)
-	// in the last one. iptables-nft-restore's cost grows with the square
-	// of the chains one transaction's rules jump to, so 10,000 jumps in
-	// one last transaction cost more than the rest of the sync together.
-	// A chain the kernel has is rewritten whole in the last transaction,
-	// so it never lacks a service's rule in between.
-	var progressive [numTop]bool
-	writeTop := func(sc staticChain) {
-		if sc.slot >= 0 && progressive[sc.slot] {
-			for _, l := range sc.rules {
-				t.lines(sc.table, []byte(l+"\n"), 1)
-			}
-			return
-		}
-		have := kern[sc.table]
-		if have.chains[sc.chain] {
-			lines := slices.Clone(sc.rules)
-			if sc.slot >= 0 {
-				var svcLines []string
-				for _, r := range list {
-					svcLines = append(svcLines, r.topLines(sc.slot)...)
-				}
-				for i := range svcLines {
-					svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
-				}
-				lines = append(svcLines, lines...)
-			}
-			if sameMultiset(have.rules[sc.chain], lines) {
-				return
-			}
-		}
-		t.declare(sc.table, sc.chain)
-		if sc.slot >= 0 {
-			for _, r := range list {
-				for _, s := range r.tops {
-					if int(s.slot) == sc.slot {
-						t.lines(sc.table, r.topText(s), 1)
-					}
-				}
-			}
-		}
-		for _, l := range sc.rules {
-			t.lines(sc.table, []byte(l+"\n"), 1)
-		}
-	}
-	for _, sc := range statics {
-		switch {
-		case sc.slot < 0:
-			writeTop(sc)
-		case limit > 0 && !kern[sc.table].chains[sc.chain]:
-			progressive[sc.slot] = true
-			t.declare(sc.table, sc.chain)
-		}
-	}
-	for _, r := range list {
-		for _, c := range r.chains {
-			text := r.text(c)
-			if nat.chains[c.name] {
-				kept++
-				if bytes.Equal(nat.text(c.name), text) {
-					continue
-				}
-			}
-			t.declare("nat", c.name)
-			t.lines("nat", text, int(c.lines))
-		}
-		for _, s := range r.tops {
-			if progressive[s.slot] {
-				t.lines(topChains[s.slot].table, r.topText(s), 1)
-			}
-		}
-		if limit > 0 && t.rules >= limit {
-			existing += t.rules
-			if err := p.restore(f, t, &st, false); err != nil {
-				return st, nil, errors.Join(append(errs, err)...)
-			}
-			t.reset()
-			if adaptive {
-				limit = adaptiveLimit(existing)
-			}
-		}
-	}
-	for _, sc := range statics {
-		if sc.slot >= 0 {
-			writeTop(sc)
-		}
-	}
-	// Chains of services that are gone.
-	var stale []string
-	if kept < kernSvc {
-		want := make(map[string]bool, kept)
-		for _, r := range svcs {
-			for _, c := range r.chains {
-				if nat.chains[c.name] {
-					want[c.name] = true
-				}
-			}
-		}
-		for name := range nat.chains {
-			if isServiceChain(name) && !want[name] {
-				stale = append(stale, name)
-			}
-		}
-	}
-	slices.Sort(stale)
-	for _, name := range stale {
-		t.declare("nat", name)
-		fmt.Fprintf(&t.tail[tableIndex("nat")], "-X %s\n", name)
-		t.st.DeletedChains++
-	}
-	for _, j := range jumps(p.cfg.LocalhostNodePorts, f.fc.fam) {
-		line := "-A " + j.from + " " + j.rule
-		if slices.Contains(kern[j.table].rules[j.from], line) {
-			continue
-		}
-		fmt.Fprintf(&t.tail[tableIndex(j.table)], "-I %s 1 %s\n", j.from, j.rule)
-		t.st.Rules++
-	}
-	if err := p.restore(f, t, &st, false); err != nil {
-		return st, nil, errors.Join(append(errs, err)...)
+	w := fullWrite{p: p, f: f, kern: kern, list: list, t: &txn{}, st: SyncStats{Full: true}}
+	if err := w.write(svcs); err != nil {
+		return w.st, nil, errors.Join(append(errs, err)...)
 	}
 	// The first sync of a process has nothing to compare with: it flushes
 	// nothing (a restart with an unchanged cluster writes nothing).
@@ -236,154 +56,243 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		f.gens = f.nextGens
 	}
 	f.from, f.renderErrs = s, errs
-	return st, targets, errors.Join(errs...)
+	return w.st, targets, errors.Join(errs...)
 }
 
-// syncPartial writes only what the snapshot's changes alter: the changed
-// chains of changed services, their rules in the top-level chains (deleted
-// and added rule by rule) and the deletion of chains they no longer have.
-func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []conntrack.Target, error) {
-	var st SyncStats
-	f.from = nil
-	var errs []error
-	type change struct {
-		key      client.ServiceKey
-		old, new *rendered
-	}
-	var changes []change
-	eps := f.eps
-	for _, c := range s.Changes {
-		ch := change{key: c.Key, old: f.svcs[c.Key]}
-		if c.Service != nil {
-			r := &rendered{}
-			if err := render(&f.fc, c.Service, f.large, r); err != nil {
-				// Keep what the kernel has for a service we cannot
-				// render: the rest keeps working.
-				errs = append(errs, err)
-				continue
+// renderFull returns the renderings of every service of s for a full
+// sync: list in key order, svcs by key, their endpoints and the render
+// errors. rendered is false when they are those of the last full sync,
+// which rendered and wrote s with no partial sync since: rendering is
+// pure and a snapshot does not change, so its services render as they
+// did and only the kernel is compared again.
+func (p *Proxier) renderFull(f *family, s *client.Snapshot) (list []*rendered, svcs map[client.ServiceKey]*rendered, eps int, errs []error, rendered bool) {
+	if f.from == s {
+		for se := range s.All() {
+			if r := f.svcs[se.Service.Key()]; r != nil {
+				list = append(list, r)
 			}
-			ch.new = r
-			eps += r.eps
 		}
-		if ch.old != nil {
-			eps -= ch.old.eps
+		return list, f.svcs, f.eps, slices.Clone(f.renderErrs), false
+	}
+	total := 0
+	for se := range s.All() {
+		if total += countEndpoints(se, f.fc.fam == rules.IPv6); total > p.largeAt {
+			break
 		}
-		changes = append(changes, ch)
 	}
-	if (eps > p.largeAt) != f.large {
-		st, t, err := p.syncFull(f, s)
-		return st, t, errors.Join(append(errs, err)...)
+	f.large = total > p.largeAt
+	list, svcs, eps, errs = f.renderAll(s, f.large)
+	f.renders++
+	return list, svcs, eps, errs, true
+}
+
+// fullWrite writes one family's full sync: what differs between the
+// renderings and the kernel's tables, in transactions of bounded size.
+type fullWrite struct {
+	p    *Proxier
+	f    *family
+	kern map[string]kernelTable
+	list []*rendered // in key order
+	t    *txn
+	st   SyncStats
+	// limit bounds the rules of one transaction (<= 0: no bound);
+	// adaptive makes it follow existing, the nat rules in the kernel.
+	limit    int
+	adaptive bool
+	existing int
+	// progressive marks the top-level chains filled progressively
+	// (writeTop).
+	progressive [numTop]bool
+}
+
+// write writes the service chains, then the top-level chains, the
+// deletion of stale service chains (those the kernel has that no
+// rendering of svcs has) and the missing jumps from the built-in chains.
+func (w *fullWrite) write(svcs map[client.ServiceKey]*rendered) error {
+	w.bound()
+	// Top-level chains: those service chains refer to (KUBE-MARK-MASQ) and
+	// the other service-independent ones first, those that refer to
+	// service chains last, after every service chain exists.
+	statics := staticChains(&w.p.cfg, &w.f.fc)
+	for _, sc := range statics {
+		switch {
+		case sc.slot < 0:
+			w.writeTop(sc)
+		case w.limit > 0 && !w.kern[sc.table].chains[sc.chain]:
+			w.progressive[sc.slot] = true
+			w.t.declare(sc.table, sc.chain)
+		}
 	}
-	t := &txn{}
-	nat := tableIndex("nat")
-	for _, ch := range changes {
-		var newChains map[string]bool
-		if ch.new != nil {
-			newChains = make(map[string]bool, len(ch.new.chains))
-			for _, c := range ch.new.chains {
-				newChains[c.name] = true
-				text := ch.new.text(c)
-				if ch.old != nil {
-					if old, ok := ch.old.chainText(c.name); ok && bytes.Equal(old, text) {
-						continue
-					}
+	kept, err := w.writeServices()
+	if err != nil {
+		return err
+	}
+	for _, sc := range statics {
+		if sc.slot >= 0 {
+			w.writeTop(sc)
+		}
+	}
+	w.deleteStale(svcs, kept)
+	w.addJumps()
+	return w.p.restore(w.f, w.t, &w.st, false)
+}
+
+// bound sets the transactions' bound. The kernel's nat rules count: with
+// nft, every transaction costs in proportion to them, and within one
+// transaction the cost grows with the square of its size, so the
+// adaptive bound grows as the square root of the table.
+func (w *fullWrite) bound() {
+	for _, l := range w.kern["nat"].rules {
+		w.existing += len(l)
+	}
+	w.limit = w.p.cfg.MaxRestoreRules
+	legacy := w.f.backend == rules.Legacy
+	w.adaptive = w.limit == 0 && !legacy
+	if w.limit == 0 && legacy {
+		// Legacy rewrites the whole table on every restore: one
+		// transaction is fastest and stays linear.
+		w.limit = -1
+	}
+	if w.adaptive {
+		w.limit = adaptiveLimit(w.existing)
+	}
+}
+
+// writeServices writes each service's nat chains that differ from the
+// kernel's and, into progressive top-level chains, its rules there, in
+// transactions of at most limit rules (whole services). It returns how
+// many of the kernel's service chains the renderings keep.
+func (w *fullWrite) writeServices() (kept int, err error) {
+	nat, t := w.kern["nat"], w.t
+	for _, r := range w.list {
+		for _, c := range r.chains {
+			text := r.text(c)
+			if nat.chains[c.name] {
+				kept++
+				if bytes.Equal(nat.text(c.name), text) {
+					continue
 				}
-				t.declare("nat", c.name)
-				t.lines("nat", text, int(c.lines))
+			}
+			t.declare("nat", c.name)
+			t.lines("nat", text, int(c.lines))
+		}
+		for _, s := range r.tops {
+			if w.progressive[s.slot] {
+				t.lines(topChains[s.slot].table, r.topText(s), 1)
 			}
 		}
-		for slot := range numTop {
-			var oldLines, newLines []string
-			if ch.old != nil {
-				oldLines = ch.old.topLines(slot)
+		if w.limit > 0 && t.rules >= w.limit {
+			w.existing += t.rules
+			if err := w.p.restore(w.f, t, &w.st, false); err != nil {
+				return kept, err
 			}
-			if ch.new != nil {
-				newLines = ch.new.topLines(slot)
-			}
-			removed, added := multisetDiff(oldLines, newLines)
-			tb := tableIndex(topChains[slot].table)
-			for _, l := range removed {
-				t.tail[tb].WriteString("-D " + strings.TrimPrefix(l, "-A "))
-				t.st.Rules++
-			}
-			for _, l := range added {
-				rest := strings.TrimPrefix(l, "-A "+topChains[slot].chain+" ")
-				if slot == topNATServices {
-					t.tail[tb].WriteString("-I " + topChains[slot].chain + " 1 " + rest)
-				} else {
-					t.tail[tb].WriteString("-A " + topChains[slot].chain + " " + rest)
-				}
-				t.st.Rules++
+			t.reset()
+			if w.adaptive {
+				w.limit = adaptiveLimit(w.existing)
 			}
 		}
-		if ch.old != nil {
-			for _, c := range ch.old.chains {
-				if !newChains[c.name] {
-					t.declare("nat", c.name)
+	}
+	return kept, nil
+}
+
+// writeTop writes a top-level chain. A chain the kernel does not have yet
+// (a first sync) is filled progressively when transactions are bounded:
+// declared in the first transaction, each service's rules added in the
+// transaction of its chains, the static rules (KUBE-SERVICES' node-port
+// rule, last) here, in the last one. iptables-nft-restore's cost grows
+// with the square of the chains one transaction's rules jump to, so
+// 10,000 jumps in one last transaction cost more than the rest of the sync
+// together. A chain the kernel has is rewritten whole in the last
+// transaction, when it differs, so it never lacks a service's rule in
+// between.
+func (w *fullWrite) writeTop(sc staticChain) {
+	t := w.t
+	if sc.slot >= 0 && w.progressive[sc.slot] {
+		for _, l := range sc.rules {
+			t.lines(sc.table, []byte(l+"\n"), 1)
+		}
+		return
+	}
+	if w.kern[sc.table].chains[sc.chain] && sameMultiset(w.kern[sc.table].rules[sc.chain], w.topRules(sc)) {
+		return
+	}
+	t.declare(sc.table, sc.chain)
+	if sc.slot >= 0 {
+		for _, r := range w.list {
+			for _, s := range r.tops {
+				if int(s.slot) == sc.slot {
+					t.lines(sc.table, r.topText(s), 1)
 				}
 			}
 		}
 	}
-	// Deletions go after every rule that referred to the chains is gone.
-	for _, ch := range changes {
-		if ch.old == nil {
+	for _, l := range sc.rules {
+		t.lines(sc.table, []byte(l+"\n"), 1)
+	}
+}
+
+// topRules returns the rules of a top-level chain as iptables-save lines:
+// the services' rules, then its static ones.
+func (w *fullWrite) topRules(sc staticChain) []string {
+	lines := slices.Clone(sc.rules)
+	if sc.slot < 0 {
+		return lines
+	}
+	var svcLines []string
+	for _, r := range w.list {
+		svcLines = append(svcLines, r.topLines(sc.slot)...)
+	}
+	for i := range svcLines {
+		svcLines[i] = strings.TrimSuffix(svcLines[i], "\n")
+	}
+	return append(svcLines, lines...)
+}
+
+// deleteStale deletes the kernel's service chains that no rendering of
+// svcs has (services that are gone); when the renderings keep all of
+// them (kept), none is stale and no set of names is needed.
+func (w *fullWrite) deleteStale(svcs map[client.ServiceKey]*rendered, kept int) {
+	nat := w.kern["nat"]
+	kernSvc := 0
+	for name := range nat.chains {
+		if isServiceChain(name) {
+			kernSvc++
+		}
+	}
+	if kept >= kernSvc {
+		return
+	}
+	want := make(map[string]bool, kept)
+	for _, r := range svcs {
+		for _, c := range r.chains {
+			if nat.chains[c.name] {
+				want[c.name] = true
+			}
+		}
+	}
+	var stale []string
+	for name := range nat.chains {
+		if isServiceChain(name) && !want[name] {
+			stale = append(stale, name)
+		}
+	}
+	slices.Sort(stale)
+	for _, name := range stale {
+		w.t.declare("nat", name)
+		fmt.Fprintf(&w.t.tail[tableIndex("nat")], "-X %s\n", name)
+		w.t.st.DeletedChains++
+	}
+}
+
+// addJumps inserts the jumps from the built-in chains that the kernel
+// lacks.
+func (w *fullWrite) addJumps() {
+	for _, j := range jumps(w.p.cfg.LocalhostNodePorts, w.f.fc.fam) {
+		line := "-A " + j.from + " " + j.rule
+		if slices.Contains(w.kern[j.table].rules[j.from], line) {
 			continue
 		}
-		for _, c := range ch.old.chains {
-			gone := ch.new == nil
-			if !gone {
-				_, has := ch.new.chainText(c.name)
-				gone = !has
-			}
-			if gone {
-				fmt.Fprintf(&t.tail[nat], "-X %s\n", c.name)
-				t.st.DeletedChains++
-			}
-		}
+		fmt.Fprintf(&w.t.tail[tableIndex(j.table)], "-I %s 1 %s\n", j.from, j.rule)
+		w.t.st.Rules++
 	}
-	if err := p.restore(f, t, &st, true); err != nil {
-		f.full = true
-		return st, nil, errors.Join(append(errs, err)...)
-	}
-	old := make(map[client.ServiceKey]*rendered, len(changes))
-	for _, ch := range changes {
-		old[ch.key] = ch.old
-		if ch.new == nil {
-			delete(f.svcs, ch.key)
-		} else {
-			f.svcs[ch.key] = ch.new
-		}
-	}
-	f.eps = eps
-	var targets []conntrack.Target
-	for _, ch := range changes {
-		targets = append(targets, udpTargets(ch.old, ch.new)...)
-	}
-	return st, targets, errors.Join(errs...)
-}
-
-// multisetDiff returns the lines of old missing from new and those of new
-// missing from old, counting repeats.
-func multisetDiff(old, new []string) (removed, added []string) {
-	if slices.Equal(old, new) {
-		return nil, nil
-	}
-	count := map[string]int{}
-	for _, l := range old {
-		count[l]++
-	}
-	for _, l := range new {
-		if count[l] > 0 {
-			count[l]--
-		} else {
-			added = append(added, l)
-		}
-	}
-	for _, l := range old {
-		if count[l] > 0 {
-			count[l]--
-			removed = append(removed, l)
-		}
-	}
-	return removed, added
 }

@@ -1,13 +1,10 @@
 package iptables
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 )
 
@@ -54,39 +51,5 @@ func TestExecVersioner(t *testing.T) {
 	v, err := ExecVersioner{Backend: rules.NFT, Run: run}.GetVersion()
 	if err != nil || v != "1.8.9" {
 		t.Errorf("got %q, %v; want 1.8.9", v, err)
-	}
-}
-
-// TestSeedEntryPoints: the seed's OnServiceUpdate/OnEndpointsUpdate make a
-// full sync of the state they are given; Sync and SyncLoop resync it.
-func TestSeedEntryPoints(t *testing.T) {
-	p, out := dryRun(t, func(c *Config) { c.SyncPeriod = 10 * time.Millisecond })
-	if err := p.Sync(); err != nil || out.Len() != 0 {
-		t.Fatalf("Sync before any state: %v, wrote %q", err, out.String())
-	}
-	var all []*client.ServiceEndpoints
-	for se := range snapshot(broad()...).All() {
-		all = append([]*client.ServiceEndpoints{se}, all...) // any order
-	}
-	if err := p.OnServiceUpdate(all); err != nil {
-		t.Fatal(err)
-	}
-	first := out.String()
-	if !strings.Contains(first, "default/web:http cluster IP") {
-		t.Fatalf("OnServiceUpdate did not program the services:\n%s", first)
-	}
-	out.Reset()
-	if err := p.OnEndpointsUpdate(all); err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != first {
-		t.Error("OnEndpointsUpdate of the same state wrote something else than OnServiceUpdate")
-	}
-	before := p.Totals().Restores
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	p.SyncLoop(ctx, func(err error) { t.Error(err) })
-	if p.Totals().Restores <= before {
-		t.Error("SyncLoop made no resync in 100ms with a 10ms period")
 	}
 }
