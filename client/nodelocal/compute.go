@@ -5,23 +5,8 @@ import (
 	"net/netip"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/proxysinks/proxysinks/client"
 )
-
-// Node is what the node-local rules need to know about this node.
-type Node struct {
-	// Name is this node's name, as EndpointSlices give it in nodeName.
-	Name string
-	// Zone is this node's topology.kubernetes.io/zone label, if any.
-	Zone string
-}
-
-// NodeFrom returns the Node facts of a Node object.
-func NodeFrom(n *corev1.Node) Node {
-	return Node{Name: n.Name, Zone: n.Labels[LabelTopologyZone]}
-}
 
 // Compute applies the node-local rules to a service and its EndpointSlices
 // (in any order) and returns what this node must serve for it.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -143,7 +142,7 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	}
 	if len(svc.Ports) == 0 {
 		// Nothing left to serve: the service is invalid.
-		field, err := portsError(badPorts)
+		field, err := fieldsError("spec.ports", badPorts)
 		return fail(field, err)
 	}
 
@@ -192,11 +191,10 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 		field = "metadata.annotations[" + AnnotationSourceRanges + "]"
 	}
 	for i, r := range ranges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		p, err := parseCIDR(r)
 		if err != nil {
-			return fail(fmt.Sprintf("%s[%d]", field, i), fmt.Errorf("invalid CIDR %q", r))
+			return fail(fmt.Sprintf("%s[%d]", field, i), err)
 		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
 		svc.LoadBalancerSourceRanges = append(svc.LoadBalancerSourceRanges, p)
 	}
 
@@ -212,16 +210,17 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	}
 	if len(badPorts) > 0 {
 		// Served without its bad ports; the error says which were skipped.
-		field, err := portsError(badPorts)
+		field, err := fieldsError("spec.ports", badPorts)
 		return svc, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: field,
 			Err: fmt.Errorf("%w (skipped; the other ports are served)", err)}
 	}
 	return svc, "", nil
 }
 
-// portsError is the field and error reporting the bad ports: the port's
-// own when there is one, else "spec.ports" and each bad port's error.
-func portsError(bad []fieldError) (string, error) {
+// fieldsError is the field and error reporting bad sub-fields of parent:
+// the sub-field's own path when there is one, else parent and every
+// sub-field's error, each naming its path.
+func fieldsError(parent string, bad []fieldError) (string, error) {
 	if len(bad) == 1 {
 		return bad[0].field, bad[0].err
 	}
@@ -229,7 +228,7 @@ func portsError(bad []fieldError) (string, error) {
 	for i, fe := range bad {
 		errs[i] = fe
 	}
-	return "spec.ports", errors.Join(errs...)
+	return parent, errors.Join(errs...)
 }
 
 // fieldError is an error in a sub-field, joined to its parent's path.
@@ -291,9 +290,9 @@ func protocol(p corev1.Protocol) (client.Protocol, error) {
 func validPort(p int) bool { return p >= 1 && p <= 65535 }
 
 func addIP(ips *client.IPs, s string) error {
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return fmt.Errorf("invalid IP %q", s)
+	a, err := parseIP(s)
+	if err != nil {
+		return err
 	}
 	ips.Add(a)
 	return nil
