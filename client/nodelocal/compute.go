@@ -142,6 +142,18 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch, share boo
 			return compute(svc, sl, node, sc, false)
 		}
 	}
+	out, srcs := inKeyOrder(eps, info, node, sc)
+	categorize(svc, out, srcs, node, sc)
+	if share {
+		shareEndpoints(sorted[0], out, srcs)
+	}
+	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+}
+
+// inKeyOrder returns the merged endpoints in key order, each with the
+// facts of the copy it was taken from (info[i].src) and its Local flag,
+// and those copies in the same order (in sc.srcs).
+func inKeyOrder(eps []client.Endpoint, info []merged, node Node, sc *scratch) ([]*client.Endpoint, []*SliceEndpoint) {
 	out := make([]*client.Endpoint, len(eps))
 	srcs := slices.Grow(sc.srcs[:0], len(eps))[:len(eps)]
 	sc.srcs = srcs
@@ -165,11 +177,7 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch, share boo
 		e.Local = node.Name != "" && s.NodeName == node.Name
 		out[i], srcs[i] = e, s
 	}
-	categorize(svc, out, srcs, node, sc)
-	if share {
-		shareEndpoints(sorted[0], out, srcs)
-	}
-	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+	return out, srcs
 }
 
 // shareEndpoints points out (computed in the scratch, one endpoint per
