@@ -2,6 +2,7 @@ package client
 
 import (
 	"iter"
+	"net/netip"
 	"slices"
 	"time"
 )
@@ -69,6 +70,19 @@ type Snapshot struct {
 	// Full is true when Changes is not known: consumers must compare every
 	// service.
 	Full bool
+	// Node is this node's addresses and pod CIDRs when the sink asked for
+	// them (Needs.Node) and the source has read the node's Node object;
+	// nil otherwise.
+	Node *Node
+	// ServiceCIDRs are the prefixes of the cluster's ServiceCIDR objects
+	// (networking.k8s.io/v1, spec.cidrs), sorted and without duplicates,
+	// when the sink asked for them (Needs.ServiceCIDRs); nil otherwise, or
+	// when the cluster has none.
+	//
+	// A change of Node or ServiceCIDRs alone delivers a snapshot that
+	// lists no service change: a sink that reads them compares them with
+	// what it programmed (Node.Equal, slices.Equal).
+	ServiceCIDRs []netip.Prefix
 
 	chunks [][]*ServiceEndpoints // sorted runs, each non-empty
 	n      int

@@ -11,7 +11,8 @@ import (
 // names no object (a file that cannot be read, a document that is not a
 // Kubernetes object) has only Source and Err.
 type ObjectError struct {
-	// Kind is the object's kind: Service, EndpointSlice or Node.
+	// Kind is the object's kind: Service, EndpointSlice, Node or
+	// ServiceCIDR.
 	Kind      string
 	Namespace string
 	Name      string

@@ -5,23 +5,8 @@ import (
 	"net/netip"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/proxysinks/proxysinks/client"
 )
-
-// Node is what the node-local rules need to know about this node.
-type Node struct {
-	// Name is this node's name, as EndpointSlices give it in nodeName.
-	Name string
-	// Zone is this node's topology.kubernetes.io/zone label, if any.
-	Zone string
-}
-
-// NodeFrom returns the Node facts of a Node object.
-func NodeFrom(n *corev1.Node) Node {
-	return Node{Name: n.Name, Zone: n.Labels[LabelTopologyZone]}
-}
 
 // Compute applies the node-local rules to a service and its EndpointSlices
 // (in any order) and returns what this node must serve for it.
@@ -157,6 +142,18 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch, share boo
 			return compute(svc, sl, node, sc, false)
 		}
 	}
+	out, srcs := inKeyOrder(eps, info, node, sc)
+	categorize(svc, out, srcs, node, sc)
+	if share {
+		shareEndpoints(sorted[0], out, srcs)
+	}
+	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+}
+
+// inKeyOrder returns the merged endpoints in key order, each with the
+// facts of the copy it was taken from (info[i].src) and its Local flag,
+// and those copies in the same order (in sc.srcs).
+func inKeyOrder(eps []client.Endpoint, info []merged, node Node, sc *scratch) ([]*client.Endpoint, []*SliceEndpoint) {
 	out := make([]*client.Endpoint, len(eps))
 	srcs := slices.Grow(sc.srcs[:0], len(eps))[:len(eps)]
 	sc.srcs = srcs
@@ -180,11 +177,7 @@ func compute(svc *client.Service, sl []*Slice, node Node, sc *scratch, share boo
 		e.Local = node.Name != "" && s.NodeName == node.Name
 		out[i], srcs[i] = e, s
 	}
-	categorize(svc, out, srcs, node, sc)
-	if share {
-		shareEndpoints(sorted[0], out, srcs)
-	}
-	return &client.ServiceEndpoints{Service: svc, Endpoints: out}
+	return out, srcs
 }
 
 // shareEndpoints points out (computed in the scratch, one endpoint per

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,19 +49,57 @@ const DefaultAffinityTimeout = 10800
 // label: empty serves unlabelled services only (kube-proxy's rule); non-empty
 // serves only the services labelled with that name.
 func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, skip string, err error) {
-	fail := func(field string, err error) (*client.Service, string, error) {
-		return nil, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: field, Err: err}
+	fail := func(err error) (*client.Service, string, error) {
+		fe := err.(fieldError)
+		return nil, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: fe.field, Err: fe.err}
 	}
 	if s.Name == "" {
-		return fail("metadata.name", errors.New("missing"))
+		return fail(fieldError{"metadata.name", errors.New("missing")})
 	}
 	if s.Labels[LabelServiceProxyName] != proxyName {
 		return nil, SkipOtherProxy, nil
 	}
+	typ, skip, err := serviceType(s)
+	if err != nil {
+		return fail(err)
+	}
+	if skip != "" {
+		return nil, skip, nil
+	}
+	svc = &client.Service{Namespace: s.Namespace, Name: s.Name, Type: typ}
+	if skip, err := convertAddresses(s, svc); err != nil || skip != "" {
+		if err != nil {
+			return fail(err)
+		}
+		return nil, skip, nil
+	}
+	badPorts, err := convertPorts(s, svc)
+	if err != nil {
+		return fail(err)
+	}
+	if err := convertPolicies(s, svc); err != nil {
+		return fail(err)
+	}
+	if err := convertSourceRanges(s, svc); err != nil {
+		return fail(err)
+	}
+	copyMetadata(s, svc)
+	if len(badPorts) > 0 {
+		// Served without its bad ports; the error says which were skipped.
+		field, err := fieldsError("spec.ports", badPorts)
+		return svc, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: field,
+			Err: fmt.Errorf("%w (skipped; the other ports are served)", err)}
+	}
+	return svc, "", nil
+}
+
+// serviceType returns the service's type, or why it is not served
+// (ExternalName, headless); the error is a fieldError.
+func serviceType(s *corev1.Service) (client.ServiceType, string, error) {
 	var typ client.ServiceType
 	switch s.Spec.Type {
 	case corev1.ServiceTypeExternalName:
-		return nil, SkipExternalName, nil
+		return "", SkipExternalName, nil
 	case "", corev1.ServiceTypeClusterIP:
 		typ = client.ClusterIP
 	case corev1.ServiceTypeNodePort:
@@ -70,56 +107,65 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	case corev1.ServiceTypeLoadBalancer:
 		typ = client.LoadBalancer
 	default:
-		return fail("spec.type", fmt.Errorf("unknown service type %q", s.Spec.Type))
+		return "", "", fieldError{"spec.type", fmt.Errorf("unknown service type %q", s.Spec.Type)}
 	}
 	if s.Spec.ClusterIP == corev1.ClusterIPNone {
-		return nil, SkipHeadless, nil
+		return "", SkipHeadless, nil
 	}
-	svc = &client.Service{Namespace: s.Namespace, Name: s.Name, Type: typ}
+	return typ, "", nil
+}
 
+// convertAddresses fills the cluster, external and load-balancer IPs of
+// svc, or says the service is headless; the error is a fieldError.
+func convertAddresses(s *corev1.Service, svc *client.Service) (string, error) {
 	clusterIPs, field := s.Spec.ClusterIPs, "spec.clusterIPs"
 	if len(clusterIPs) == 0 && s.Spec.ClusterIP != "" {
 		clusterIPs, field = []string{s.Spec.ClusterIP}, "spec.clusterIP"
 	}
 	if len(clusterIPs) == 0 {
-		return fail("spec.clusterIPs", errors.New("no cluster IP (not allocated yet?)"))
+		return "", fieldError{"spec.clusterIPs", errors.New("no cluster IP (not allocated yet?)")}
 	}
 	for i, ip := range clusterIPs {
 		if ip == corev1.ClusterIPNone {
-			return nil, SkipHeadless, nil
+			return SkipHeadless, nil
 		}
 		if err := addIP(&svc.ClusterIPs, ip); err != nil {
-			return fail(indexed(field, i, field == "spec.clusterIPs"), err)
+			return "", fieldError{indexed(field, i, field == "spec.clusterIPs"), err}
 		}
 	}
 	for i, ip := range s.Spec.ExternalIPs {
 		if err := addIP(&svc.ExternalIPs, ip); err != nil {
-			return fail(fmt.Sprintf("spec.externalIPs[%d]", i), err)
+			return "", fieldError{fmt.Sprintf("spec.externalIPs[%d]", i), err}
 		}
 	}
-	if typ == client.LoadBalancer {
-		for i, ing := range s.Status.LoadBalancer.Ingress {
-			if ing.IP == "" {
-				continue // hostname-only ingress
-			}
-			if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
-				continue
-			}
-			if err := addIP(&svc.LoadBalancerIPs, ing.IP); err != nil {
-				return fail(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), err)
-			}
+	if svc.Type != client.LoadBalancer {
+		return "", nil
+	}
+	for i, ing := range s.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue // hostname-only ingress
+		}
+		if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+			continue
+		}
+		if err := addIP(&svc.LoadBalancerIPs, ing.IP); err != nil {
+			return "", fieldError{fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), err}
 		}
 	}
+	return "", nil
+}
 
+// convertPorts fills the ports of svc. A bad port is skipped, the
+// service's other ports are served (per-object isolation): the returned
+// list says which and why. The error (a fieldError) means no port is left.
+func convertPorts(s *corev1.Service, svc *client.Service) ([]fieldError, error) {
 	if len(s.Spec.Ports) == 0 {
-		return fail("spec.ports", errors.New("no ports"))
+		return nil, fieldError{"spec.ports", errors.New("no ports")}
 	}
-	// A bad port is skipped, the service's other ports are served
-	// (per-object isolation): badPorts says which and why.
 	svc.Ports = make([]client.Port, 0, len(s.Spec.Ports))
 	var badPorts []fieldError
 	for i, p := range s.Spec.Ports {
-		port, err := convertPort(p, typ)
+		port, err := convertPort(p, svc.Type)
 		if err != nil {
 			var fe fieldError
 			if errors.As(err, &fe) {
@@ -143,10 +189,15 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	}
 	if len(svc.Ports) == 0 {
 		// Nothing left to serve: the service is invalid.
-		field, err := portsError(badPorts)
-		return fail(field, err)
+		field, err := fieldsError("spec.ports", badPorts)
+		return nil, fieldError{field, err}
 	}
+	return badPorts, nil
+}
 
+// convertPolicies fills the session affinity, the traffic policies and the
+// health-check node port of svc; the error is a fieldError.
+func convertPolicies(s *corev1.Service, svc *client.Service) error {
 	switch s.Spec.SessionAffinity {
 	case "", corev1.ServiceAffinityNone:
 	case corev1.ServiceAffinityClientIP:
@@ -154,12 +205,12 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 		if c := s.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
 			t = int(*c.ClientIP.TimeoutSeconds)
 			if t < 1 || t > 86400 {
-				return fail("spec.sessionAffinityConfig.clientIP.timeoutSeconds", fmt.Errorf("timeout %d out of range 1-86400", t))
+				return fieldError{"spec.sessionAffinityConfig.clientIP.timeoutSeconds", fmt.Errorf("timeout %d out of range 1-86400", t)}
 			}
 		}
 		svc.SessionAffinity = &client.SessionAffinity{TimeoutSeconds: t}
 	default:
-		return fail("spec.sessionAffinity", fmt.Errorf("unknown session affinity %q", s.Spec.SessionAffinity))
+		return fieldError{"spec.sessionAffinity", fmt.Errorf("unknown session affinity %q", s.Spec.SessionAffinity)}
 	}
 
 	switch s.Spec.ExternalTrafficPolicy {
@@ -167,7 +218,7 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	case corev1.ServiceExternalTrafficPolicyLocal:
 		svc.ExternalTrafficLocal = svc.ExternallyAccessible()
 	default:
-		return fail("spec.externalTrafficPolicy", fmt.Errorf("unknown policy %q", s.Spec.ExternalTrafficPolicy))
+		return fieldError{"spec.externalTrafficPolicy", fmt.Errorf("unknown policy %q", s.Spec.ExternalTrafficPolicy)}
 	}
 	if p := s.Spec.InternalTrafficPolicy; p != nil {
 		switch *p {
@@ -175,31 +226,40 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 		case corev1.ServiceInternalTrafficPolicyLocal:
 			svc.InternalTrafficLocal = true
 		default:
-			return fail("spec.internalTrafficPolicy", fmt.Errorf("unknown policy %q", *p))
+			return fieldError{"spec.internalTrafficPolicy", fmt.Errorf("unknown policy %q", *p)}
 		}
 	}
-	if typ == client.LoadBalancer && svc.ExternalTrafficLocal && s.Spec.HealthCheckNodePort != 0 {
+	if svc.Type == client.LoadBalancer && svc.ExternalTrafficLocal && s.Spec.HealthCheckNodePort != 0 {
 		hc := int(s.Spec.HealthCheckNodePort)
 		if hc < 1 || hc > 65535 {
-			return fail("spec.healthCheckNodePort", fmt.Errorf("port %d out of range 1-65535", hc))
+			return fieldError{"spec.healthCheckNodePort", fmt.Errorf("port %d out of range 1-65535", hc)}
 		}
 		svc.HealthCheckNodePort = hc
 	}
+	return nil
+}
 
+// convertSourceRanges fills the load-balancer source ranges of svc (the
+// field, or its legacy annotation); the error is a fieldError.
+func convertSourceRanges(s *corev1.Service, svc *client.Service) error {
 	ranges, field := s.Spec.LoadBalancerSourceRanges, "spec.loadBalancerSourceRanges"
 	if len(ranges) == 0 && s.Annotations[AnnotationSourceRanges] != "" {
 		ranges = strings.Split(s.Annotations[AnnotationSourceRanges], ",")
 		field = "metadata.annotations[" + AnnotationSourceRanges + "]"
 	}
 	for i, r := range ranges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		p, err := parseCIDR(r)
 		if err != nil {
-			return fail(fmt.Sprintf("%s[%d]", field, i), fmt.Errorf("invalid CIDR %q", r))
+			return fieldError{fmt.Sprintf("%s[%d]", field, i), err}
 		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
 		svc.LoadBalancerSourceRanges = append(svc.LoadBalancerSourceRanges, p)
 	}
+	return nil
+}
 
+// copyMetadata copies the labels and annotations of s to svc, without
+// kubectl's last-applied copy.
+func copyMetadata(s *corev1.Service, svc *client.Service) {
 	if len(s.Labels) > 0 {
 		svc.Labels = maps.Clone(s.Labels)
 	}
@@ -210,18 +270,12 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 			svc.Annotations = nil
 		}
 	}
-	if len(badPorts) > 0 {
-		// Served without its bad ports; the error says which were skipped.
-		field, err := portsError(badPorts)
-		return svc, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: field,
-			Err: fmt.Errorf("%w (skipped; the other ports are served)", err)}
-	}
-	return svc, "", nil
 }
 
-// portsError is the field and error reporting the bad ports: the port's
-// own when there is one, else "spec.ports" and each bad port's error.
-func portsError(bad []fieldError) (string, error) {
+// fieldsError is the field and error reporting bad sub-fields of parent:
+// the sub-field's own path when there is one, else parent and every
+// sub-field's error, each naming its path.
+func fieldsError(parent string, bad []fieldError) (string, error) {
 	if len(bad) == 1 {
 		return bad[0].field, bad[0].err
 	}
@@ -229,7 +283,7 @@ func portsError(bad []fieldError) (string, error) {
 	for i, fe := range bad {
 		errs[i] = fe
 	}
-	return "spec.ports", errors.Join(errs...)
+	return parent, errors.Join(errs...)
 }
 
 // fieldError is an error in a sub-field, joined to its parent's path.
@@ -291,9 +345,9 @@ func protocol(p corev1.Protocol) (client.Protocol, error) {
 func validPort(p int) bool { return p >= 1 && p <= 65535 }
 
 func addIP(ips *client.IPs, s string) error {
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return fmt.Errorf("invalid IP %q", s)
+	a, err := parseIP(s)
+	if err != nil {
+		return err
 	}
 	ips.Add(a)
 	return nil

@@ -124,15 +124,16 @@ func (e *SliceEndpoint) equal(o *SliceEndpoint) bool {
 // error for slices a proxy ignores (addressType FQDN), and a
 // *client.ObjectError naming the first bad field for an invalid one.
 func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
-	fail := func(field string, err error) (*Slice, error) {
-		return nil, &client.ObjectError{Kind: "EndpointSlice", Namespace: es.Namespace, Name: es.Name, Field: field, Err: err}
+	fail := func(err error) (*Slice, error) {
+		fe := err.(fieldError)
+		return nil, &client.ObjectError{Kind: "EndpointSlice", Namespace: es.Namespace, Name: es.Name, Field: fe.field, Err: fe.err}
 	}
 	if es.Name == "" {
-		return fail("metadata.name", errors.New("missing"))
+		return fail(fieldError{"metadata.name", errors.New("missing")})
 	}
 	out := &Slice{Namespace: es.Namespace, Name: es.Name, Service: es.Labels[discoveryv1.LabelServiceName]}
 	if out.Service == "" {
-		return fail("metadata.labels["+discoveryv1.LabelServiceName+"]", errors.New("missing: the slice belongs to no service"))
+		return fail(fieldError{"metadata.labels[" + discoveryv1.LabelServiceName + "]", errors.New("missing: the slice belongs to no service")})
 	}
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4:
@@ -141,15 +142,29 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 	case discoveryv1.AddressTypeFQDN:
 		return nil, nil
 	default:
-		return fail("addressType", fmt.Errorf("unknown address type %q", es.AddressType))
+		return fail(fieldError{"addressType", fmt.Errorf("unknown address type %q", es.AddressType)})
 	}
 	if t, ok := es.Annotations[AnnotationTriggerTime]; ok {
 		// An unparsable time is ignored, as kube-proxy does: it only
 		// feeds a latency metric.
 		out.TriggerTime, _ = time.Parse(time.RFC3339, t)
 	}
+	var err error
+	if out.Ports, err = slicePorts(es); err != nil {
+		return fail(err)
+	}
+	if err := parseEndpoints(es, out); err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// slicePorts validates the ports of a slice and returns them sorted by
+// name and protocol; the error is a fieldError.
+func slicePorts(es *discoveryv1.EndpointSlice) ([]client.PortOverride, error) {
+	var out []client.PortOverride
 	if len(es.Ports) > 0 {
-		out.Ports = make([]client.PortOverride, 0, len(es.Ports))
+		out = make([]client.PortOverride, 0, len(es.Ports))
 	}
 	for i, p := range es.Ports {
 		if p.Port == nil {
@@ -165,19 +180,25 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		}
 		var err error
 		if po.Protocol, err = protocol(proto); err != nil {
-			return fail(fmt.Sprintf("ports[%d].protocol", i), err)
+			return nil, fieldError{fmt.Sprintf("ports[%d].protocol", i), err}
 		}
 		if !validPort(po.Port) {
-			return fail(fmt.Sprintf("ports[%d].port", i), fmt.Errorf("port %d out of range 1-65535", po.Port))
+			return nil, fieldError{fmt.Sprintf("ports[%d].port", i), fmt.Errorf("port %d out of range 1-65535", po.Port)}
 		}
-		out.Ports = append(out.Ports, po)
+		out = append(out, po)
 	}
-	slices.SortFunc(out.Ports, comparePorts)
-	for i := 1; i < len(out.Ports); i++ {
-		if out.Ports[i].Name == out.Ports[i-1].Name && out.Ports[i].Protocol == out.Ports[i-1].Protocol {
-			return fail("ports", fmt.Errorf("duplicate port name %q for %s", out.Ports[i].Name, out.Ports[i].Protocol))
+	slices.SortFunc(out, comparePorts)
+	for i := 1; i < len(out); i++ {
+		if out[i].Name == out[i-1].Name && out[i].Protocol == out[i-1].Protocol {
+			return nil, fieldError{"ports", fmt.Errorf("duplicate port name %q for %s", out[i].Name, out[i].Protocol)}
 		}
 	}
+	return out, nil
+}
+
+// parseEndpoints validates the endpoints of es into out.Endpoints (out's
+// address family and ports set); the error is a fieldError.
+func parseEndpoints(es *discoveryv1.EndpointSlice, out *Slice) error {
 	out.Endpoints = make([]SliceEndpoint, 0, len(es.Endpoints))
 	addrs := make([]netip.Addr, len(es.Endpoints)) // one allocation for every endpoint's IPs
 	var keys strings.Builder
@@ -187,15 +208,15 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 	for i := range es.Endpoints {
 		e := &es.Endpoints[i]
 		if len(e.Addresses) == 0 {
-			return fail(fmt.Sprintf("endpoints[%d].addresses", i), errors.New("no address"))
+			return fieldError{fmt.Sprintf("endpoints[%d].addresses", i), errors.New("no address")}
 		}
 		a, err := netip.ParseAddr(e.Addresses[0])
 		if err != nil || a.Zone() != "" {
-			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("invalid IP %q", e.Addresses[0]))
+			return fieldError{fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("invalid IP %q", e.Addresses[0])}
 		}
 		a = a.Unmap()
 		if a.Is6() != out.IPv6 {
-			return fail(fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType))
+			return fieldError{fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType)}
 		}
 		se := SliceEndpoint{Endpoint: client.Endpoint{Ready: true, PortOverrides: out.Ports}}
 		addrs[i] = a
@@ -207,61 +228,73 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 		// Keys are written into one buffer and cut out after the loop:
 		// one allocation per slice instead of one per endpoint.
 		start := keys.Len()
-		if r := e.TargetRef; r != nil && r.Name != "" {
-			ns := r.Namespace
-			if ns == "" {
-				ns = es.Namespace
-			}
-			kind := r.Kind
-			if kind == "" {
-				kind = "Pod"
-			}
-			keys.WriteString(kind)
-			keys.WriteByte('/')
-			keys.WriteString(ns)
-			keys.WriteByte('/')
-			keys.WriteString(r.Name)
-		} else {
-			var tmp [64]byte
-			keys.Write(a.AppendTo(tmp[:0]))
-		}
+		writeKey(&keys, e.TargetRef, es.Namespace, a)
 		keyEnds = append(keyEnds, [2]int32{int32(start), int32(keys.Len())})
-		if e.Hostname != nil {
-			se.Hostname = *e.Hostname
-		}
-		if e.NodeName != nil {
-			se.NodeName = *e.NodeName
-		}
-		if e.Zone != nil {
-			se.Zone = *e.Zone
-		}
-		c := e.Conditions
-		if c.Ready != nil {
-			se.Ready = *c.Ready
-		}
-		se.Serving = se.Ready
-		if c.Serving != nil {
-			se.Serving = *c.Serving
-		}
-		if c.Terminating != nil {
-			se.Terminating = *c.Terminating
-		}
-		if h := e.Hints; h != nil && (len(h.ForZones) > 0 || len(h.ForNodes) > 0) {
-			se.Hints = &Hints{}
-			for _, z := range h.ForZones {
-				se.Hints.Zones = append(se.Hints.Zones, z.Name)
-			}
-			for _, n := range h.ForNodes {
-				se.Hints.Nodes = append(se.Hints.Nodes, n.Name)
-			}
-		}
+		setEndpointFacts(&se, e)
 		out.Endpoints = append(out.Endpoints, se)
 	}
 	all := keys.String()
 	for i, k := range keyEnds {
 		out.Endpoints[i].Key = client.EndpointKey(all[k[0]:k[1]])
 	}
-	return out, nil
+	return nil
+}
+
+// writeKey writes an endpoint's key: its targetRef (kind/namespace/name,
+// the kind Pod and the slice's namespace by default), or its address.
+func writeKey(keys *strings.Builder, r *corev1.ObjectReference, namespace string, a netip.Addr) {
+	if r == nil || r.Name == "" {
+		var tmp [64]byte
+		keys.Write(a.AppendTo(tmp[:0]))
+		return
+	}
+	ns := r.Namespace
+	if ns == "" {
+		ns = namespace
+	}
+	kind := r.Kind
+	if kind == "" {
+		kind = "Pod"
+	}
+	keys.WriteString(kind)
+	keys.WriteByte('/')
+	keys.WriteString(ns)
+	keys.WriteByte('/')
+	keys.WriteString(r.Name)
+}
+
+// setEndpointFacts copies an endpoint's hostname, node, zone, conditions
+// and hints to se.
+func setEndpointFacts(se *SliceEndpoint, e *discoveryv1.Endpoint) {
+	if e.Hostname != nil {
+		se.Hostname = *e.Hostname
+	}
+	if e.NodeName != nil {
+		se.NodeName = *e.NodeName
+	}
+	if e.Zone != nil {
+		se.Zone = *e.Zone
+	}
+	c := e.Conditions
+	if c.Ready != nil {
+		se.Ready = *c.Ready
+	}
+	se.Serving = se.Ready
+	if c.Serving != nil {
+		se.Serving = *c.Serving
+	}
+	if c.Terminating != nil {
+		se.Terminating = *c.Terminating
+	}
+	if h := e.Hints; h != nil && (len(h.ForZones) > 0 || len(h.ForNodes) > 0) {
+		se.Hints = &Hints{}
+		for _, z := range h.ForZones {
+			se.Hints.Zones = append(se.Hints.Zones, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			se.Hints.Nodes = append(se.Hints.Nodes, n.Name)
+		}
+	}
 }
 
 func comparePorts(a, b client.PortOverride) int {

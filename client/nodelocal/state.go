@@ -2,6 +2,7 @@ package nodelocal
 
 import (
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"slices"
 	"sync"
@@ -25,6 +26,11 @@ type Config struct {
 	// Logger receives one warning per invalid object version; nil logs
 	// nothing.
 	Logger *slog.Logger
+	// Needs are the optional facts the sink asked for: the node's
+	// addresses and pod CIDRs (from SetNode), the ServiceCIDR objects
+	// (SetServiceCIDR). The snapshots carry them; without them they are
+	// not read.
+	Needs client.Needs
 	// Start is when the proxy started; zero means the time NewState is
 	// called. EndpointSlice trigger times (Slice.TriggerTime) not after it
 	// are ignored, as kube-proxy ignores those older than its start: they
@@ -46,6 +52,8 @@ type objRef struct {
 type State struct {
 	cfg  Config
 	node Node
+	// facts are what the sink asked for beyond the services (Config.Needs).
+	facts facts
 
 	services   map[client.ServiceKey]*svcState
 	sliceOwner map[nsName]string // slice -> its service's name
@@ -72,6 +80,21 @@ type svcState struct {
 }
 
 type nsName struct{ namespace, name string }
+
+// facts are the node's addresses and pod CIDRs and the cluster's service
+// CIDRs, as the next snapshot carries them.
+type facts struct {
+	node *client.Node
+	// cidrObjects are the valid CIDRs of each ServiceCIDR object, by
+	// name; cidrs are all of them, sorted and deduplicated.
+	cidrObjects map[string][]netip.Prefix
+	cidrs       []netip.Prefix
+	// dirty is set when node or cidrs changed since the last snapshot.
+	dirty bool
+	// changed is set when the last snapshot listed a change (of a service
+	// or of these facts).
+	changed bool
+}
 
 // NewState returns an empty State.
 func NewState(cfg Config) *State {
@@ -272,36 +295,6 @@ func (st *State) removeSlice(ref nsName, svc string) {
 	st.markDirty(key, e)
 }
 
-// SetNode updates this node's facts from its Node object; Node objects of
-// other nodes are ignored. A zone change recomputes every service.
-func (st *State) SetNode(n *corev1.Node) {
-	if n.Name != st.cfg.NodeName {
-		return
-	}
-	st.setNode(NodeFrom(n))
-}
-
-// DeleteNode forgets this node's zone.
-func (st *State) DeleteNode(name string) {
-	st.setInvalid(objRef{"Node", "", name}, nil)
-	if name != st.cfg.NodeName {
-		return
-	}
-	st.setNode(Node{Name: st.cfg.NodeName})
-}
-
-func (st *State) setNode(n Node) {
-	if n == st.node {
-		return
-	}
-	st.node = n
-	for k, e := range st.services {
-		if e.svc != nil {
-			st.markDirty(k, e)
-		}
-	}
-}
-
 func (st *State) setInvalid(ref objRef, err error) {
 	oe, ok := err.(*client.ObjectError)
 	if err != nil && !ok {
@@ -328,8 +321,15 @@ func (st *State) Invalid(err *client.ObjectError) {
 	st.setInvalid(objRef{err.Kind, err.Namespace, err.Name}, err)
 }
 
-// Dirty reports whether a snapshot would recompute anything.
-func (st *State) Dirty() bool { return len(st.dirty) > 0 }
+// Dirty reports whether a snapshot would recompute anything, or carry a
+// new Node or new ServiceCIDRs.
+func (st *State) Dirty() bool { return len(st.dirty) > 0 || st.facts.dirty }
+
+// Changed reports whether the last snapshot differs from the one before
+// it: it lists a service change, or carries a new Node or new
+// ServiceCIDRs (which list no change). Sources deliver only such snapshots
+// between periodic syncs.
+func (st *State) Changed() bool { return st.facts.changed }
 
 // Snapshot recomputes the services touched since the previous snapshot and
 // returns the full state with the services whose content changed. The
@@ -355,7 +355,11 @@ func (st *State) Snapshot() *client.Snapshot {
 	}
 	clear(computed)
 	st.dirty = st.dirty[:0]
-	return st.results.Snapshot()
+	snap := st.results.Snapshot()
+	snap.Node, snap.ServiceCIDRs = st.facts.node, st.facts.cidrs
+	st.facts.changed = len(snap.Changes) > 0 || st.facts.dirty
+	st.facts.dirty = false
+	return snap
 }
 
 // parallelMin is the number of services to recompute from which Snapshot

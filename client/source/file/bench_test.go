@@ -117,7 +117,7 @@ func BenchmarkParse(b *testing.B) {
 					}
 					if decoder == "old" {
 						parse = func(name string, data []byte, prev chunkCache) (parsed, error) {
-							return legacyParse(name, data, prev, "")
+							return legacyParse(name, data, prev, options{})
 						}
 					}
 					data, err := os.ReadFile(writeCluster(b, b.TempDir(), n, format == "json"))

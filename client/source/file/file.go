@@ -1,6 +1,6 @@
 // Package file is a source that reads Kubernetes manifests (Services,
-// EndpointSlices and optionally this node's Node, in multi-document YAML or
-// JSON files, or Lists) from a file or a directory, applies the same
+// EndpointSlices, optionally this node's Node and, when the sink asks for
+// them, ServiceCIDRs, in multi-document YAML or JSON files, or Lists) from a file or a directory, applies the same
 // node-local rules as the kube source (package nodelocal) and watches the
 // path with fsnotify so that edits produce new snapshots. It is the source
 // of the demo, the e2e tests and the benchmarks, and needs no cluster.
@@ -8,22 +8,16 @@ package file
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/nodelocal"
@@ -71,8 +65,9 @@ const DefaultMaxFileSize = 256 << 20
 
 // Source reads manifests into node-local snapshots.
 type Source struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	opts options // what parsing reads, from cfg
 
 	mu    sync.Mutex
 	state *nodelocal.State
@@ -127,7 +122,8 @@ func New(cfg Config) *Source {
 	return &Source{
 		cfg:     cfg,
 		log:     log.With("source", "file", "path", cfg.Path),
-		state:   nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log}),
+		opts:    options{proxyName: cfg.ProxyName, serviceCIDRs: cfg.Needs.ServiceCIDRs},
+		state:   nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log, Needs: cfg.Needs}),
 		files:   map[string]*fileState{},
 		applied: map[ref]sum{},
 	}
@@ -144,14 +140,17 @@ func New(cfg Config) *Source {
 // whether it can be trusted as the whole state (Run delivers no first
 // snapshot until it can).
 func (s *Source) Load() (*client.Snapshot, error) {
-	return s.load(context.Background())
+	snap, _, err := s.load(context.Background())
+	return snap, err
 }
 
-func (s *Source) load(ctx context.Context) (*client.Snapshot, error) {
+// load is Load, stopped by ctx; changed reports whether the snapshot
+// differs from the previous one (nodelocal.State.Changed).
+func (s *Source) load(ctx context.Context) (snap *client.Snapshot, changed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.reload(ctx, false)
-	return s.state.Snapshot(), err
+	err = s.reload(ctx, false)
+	return s.state.Snapshot(), s.state.Changed(), err
 }
 
 // Stats returns the invalid-object and service counters (for metrics), and
@@ -209,7 +208,7 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	lastWhy := ""
 	// step reads the path and delivers what there is to deliver.
 	step := func() {
-		snap, err := s.load(ctx)
+		snap, changed, err := s.load(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -233,7 +232,7 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 		if err != nil {
 			s.log.Warn("reload incomplete; serving the last good content of what cannot be read", "error", err)
 		}
-		if len(snap.Changes) > 0 || s.cfg.SyncPeriod > 0 {
+		if changed || s.cfg.SyncPeriod > 0 {
 			deliver(snap)
 		}
 	}
@@ -295,323 +294,5 @@ func (s *Source) watchDir() (string, bool, error) {
 	}
 	return filepath.Dir(s.cfg.Path), false, nil
 }
-
-// paths lists the manifest files of the path, and the entries named like
-// manifests that are not regular files (a FIFO, a device: reading them
-// could block or never end), as errors naming them.
-func (s *Source) paths() ([]string, []*client.ObjectError, error) {
-	fi, err := os.Stat(s.cfg.Path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("file source: %w", err)
-	}
-	if !fi.IsDir() {
-		return []string{s.cfg.Path}, nil, nil
-	}
-	entries, err := os.ReadDir(s.cfg.Path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("file source: %w", err)
-	}
-	var out []string
-	var skipped []*client.ObjectError
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, ".") {
-			continue
-		}
-		switch filepath.Ext(n) {
-		case ".yaml", ".yml", ".json":
-			p := filepath.Join(s.cfg.Path, n)
-			fi, err := os.Stat(p) // follows symbolic links (ConfigMap volumes); never blocks
-			switch {
-			case err != nil:
-				skipped = append(skipped, &client.ObjectError{Source: p, Err: err})
-			case fi.IsDir():
-			case !fi.Mode().IsRegular():
-				skipped = append(skipped, &client.ObjectError{Source: p, Err: notRegular(fi)})
-			default:
-				out = append(out, p)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, skipped, nil
-}
-
-// ErrNotRegular is the error of a manifest path that is not a regular file
-// (a FIFO, a device, a socket): it is not read.
-var ErrNotRegular = errors.New("not a regular file")
-
-// ErrTooLarge is the error of a manifest file larger than
-// Config.MaxFileSize.
-var ErrTooLarge = errors.New("file too large")
-
-// ErrEmpty is the error of a manifest file that holds no document (empty,
-// only comments): it is not taken as "no objects"; an explicit empty List
-// is.
-var ErrEmpty = errors.New("reads as empty (no document; to serve nothing on purpose write an empty List: `apiVersion: v1`, `kind: List`, `items: []`)")
-
-// ErrNoManifests is the error of a directory without any manifest file.
-var ErrNoManifests = errors.New("no manifest file (*.yaml, *.yml, *.json)")
-
-func notRegular(fi os.FileInfo) error {
-	what := "special file"
-	switch t := fi.Mode().Type(); {
-	case t&os.ModeNamedPipe != 0:
-		what = "FIFO"
-	case t&os.ModeSocket != 0:
-		what = "socket"
-	case t&os.ModeCharDevice != 0:
-		what = "character device"
-	case t&os.ModeDevice != 0:
-		what = "block device"
-	}
-	return fmt.Errorf("%w: a %s; skipped", ErrNotRegular, what)
-}
-
-// readFile reads a manifest file: a regular file of at most limit bytes,
-// checking ctx between blocks. It opens without blocking (a FIFO would
-// block the open until a writer comes).
-func readFile(ctx context.Context, path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, notRegular(fi)
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrTooLarge, fi.Size(), limit)
-	}
-	const block = 4 << 20
-	data := make([]byte, 0, fi.Size()+1)
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if len(data) == cap(data) {
-			data = slices.Grow(data, min(len(data)+1, block))
-		}
-		n, err := f.Read(data[len(data):min(cap(data), len(data)+block)])
-		data = data[:len(data)+n]
-		if int64(len(data)) > limit {
-			return nil, fmt.Errorf("%w: more than the limit of %d bytes", ErrTooLarge, limit)
-		}
-		if errors.Is(err, io.EOF) {
-			return data, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// reload re-reads changed files and applies the objects that changed.
-func (s *Source) reload(ctx context.Context, retried bool) error {
-	paths, problems, err := s.paths()
-	if err == nil && len(paths) == 0 {
-		err = &client.ObjectError{Source: s.cfg.Path, Err: ErrNoManifests}
-	}
-	if err != nil {
-		// Nothing can be trusted: nothing changes.
-		oe, ok := err.(*client.ObjectError)
-		if !ok {
-			oe = &client.ObjectError{Source: s.cfg.Path, Err: err}
-		}
-		s.problems = []*client.ObjectError{oe}
-		return err
-	}
-	seen := make(map[string]bool, len(paths))
-	complete := true // every file read, every document identified
-	for _, p := range paths {
-		seen[p] = true
-		fail := func(err error) {
-			var pe *os.PathError
-			if errors.As(err, &pe) && pe.Path == p {
-				err = fmt.Errorf("%s: %w", pe.Op, pe.Err) // the path is the Source
-			}
-			problems = append(problems, &client.ObjectError{Source: p, Err: err})
-			complete = false
-		}
-		data, err := readFile(ctx, p, s.cfg.MaxFileSize)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fail(err) // keep the last good content
-			continue
-		}
-		fileSum := hashBytes(data)
-		var prev chunkCache
-		old := s.files[p]
-		if old != nil {
-			if old.sum == fileSum {
-				problems = append(problems, old.bad...)
-				complete = complete && len(old.bad) == 0
-				continue
-			}
-			prev = old.chunks
-		}
-		pr, err := parseFn(p, data, prev, s.cfg.ProxyName)
-		if err == nil && pr.empty() {
-			err = ErrEmpty
-		}
-		if err != nil {
-			var oe *client.ObjectError
-			if errors.As(err, &oe) {
-				problems = append(problems, oe)
-				complete = false
-			} else {
-				fail(err)
-			}
-			continue
-		}
-		fs := &fileState{sum: fileSum, docs: pr.docs, chunks: pr.cache, bad: pr.bad}
-		if len(pr.bad) > 0 {
-			complete = false
-			problems = append(problems, pr.bad...)
-			if old != nil {
-				fs.kept = keptDocs(old, pr.docs)
-			}
-		}
-		s.files[p] = fs
-	}
-	for p := range s.files {
-		if !seen[p] {
-			delete(s.files, p)
-		}
-	}
-	s.problems = problems
-	if complete {
-		s.trusted = true
-	}
-
-	// The wanted objects: later definitions override earlier ones.
-	n := 0
-	for _, fs := range s.files {
-		n += len(fs.docs) + len(fs.kept)
-	}
-	want := make(map[ref]*doc, n) // sized: growing it was 10% of a first load
-	for _, p := range paths {
-		fs := s.files[p]
-		if fs == nil {
-			continue
-		}
-		for _, list := range [][]doc{fs.docs, fs.kept} {
-			for i := range list {
-				d := &list[i]
-				if prev, dup := want[d.ref]; dup && prev.sum != d.sum {
-					s.log.Warn("object defined twice; using the later definition", "kind", d.ref.kind,
-						"namespace", d.ref.namespace, "name", d.ref.name,
-						"defined", fmt.Sprintf("%s#%d and %s#%d", prev.in, prev.at, d.in, d.at),
-						"using", fmt.Sprintf("%s#%d", d.in, d.at))
-				}
-				want[d.ref] = d
-			}
-		}
-	}
-	// A winning definition whose decoded object was already dropped (an
-	// overriding definition went away): decode its file again.
-	if !retried {
-		for _, p := range paths {
-			fs := s.files[p]
-			if fs == nil {
-				continue
-			}
-			for i := range fs.docs {
-				d := &fs.docs[i]
-				old, ok := s.applied[d.ref]
-				if want[d.ref] == d && d.obj == nil && d.err == nil && (!ok || old != d.sum) {
-					delete(s.files, p)
-					return s.reload(ctx, true)
-				}
-			}
-		}
-	}
-	for r := range s.applied {
-		if _, ok := want[r]; !ok {
-			s.remove(r)
-		}
-	}
-	applied := make(map[ref]sum, len(want))
-	for r, d := range want {
-		applied[r] = d.sum
-		if old, ok := s.applied[r]; ok && old == d.sum {
-			continue
-		}
-		s.apply(d)
-	}
-	s.applied = applied
-	if len(problems) == 0 {
-		return nil
-	}
-	errs := make([]error, len(problems))
-	for i, p := range problems {
-		errs[i] = p
-	}
-	return fmt.Errorf("file source: %w", errors.Join(errs...))
-}
-
-// keptDocs returns the objects of a file's earlier content (old) that its
-// new content (docs) does not define.
-func keptDocs(old *fileState, docs []doc) []doc {
-	defined := make(map[ref]bool, len(docs))
-	for _, d := range docs {
-		defined[d.ref] = true
-	}
-	var kept []doc
-	for _, list := range [][]doc{old.docs, old.kept} {
-		for _, d := range list {
-			if !defined[d.ref] {
-				defined[d.ref] = true
-				kept = append(kept, d)
-			}
-		}
-	}
-	return kept
-}
-
-func (s *Source) apply(d *doc) {
-	if d.err != nil {
-		// Decoding failed: the object is skipped (its earlier version, if
-		// any, goes away) and counted.
-		s.remove(d.ref)
-		s.state.Invalid(d.err)
-		return
-	}
-	o := d.obj
-	d.obj = nil // applied: the state holds what it needs
-	switch o := o.(type) {
-	case *nodelocal.ConvertedService:
-		_ = s.state.SetConvertedService(o) // the state logs and counts errors
-	case *nodelocal.ParsedSlice:
-		_ = s.state.SetParsedSlice(o)
-	case *corev1.Service: // the old decoder, in the benchmark
-		_ = s.state.SetService(o)
-	case *discoveryv1.EndpointSlice:
-		_ = s.state.SetSlice(o)
-	case *corev1.Node:
-		s.state.SetNode(o)
-	}
-}
-
-func (s *Source) remove(r ref) {
-	switch r.kind {
-	case "Service":
-		s.state.DeleteService(r.namespace, r.name)
-	case "EndpointSlice":
-		s.state.DeleteSlice(r.namespace, r.name)
-	case "Node":
-		s.state.DeleteNode(r.name)
-	}
-}
-
-// parseFn is parseFile; the benchmark swaps in the old decoder as its
-// baseline.
-var parseFn = parseConverted
 
 var _ client.Source = (*Source)(nil)

@@ -23,7 +23,7 @@ import (
 
 // legacyParse has parseFile's signature over legacyParseFile; it also
 // hashes the whole file with SHA-256, as reload did.
-func legacyParse(name string, data []byte, _ chunkCache, _ string) (parsed, error) {
+func legacyParse(name string, data []byte, _ chunkCache, _ options) (parsed, error) {
 	_ = sha256.Sum256(data)
 	return legacyParseFile(name, data)
 }

@@ -13,6 +13,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -44,9 +45,10 @@ type doc struct {
 	// sum is the hash of the object's JSON: an unchanged object is not
 	// applied again.
 	sum sum
-	// obj is the decoded *corev1.Service, *discoveryv1.EndpointSlice or
-	// *corev1.Node until the source has applied it (then nil, to keep
-	// memory low); nil too when decoding failed (err says why).
+	// obj is the decoded object (*corev1.Service, *discoveryv1.EndpointSlice,
+	// *corev1.Node, *networkingv1.ServiceCIDR, or their node-local forms)
+	// until the source has applied it (then nil, to keep memory low); nil
+	// too when decoding failed (err says why).
 	obj any
 	err *client.ObjectError
 	// in and at are the file and the index of the document holding the
@@ -101,6 +103,16 @@ type header struct {
 // converters are reused between documents and files.
 var converters = sync.Pool{New: func() any { return new(manifest.Converter) }}
 
+// options say what parse reads for a source beyond Services,
+// EndpointSlices and Nodes, and how it converts them.
+type options struct {
+	// proxyName is the source's Config.ProxyName (see convertDocs).
+	proxyName string
+	// serviceCIDRs reads ServiceCIDR objects too (Config.Needs); other
+	// sources ignore them like any other kind.
+	serviceCIDRs bool
+}
+
 // parseFile splits a multi-document YAML (or JSON) file into the objects a
 // source reads: Services, EndpointSlices and Nodes, also inside List
 // objects. Other kinds are ignored. It fails only when the file cannot be
@@ -110,19 +122,20 @@ var converters = sync.Pool{New: func() any { return new(manifest.Converter) }}
 // file's previous cache, may be nil) are not decoded again; the returned
 // cache is the one for this content.
 func parseFile(name string, data []byte, prev chunkCache) (parsed, error) {
-	return parse(name, data, prev, nil)
+	return parse(name, data, prev, options{}, nil)
 }
 
-// parseConverted is parseFile, but the Services and EndpointSlices come
-// converted for the node-local state (convertDocs), the conversion done in
-// the decoding workers, so that only the state's bookkeeping is left serial.
-func parseConverted(name string, data []byte, prev chunkCache, proxyName string) (parsed, error) {
-	return parse(name, data, prev, func(docs []doc) { convertDocs(docs, proxyName) })
+// parseConverted is parseFile with opts, and the Services, EndpointSlices
+// and ServiceCIDRs come converted for the node-local state (convertDocs),
+// the conversion done in the decoding workers, so that only the state's
+// bookkeeping is left serial.
+func parseConverted(name string, data []byte, prev chunkCache, opts options) (parsed, error) {
+	return parse(name, data, prev, opts, func(docs []doc) { convertDocs(docs, opts.proxyName) })
 }
 
-// parse is parseFile with post called on each newly decoded document's
-// objects, in the worker that decoded them.
-func parse(name string, data []byte, prev chunkCache, post func([]doc)) (parsed, error) {
+// parse is parseFile with opts, and post called on each newly decoded
+// document's objects, in the worker that decoded them.
+func parse(name string, data []byte, prev chunkCache, opts options, post func([]doc)) (parsed, error) {
 	chunks, err := manifest.Split(data)
 	if err != nil {
 		var se *manifest.SeparatorError
@@ -155,7 +168,7 @@ func parse(name string, data []byte, prev chunkCache, post func([]doc)) (parsed,
 					results[i], bad[i], content[i] = c.docs, c.bad, c.content
 					continue
 				}
-				results[i], bad[i], content[i] = parseDocument(conv, chunks[i], name, i)
+				results[i], bad[i], content[i] = parseDocument(conv, chunks[i], name, i, opts.serviceCIDRs)
 				if post != nil {
 					post(results[i])
 				}
@@ -196,7 +209,7 @@ func hasErr(docs []doc) bool {
 
 // parseDocument decodes document i of a file: its objects, the parts that
 // are not Kubernetes objects (skipped), and whether it holds anything.
-func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) ([]doc, []*client.ObjectError, bool) {
+func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int, cidrs bool) ([]doc, []*client.ObjectError, bool) {
 	if len(bytes.TrimSpace(chunk)) == 0 {
 		return nil, nil, false
 	}
@@ -217,12 +230,12 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 		return nil, nil, false // a document holding only comments
 	}
 	if kind != nil && asciiOnly(js) {
-		if d, ok := decodeByKind(js, kind); ok {
+		if d, ok := decodeByKind(js, kind, cidrs); ok {
 			return []doc{d}, nil, true
 		}
 	}
 	where := fmt.Sprintf("%s#%d", name, i)
-	docs, bad := appendObjects(nil, nil, js, where)
+	docs, bad := appendObjects(nil, nil, js, where, cidrs)
 	// The document itself was read unless it is its own bad entry (bad
 	// List items do not make the List unread).
 	read := len(bad) == 0 || bad[0].Source != where
@@ -235,8 +248,9 @@ func parseDocument(conv *manifest.Converter, chunk []byte, name string, i int) (
 // TypeMeta and ObjectMeta have the header's fields with the same names and
 // types, so whenever the object decodes, the header would have decoded to
 // the same values. ok is false for other kinds and on any error (the
-// caller then goes the long way, for encoding/json's error).
-func decodeByKind(js, kind []byte) (doc, bool) {
+// caller then goes the long way, for encoding/json's error). ServiceCIDRs
+// are read only with cidrs.
+func decodeByKind(js, kind []byte, cidrs bool) (doc, bool) {
 	switch string(kind) {
 	case "Service":
 		return decodeFast(js, new(corev1.Service), true)
@@ -244,6 +258,10 @@ func decodeByKind(js, kind []byte) (doc, bool) {
 		return decodeFast(js, new(discoveryv1.EndpointSlice), true)
 	case "Node":
 		return decodeFast(js, new(corev1.Node), false)
+	case "ServiceCIDR":
+		if cidrs {
+			return decodeFast(js, new(networkingv1.ServiceCIDR), false)
+		}
 	}
 	return doc{}, false
 }
@@ -272,7 +290,7 @@ func decodeFast(js []byte, obj apiObject, namespaced bool) (doc, bool) {
 // namespace defaulted.
 func newDoc(kind, namespace, name string, js []byte) doc {
 	d := doc{ref: ref{kind: kind, namespace: namespace, name: name}, sum: hashBytes(js)}
-	if d.ref.namespace == "" && kind != "Node" {
+	if d.ref.namespace == "" && kind != "Node" && kind != "ServiceCIDR" {
 		d.ref.namespace = "default"
 	}
 	return d
@@ -280,8 +298,8 @@ func newDoc(kind, namespace, name string, js []byte) doc {
 
 // appendObjects appends the objects of a document (or List item) to out,
 // and what is not a Kubernetes object to bad: a bad List item is skipped,
-// the others are read.
-func appendObjects(out []doc, bad []*client.ObjectError, js []byte, source string) ([]doc, []*client.ObjectError) {
+// the others are read. ServiceCIDRs are read only with cidrs.
+func appendObjects(out []doc, bad []*client.ObjectError, js []byte, source string, cidrs bool) ([]doc, []*client.ObjectError) {
 	fast := asciiOnly(js)
 	h, err := decode[header](js, fast)
 	if err != nil {
@@ -291,7 +309,7 @@ func appendObjects(out []doc, bad []*client.ObjectError, js []byte, source strin
 	}
 	if h.Kind == "List" || (len(h.Items) > 0 && len(h.Kind) > 4 && h.Kind[len(h.Kind)-4:] == "List") {
 		for j, item := range h.Items {
-			out, bad = appendObjects(out, bad, item, fmt.Sprintf("%s.items[%d]", source, j))
+			out, bad = appendObjects(out, bad, item, fmt.Sprintf("%s.items[%d]", source, j), cidrs)
 		}
 		return out, bad
 	}
@@ -313,6 +331,14 @@ func appendObjects(out []doc, bad []*client.ObjectError, js []byte, source strin
 		var n *corev1.Node
 		if n, err = decode[corev1.Node](js, fast); err == nil {
 			d.obj = n
+		}
+	case "ServiceCIDR":
+		if !cidrs {
+			return out, bad
+		}
+		var c *networkingv1.ServiceCIDR
+		if c, err = decode[networkingv1.ServiceCIDR](js, fast); err == nil {
+			d.obj = c
 		}
 	default:
 		return out, bad
@@ -373,8 +399,10 @@ func asciiOnly(b []byte) bool {
 	return true
 }
 
-// convertDocs replaces the decoded Services and EndpointSlices of docs by
-// their node-local forms (*nodelocal.ConvertedService, *nodelocal.ParsedSlice).
+// convertDocs replaces the decoded Services, EndpointSlices and
+// ServiceCIDRs of docs by their node-local forms
+// (*nodelocal.ConvertedService, *nodelocal.ParsedSlice,
+// *nodelocal.ParsedServiceCIDR).
 func convertDocs(docs []doc, proxyName string) {
 	for i := range docs {
 		switch o := docs[i].obj.(type) {
@@ -383,6 +411,9 @@ func convertDocs(docs []doc, proxyName string) {
 			docs[i].obj = &c
 		case *discoveryv1.EndpointSlice:
 			p := nodelocal.ParseSliceObject(o)
+			docs[i].obj = &p
+		case *networkingv1.ServiceCIDR:
+			p := nodelocal.ParseServiceCIDRObject(o)
 			docs[i].obj = &p
 		}
 	}

@@ -15,11 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -151,7 +146,7 @@ func New(cs kubernetes.Interface, cfg Config) *Source {
 		cs:    cs,
 		cfg:   cfg,
 		log:   log.With("source", "kube"),
-		state: nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log}),
+		state: nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log, Needs: cfg.Needs}),
 		kick:  coalesce.New(cfg.MinInterval, cfg.SyncPeriod),
 	}
 }
@@ -203,82 +198,15 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// No indexers: the source never looks objects up by namespace.
-	none := cache.Indexers{}
-	svcs := coreinformers.NewServiceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, none)
-	slices := discoveryinformers.NewEndpointSliceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, none)
-	infs := []cache.SharedIndexInformer{svcs, slices}
-	proxyName := s.cfg.ProxyName
-	if err := svcs.SetTransform(transform(func(o *corev1.Service) *cachedService {
-		return &cachedService{ObjectMeta: trimMeta(&o.ObjectMeta), c: nodelocal.ConvertServiceObject(o, proxyName)}
-	})); err != nil {
-		return fmt.Errorf("kube source: service informer: %w", err)
-	}
-	if err := slices.SetTransform(transform(func(o *discoveryv1.EndpointSlice) *cachedSlice {
-		return &cachedSlice{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseSliceObject(o)}
-	})); err != nil {
-		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
-	}
-	// A registration has synced once its handler has seen the whole
-	// initial list (the informer's own HasSynced only says its store has).
-	var synced []cache.InformerSynced
-	reg, err := svcs.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(&o.c) },
-		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) }))
+	ws, err := s.informers()
 	if err != nil {
-		return fmt.Errorf("kube source: service informer: %w", err)
-	}
-	synced = append(synced, reg.HasSynced)
-	reg, err = slices.AddEventHandler(handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(&o.p) },
-		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) }))
-	if err != nil {
-		return fmt.Errorf("kube source: EndpointSlice informer: %w", err)
-	}
-	synced = append(synced, reg.HasSynced)
-	if s.cfg.NodeName != "" {
-		nodes := coreinformers.NewFilteredNodeInformer(s.cs, s.cfg.ResyncPeriod, none, func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.cfg.NodeName).String()
-		})
-		// The cache keeps the node's name, version, zone label, deletion
-		// timestamp and the autoscaler's taint only.
-		if err := nodes.SetTransform(transform(func(o *corev1.Node) *corev1.Node {
-			n := &corev1.Node{ObjectMeta: trimMeta(&o.ObjectMeta)}
-			n.DeletionTimestamp = o.DeletionTimestamp
-			if z, ok := o.Labels[nodelocal.LabelTopologyZone]; ok {
-				n.Labels = map[string]string{nodelocal.LabelTopologyZone: z}
-			}
-			for _, t := range o.Spec.Taints {
-				if t.Key == ToBeDeletedTaint {
-					n.Spec.Taints = []corev1.Taint{t}
-				}
-			}
-			return n
-		})); err != nil {
-			return fmt.Errorf("kube source: node informer: %w", err)
-		}
-		// The handlers run under s.mu (handler), which also guards s.node.
-		// The field selector keeps other nodes out, but not every client
-		// (fakes) honours it.
-		reg, err := nodes.AddEventHandler(handler(s, func(st *nodelocal.State, o *corev1.Node) error {
-			if o.Name == s.cfg.NodeName {
-				s.node = nodeStatus(o)
-			}
-			st.SetNode(o)
-			return nil
-		}, func(st *nodelocal.State, _, name string) {
-			if name == s.cfg.NodeName {
-				s.node = NodeStatus{}
-			}
-			st.DeleteNode(name)
-		}))
-		if err != nil {
-			return fmt.Errorf("kube source: node informer: %w", err)
-		}
-		synced = append(synced, reg.HasSynced)
-		infs = append(infs, nodes)
+		return err
 	}
 	var wg sync.WaitGroup
-	for _, inf := range infs {
-		wg.Go(func() { inf.RunWithContext(ctx) })
+	synced := make([]cache.InformerSynced, len(ws))
+	for i, w := range ws {
+		synced[i] = w.synced
+		wg.Go(func() { w.inf.RunWithContext(ctx) })
 	}
 	defer func() {
 		cancel()
@@ -302,96 +230,13 @@ func (s *Source) Run(ctx context.Context, deliver func(*client.Snapshot)) error 
 	s.kick.Run(ctx, func() {
 		s.mu.Lock()
 		snap := s.state.Snapshot()
+		changed := s.state.Changed()
 		s.mu.Unlock()
-		if len(snap.Changes) > 0 || s.cfg.SyncPeriod > 0 {
+		if changed || s.cfg.SyncPeriod > 0 {
 			deliver(snap)
 		}
 	})
 	return nil
-}
-
-// cachedService is what the Service informer's cache holds: the object's
-// name and version, and its conversion. It is not a runtime.Object, so
-// client-go's optional cache mutation detector leaves it alone (the State
-// owns the converted content).
-type cachedService struct {
-	metav1.ObjectMeta
-	c nodelocal.ConvertedService
-}
-
-// cachedSlice is what the EndpointSlice informer's cache holds: the
-// object's name and version, and the validated slice.
-type cachedSlice struct {
-	metav1.ObjectMeta
-	p nodelocal.ParsedSlice
-}
-
-// trimMeta keeps what the informers need of an object's metadata: its key
-// and resource version (resyncs of unchanged objects are recognised by it).
-func trimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
-}
-
-// transform adapts a typed conversion to an informer transform. Objects of
-// another type (already converted ones, which client-go may pass again)
-// are returned as they are.
-func transform[T, C any](conv func(T) C) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		if o, ok := obj.(T); ok {
-			return conv(o), nil
-		}
-		return obj, nil
-	}
-}
-
-// handler adapts typed set/delete functions to an informer event handler.
-func handler[T metav1.Object](s *Source, set func(*nodelocal.State, T) error, del func(st *nodelocal.State, ns, name string)) cache.ResourceEventHandler {
-	onSet := func(obj any) {
-		o, ok := obj.(T)
-		if !ok {
-			s.log.Warn("unexpected object from informer", "type", fmt.Sprintf("%T", obj))
-			return
-		}
-		// Errors are logged and counted by the state.
-		s.mu.Lock()
-		_ = set(s.state, o)
-		dirty := s.state.Dirty()
-		s.mu.Unlock()
-		if dirty {
-			s.kick.Kick()
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: onSet,
-		UpdateFunc: func(oldObj, newObj any) {
-			s.updates.Add(1)
-			if o, n, ok := sameVersion[T](oldObj, newObj); ok && o == n {
-				return // a resync of an unchanged object
-			}
-			onSet(newObj)
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			o, ok := obj.(T)
-			if !ok {
-				s.log.Warn("unexpected deleted object from informer", "type", fmt.Sprintf("%T", obj))
-				return
-			}
-			s.update(func(st *nodelocal.State) { del(st, o.GetNamespace(), o.GetName()) })
-		},
-	}
-}
-
-// sameVersion returns both resource versions when both objects have one.
-func sameVersion[T metav1.Object](a, b any) (string, string, bool) {
-	oa, ok1 := a.(T)
-	ob, ok2 := b.(T)
-	if !ok1 || !ok2 || oa.GetResourceVersion() == "" || ob.GetResourceVersion() == "" {
-		return "", "", false
-	}
-	return oa.GetResourceVersion(), ob.GetResourceVersion(), true
 }
 
 // waitSynced polls the informers every 2ms (client-go's WaitForCacheSync

@@ -93,7 +93,12 @@ type harness struct {
 
 func start(t *testing.T, cfg Config, objs ...runtime.Object) *harness {
 	t.Helper()
-	cs := fake.NewClientset(objs...)
+	return startClient(t, fake.NewClientset(objs...), cfg)
+}
+
+// startClient runs a source on cs (reactors may be added beforehand).
+func startClient(t *testing.T, cs *fake.Clientset, cfg Config) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{t: t, cs: cs, src: New(cs, cfg), snaps: make(chan *client.Snapshot, 100), ctx: ctx}
 	done := make(chan error, 1)
