@@ -123,47 +123,25 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		return nil
 	}
 	var errs []error
-	opts := ServerOptions{Scheduler: cfg.Scheduler}
-	if opts.Scheduler == "" {
-		opts.Scheduler = "rr"
-	}
-	if s, ok := svc.Annotations[SchedulerAnnotation]; ok {
-		if slices.Contains(Schedulers, s) {
-			opts.Scheduler = s
-		} else {
-			errs = append(errs, &Error{svc.Key(), "annotation " + SchedulerAnnotation,
-				fmt.Errorf("unknown IPVS scheduler %q (want one of %v); using %q", s, Schedulers, opts.Scheduler)})
-		}
-	}
-	if svc.SessionAffinity != nil {
-		opts.Persistent = true
-		opts.Timeout = uint32(svc.SessionAffinity.TimeoutSeconds)
-		if opts.Timeout == 0 {
-			opts.Timeout = DefaultAffinityTimeout
-		}
-	}
 	weight := cfg.Weight
 	if weight == 0 {
 		weight = 1
 	}
-	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: opts, weight: weight}
+	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: serverOptions(svc, cfg.Scheduler, &errs), weight: weight, cfg: cfg}
 
 	// Each address is checked once; a bad one is skipped, the rest served.
-	clusterIPs := cfg.servable(svc, "clusterIPs", svc.ClusterIPs.All(), true, &errs)
-	externalIPs := cfg.servable(svc, "externalIPs", svc.ExternalIPs.All(), false, &errs)
-	var lbIPs []netip.Addr
+	r.clusterIPs = cfg.servable(svc, "clusterIPs", svc.ClusterIPs.All(), true, &errs)
+	r.externalIPs = cfg.servable(svc, "externalIPs", svc.ExternalIPs.All(), false, &errs)
 	if svc.Type == client.LoadBalancer {
-		lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
+		r.lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
 	}
 	// The families the service lives in, in a fixed order: those of its
 	// cluster IPs.
-	var families []rules.Family
 	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
-			families = append(families, f)
+		if slices.ContainsFunc(r.clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
+			r.families = append(r.families, f)
 		}
 	}
-	bound := func(a netip.Addr) bool { return !slices.Contains(cfg.NodeAddresses, a) }
 
 	for _, p := range svc.Ports {
 		proto, ok := protocol(p.Protocol)
@@ -175,103 +153,149 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 			errs = append(errs, &Error{svc.Key(), fmt.Sprintf("port %q", p.Name), fmt.Errorf("port %d out of range", p.Port)})
 			continue
 		}
-		port := uint16(p.Port)
-		for _, f := range families {
-			r.loopBack(p, proto, f)
-		}
-
-		// ClusterIP: bound on kube-ipvs0, internal endpoints.
-		for _, ip := range clusterIPs {
-			vs := VirtualServer{proto, ip, port}
-			r.server(vs, p, internal)
-			r.bind(ip)
-			sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
-		}
-
-		// ExternalIPs: bound unless the node holds them, external endpoints.
-		for _, ip := range externalIPs {
-			vs := VirtualServer{proto, ip, port}
-			r.server(vs, p, external)
-			if bound(ip) {
-				r.bind(ip)
-			}
-			set := rules.SetExternalIP
-			if svc.ExternalTrafficLocal {
-				set = rules.SetExternalIPLocal
-			}
-			sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
-		}
-
-		// LoadBalancer ingress IPs.
-		if svc.Type == client.LoadBalancer {
-			for _, ip := range lbIPs {
-				f := familyOf(ip)
-				vs := VirtualServer{proto, ip, port}
-				r.server(vs, p, external)
-				if bound(ip) {
-					r.bind(ip)
-				}
-				entry := SetEntry{Set: f.SetName(rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
-				sink.Entry(entry)
-				if svc.ExternalTrafficLocal {
-					entry.Set = f.SetName(rules.SetLoadBalancerLocal)
-					sink.Entry(entry)
-				}
-				if len(svc.LoadBalancerSourceRanges) > 0 {
-					entry.Set = f.SetName(rules.SetLoadBalancerFW)
-					sink.Entry(entry)
-					fromNode := false
-					for _, src := range svc.LoadBalancerSourceRanges {
-						if src.Addr().Is4() != ip.Is4() {
-							continue
-						}
-						sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
-						for _, n := range cfg.NodeAddresses {
-							if src.Contains(n) {
-								fromNode = true
-							}
-						}
-					}
-					// Traffic from the node itself (a backend reaching the
-					// load balancer, short-circuited to the local VIP) is
-					// allowed when the node is in an allowed range.
-					if fromNode {
-						sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
-					}
-				}
-			}
-		}
-
-		// NodePort on every node address of the service's families.
-		if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
-			np := uint16(p.NodePort)
-			for _, f := range families {
-				for _, set := range nodePortSets(proto, svc.ExternalTrafficLocal) {
-					if proto == SCTP {
-						for _, n := range cfg.NodeAddresses {
-							if familyOf(n) == f && !n.IsLoopback() {
-								sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
-							}
-						}
-					} else {
-						sink.Entry(SetEntry{Set: f.SetName(set), Port: np})
-					}
-				}
-			}
-			for _, n := range cfg.NodeAddresses {
-				if slices.Contains(families, familyOf(n)) && !n.IsLoopback() {
-					r.server(VirtualServer{proto, n, np}, p, external)
-				}
-			}
-		}
+		r.port(p, proto, uint16(p.Port))
 	}
 
 	if svc.ExternalTrafficLocal && svc.HealthCheckNodePort > 0 && svc.HealthCheckNodePort <= 65535 {
-		for _, f := range families {
+		for _, f := range r.families {
 			sink.Entry(SetEntry{Set: f.SetName(rules.SetHealthCheckNodePort), Port: uint16(svc.HealthCheckNodePort)})
 		}
 	}
 	return errs
+}
+
+// serverOptions returns the options of the service's virtual servers:
+// the scheduler (scheduler, "rr" when empty, or the service's annotation;
+// an unknown one is an error in errs) and ClientIP affinity.
+func serverOptions(svc *client.Service, scheduler string, errs *[]error) ServerOptions {
+	opts := ServerOptions{Scheduler: scheduler}
+	if opts.Scheduler == "" {
+		opts.Scheduler = "rr"
+	}
+	if s, ok := svc.Annotations[SchedulerAnnotation]; ok {
+		if slices.Contains(Schedulers, s) {
+			opts.Scheduler = s
+		} else {
+			*errs = append(*errs, &Error{svc.Key(), "annotation " + SchedulerAnnotation,
+				fmt.Errorf("unknown IPVS scheduler %q (want one of %v); using %q", s, Schedulers, opts.Scheduler)})
+		}
+	}
+	if svc.SessionAffinity != nil {
+		opts.Persistent = true
+		opts.Timeout = uint32(svc.SessionAffinity.TimeoutSeconds)
+		if opts.Timeout == 0 {
+			opts.Timeout = DefaultAffinityTimeout
+		}
+	}
+	return opts
+}
+
+// port emits the objects of one port of the service.
+func (r *renderer) port(p client.Port, proto Protocol, port uint16) {
+	svc, sink := r.svc, r.sink
+	for _, f := range r.families {
+		r.loopBack(p, proto, f)
+	}
+
+	// ClusterIP: bound on kube-ipvs0, internal endpoints.
+	for _, ip := range r.clusterIPs {
+		vs := VirtualServer{proto, ip, port}
+		r.server(vs, p, internal)
+		r.bind(ip)
+		sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
+	}
+
+	// ExternalIPs: bound unless the node holds them, external endpoints.
+	for _, ip := range r.externalIPs {
+		vs := VirtualServer{proto, ip, port}
+		r.server(vs, p, external)
+		if r.bound(ip) {
+			r.bind(ip)
+		}
+		set := rules.SetExternalIP
+		if svc.ExternalTrafficLocal {
+			set = rules.SetExternalIPLocal
+		}
+		sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
+	}
+
+	// LoadBalancer ingress IPs (none unless the service is one).
+	for _, ip := range r.lbIPs {
+		r.loadBalancer(p, proto, port, ip)
+	}
+
+	// NodePort on every node address of the service's families.
+	if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
+		r.nodePort(p, proto, uint16(p.NodePort))
+	}
+}
+
+// bound reports whether a is bound on kube-ipvs0: it is not one of the
+// node's addresses.
+func (r *renderer) bound(a netip.Addr) bool { return !slices.Contains(r.cfg.NodeAddresses, a) }
+
+// loadBalancer emits the virtual server of a load-balancer ingress IP,
+// its binding and set entries (with source ranges, the firewall's).
+func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip netip.Addr) {
+	svc, sink := r.svc, r.sink
+	f := familyOf(ip)
+	vs := VirtualServer{proto, ip, port}
+	r.server(vs, p, external)
+	if r.bound(ip) {
+		r.bind(ip)
+	}
+	entry := SetEntry{Set: f.SetName(rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
+	sink.Entry(entry)
+	if svc.ExternalTrafficLocal {
+		entry.Set = f.SetName(rules.SetLoadBalancerLocal)
+		sink.Entry(entry)
+	}
+	if len(svc.LoadBalancerSourceRanges) == 0 {
+		return
+	}
+	entry.Set = f.SetName(rules.SetLoadBalancerFW)
+	sink.Entry(entry)
+	fromNode := false
+	for _, src := range svc.LoadBalancerSourceRanges {
+		if src.Addr().Is4() != ip.Is4() {
+			continue
+		}
+		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
+		for _, n := range r.cfg.NodeAddresses {
+			if src.Contains(n) {
+				fromNode = true
+			}
+		}
+	}
+	// Traffic from the node itself (a backend reaching the load balancer,
+	// short-circuited to the local VIP) is allowed when the node is in an
+	// allowed range.
+	if fromNode {
+		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
+	}
+}
+
+// nodePort emits the node-port set entries and a virtual server on every
+// node address of the service's families.
+func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16) {
+	for _, f := range r.families {
+		for _, set := range nodePortSets(proto, r.svc.ExternalTrafficLocal) {
+			if proto == SCTP {
+				for _, n := range r.cfg.NodeAddresses {
+					if familyOf(n) == f && !n.IsLoopback() {
+						r.sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
+					}
+				}
+			} else {
+				r.sink.Entry(SetEntry{Set: f.SetName(set), Port: np})
+			}
+		}
+	}
+	for _, n := range r.cfg.NodeAddresses {
+		if slices.Contains(r.families, familyOf(n)) && !n.IsLoopback() {
+			r.server(VirtualServer{proto, n, np}, p, external)
+		}
+	}
 }
 
 func nodePortSets(p Protocol, local bool) []string {
@@ -297,12 +321,18 @@ const (
 	external
 )
 
+// renderer renders one service.
 type renderer struct {
 	svc    *client.Service
 	eps    []*client.Endpoint
 	sink   Sink
 	opts   ServerOptions
 	weight uint32
+	cfg    Config
+	// The service's servable addresses, and its families (those of its
+	// cluster IPs, IPv4 first).
+	clusterIPs, externalIPs, lbIPs []netip.Addr
+	families                       []rules.Family
 }
 
 // server emits a virtual server with the destinations of the endpoints in
