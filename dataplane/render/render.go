@@ -127,19 +127,24 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 	if weight == 0 {
 		weight = 1
 	}
-	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: serverOptions(svc, cfg.Scheduler, &errs), weight: weight, cfg: cfg}
+	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: serverOptions(svc, cfg.Scheduler, &errs), weight: weight,
+		nodeAddrs: cfg.NodeAddresses}
 
 	// Each address is checked once; a bad one is skipped, the rest served.
-	r.clusterIPs = cfg.servable(svc, "clusterIPs", svc.ClusterIPs.All(), true, &errs)
-	r.externalIPs = cfg.servable(svc, "externalIPs", svc.ExternalIPs.All(), false, &errs)
+	// The lists are local and iterated here, not handed to a method: the
+	// compiler keeps them on the stack.
+	clusterIPs := cfg.servable(svc, "clusterIPs", svc.ClusterIPs.All(), true, &errs)
+	externalIPs := cfg.servable(svc, "externalIPs", svc.ExternalIPs.All(), false, &errs)
+	var lbIPs []netip.Addr
 	if svc.Type == client.LoadBalancer {
-		r.lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
+		lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
 	}
 	// The families the service lives in, in a fixed order: those of its
 	// cluster IPs.
+	var families []rules.Family
 	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		if slices.ContainsFunc(r.clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
-			r.families = append(r.families, f)
+		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
+			families = append(families, f)
 		}
 	}
 
@@ -153,11 +158,32 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 			errs = append(errs, &Error{svc.Key(), fmt.Sprintf("port %q", p.Name), fmt.Errorf("port %d out of range", p.Port)})
 			continue
 		}
-		r.port(p, proto, uint16(p.Port))
+		port := uint16(p.Port)
+		for _, f := range families {
+			r.loopBack(p, proto, f)
+		}
+		// ClusterIP: bound on kube-ipvs0, internal endpoints.
+		for _, ip := range clusterIPs {
+			r.server(VirtualServer{proto, ip, port}, p, internal)
+			r.bind(ip)
+			sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
+		}
+		// ExternalIPs: bound unless the node holds them, external endpoints.
+		for _, ip := range externalIPs {
+			r.externalIP(p, proto, port, ip)
+		}
+		// LoadBalancer ingress IPs (none unless the service is one).
+		for _, ip := range lbIPs {
+			r.loadBalancer(p, proto, port, ip)
+		}
+		// NodePort on every node address of the service's families.
+		if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
+			r.nodePort(p, proto, uint16(p.NodePort), families)
+		}
 	}
 
 	if svc.ExternalTrafficLocal && svc.HealthCheckNodePort > 0 && svc.HealthCheckNodePort <= 65535 {
-		for _, f := range r.families {
+		for _, f := range families {
 			sink.Entry(SetEntry{Set: f.SetName(rules.SetHealthCheckNodePort), Port: uint16(svc.HealthCheckNodePort)})
 		}
 	}
@@ -190,49 +216,23 @@ func serverOptions(svc *client.Service, scheduler string, errs *[]error) ServerO
 	return opts
 }
 
-// port emits the objects of one port of the service.
-func (r *renderer) port(p client.Port, proto Protocol, port uint16) {
-	svc, sink := r.svc, r.sink
-	for _, f := range r.families {
-		r.loopBack(p, proto, f)
-	}
-
-	// ClusterIP: bound on kube-ipvs0, internal endpoints.
-	for _, ip := range r.clusterIPs {
-		vs := VirtualServer{proto, ip, port}
-		r.server(vs, p, internal)
+// externalIP emits the virtual server of an external IP, its binding
+// (unless the node holds the address) and its set entry.
+func (r *renderer) externalIP(p client.Port, proto Protocol, port uint16, ip netip.Addr) {
+	r.server(VirtualServer{proto, ip, port}, p, external)
+	if r.bound(ip) {
 		r.bind(ip)
-		sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
 	}
-
-	// ExternalIPs: bound unless the node holds them, external endpoints.
-	for _, ip := range r.externalIPs {
-		vs := VirtualServer{proto, ip, port}
-		r.server(vs, p, external)
-		if r.bound(ip) {
-			r.bind(ip)
-		}
-		set := rules.SetExternalIP
-		if svc.ExternalTrafficLocal {
-			set = rules.SetExternalIPLocal
-		}
-		sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
+	set := rules.SetExternalIP
+	if r.svc.ExternalTrafficLocal {
+		set = rules.SetExternalIPLocal
 	}
-
-	// LoadBalancer ingress IPs (none unless the service is one).
-	for _, ip := range r.lbIPs {
-		r.loadBalancer(p, proto, port, ip)
-	}
-
-	// NodePort on every node address of the service's families.
-	if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
-		r.nodePort(p, proto, uint16(p.NodePort))
-	}
+	r.sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
 }
 
 // bound reports whether a is bound on kube-ipvs0: it is not one of the
 // node's addresses.
-func (r *renderer) bound(a netip.Addr) bool { return !slices.Contains(r.cfg.NodeAddresses, a) }
+func (r *renderer) bound(a netip.Addr) bool { return !slices.Contains(r.nodeAddrs, a) }
 
 // loadBalancer emits the virtual server of a load-balancer ingress IP,
 // its binding and set entries (with source ranges, the firewall's).
@@ -261,7 +261,7 @@ func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip n
 			continue
 		}
 		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
-		for _, n := range r.cfg.NodeAddresses {
+		for _, n := range r.nodeAddrs {
 			if src.Contains(n) {
 				fromNode = true
 			}
@@ -277,11 +277,11 @@ func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip n
 
 // nodePort emits the node-port set entries and a virtual server on every
 // node address of the service's families.
-func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16) {
-	for _, f := range r.families {
+func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16, families []rules.Family) {
+	for _, f := range families {
 		for _, set := range nodePortSets(proto, r.svc.ExternalTrafficLocal) {
 			if proto == SCTP {
-				for _, n := range r.cfg.NodeAddresses {
+				for _, n := range r.nodeAddrs {
 					if familyOf(n) == f && !n.IsLoopback() {
 						r.sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
 					}
@@ -291,8 +291,8 @@ func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16) {
 			}
 		}
 	}
-	for _, n := range r.cfg.NodeAddresses {
-		if slices.Contains(r.families, familyOf(n)) && !n.IsLoopback() {
+	for _, n := range r.nodeAddrs {
+		if slices.Contains(families, familyOf(n)) && !n.IsLoopback() {
 			r.server(VirtualServer{proto, n, np}, p, external)
 		}
 	}
@@ -328,11 +328,8 @@ type renderer struct {
 	sink   Sink
 	opts   ServerOptions
 	weight uint32
-	cfg    Config
-	// The service's servable addresses, and its families (those of its
-	// cluster IPs, IPv4 first).
-	clusterIPs, externalIPs, lbIPs []netip.Addr
-	families                       []rules.Family
+	// nodeAddrs are the node's addresses (Config.NodeAddresses).
+	nodeAddrs []netip.Addr
 }
 
 // server emits a virtual server with the destinations of the endpoints in
