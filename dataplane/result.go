@@ -81,6 +81,9 @@ type Result struct {
 
 // Err returns the failures as one error, or nil.
 func (r Result) Err() error {
+	if r.Failed.Len() == 0 && r.ConntrackErr == nil && r.RulesErr == nil {
+		return nil
+	}
 	errs := make([]error, 0, r.Failed.Len()+2)
 	errs = appendValues(errs, r.Failed.Servers)
 	errs = appendValues(errs, r.Failed.Dests)

@@ -57,19 +57,20 @@ func (c *Controller) Snapshot(s *client.Snapshot) { c.Sync(s.All()) }
 func (c *Controller) Sync(all iter.Seq[*client.ServiceEndpoints]) dataplane.SyncStats {
 	c.core.Mu.Lock()
 	defer c.core.Mu.Unlock()
-	return c.core.Sync(func(st *dataplane.SyncStats) {
+	return c.core.Sync(func() (n controller.Counts) {
 		c.mgr.Reset()
 		for se := range all {
-			st.Services++
+			n.Services++
 			for _, err := range render.Render(se, c.cfg, c.mgr) {
-				st.RenderErrors++
+				n.RenderErrors++
 				c.core.Log.Warn("service skipped in part", "error", err)
 			}
 			if se.NoLocalEndpoints() {
-				st.NoLocalEndpoints++
+				n.NoLocalEndpoints++
 			}
 		}
 		c.mgr.Done()
+		return n
 	})
 }
 
@@ -92,8 +93,11 @@ func (c *Controller) StartResync() (read func() (finish func() dataplane.SyncSta
 }
 
 // repair is a resync's decision: the last snapshot's objects against the
-// kernel's, as reconciled.
-func (c *Controller) repair(*dataplane.SyncStats) { c.mgr.Done() }
+// kernel's, as reconciled. It reads no snapshot: it counts nothing.
+func (c *Controller) repair() controller.Counts {
+	c.mgr.Done()
+	return controller.Counts{}
+}
 
 // notYet is a resync before the first snapshot: nothing.
 func notYet() dataplane.SyncStats { return dataplane.SyncStats{Start: time.Now()} }

@@ -215,17 +215,15 @@ func (c *Controller) StartResync() (read func() (finish func() dataplane.SyncSta
 // decide is how the incremental controller decides what changed: it
 // renders the services touched since the last round, and counts the
 // services.
-func (c *Controller) decide(st *dataplane.SyncStats) {
-	c.render(st)
-	st.Services = c.present
-	st.NoLocalEndpoints = c.noLocal
+func (c *Controller) decide() controller.Counts {
+	return controller.Counts{RenderErrors: c.render(), Services: c.present, NoLocalEndpoints: c.noLocal}
 }
 
 // render takes the touched services' old objects back and adds their new
-// ones, in key order.
-func (c *Controller) render(st *dataplane.SyncStats) {
+// ones, in key order, and returns how many problems rendering found.
+func (c *Controller) render() (renderErrors int) {
 	if len(c.touched) == 0 {
-		return
+		return 0
 	}
 	ids := c.touched
 	slices.SortFunc(ids, func(a, b uint32) int { return c.names[a].Compare(c.names[b]) })
@@ -280,7 +278,7 @@ func (c *Controller) render(st *dataplane.SyncStats) {
 		se.Service, se.Endpoints = s.svc, s.eps
 		c.scratch = c.scratch[:0]
 		for _, err := range render.Render(se, c.cfg, collector{c, id}) {
-			st.RenderErrors++
+			renderErrors++
 			c.core.Log.Warn("service skipped in part", "error", err)
 		}
 		if se.NoLocalEndpoints() {
@@ -305,6 +303,7 @@ func (c *Controller) render(st *dataplane.SyncStats) {
 	if cap(c.scratch) > 4096 {
 		c.scratch = nil
 	}
+	return renderErrors
 }
 
 // resolve indexes the objects the rendering of the services ids added in

@@ -39,6 +39,13 @@ type Record[K comparable, V any] interface {
 	Len() int
 }
 
+// Counts are what a controller's decision counted of the cluster: its
+// services, the problems rendering them, and those with a Local traffic
+// policy and no local endpoint (dataplane.SyncStats).
+type Counts struct {
+	Services, RenderErrors, NoLocalEndpoints int
+}
+
 // Records are a controller's records of the four kinds of objects.
 type Records struct {
 	Servers  Record[objects.ServerKey, render.ServerOptions]
@@ -90,8 +97,9 @@ func (c *Core) Init(applier *dataplane.Applier, reader Reader, log *slog.Logger,
 func (c *Core) Synced() bool { return c.synced }
 
 // Sync runs a round ("sync") of decide, which records what the round
-// wants; the kernel is read first when it was never adopted.
-func (c *Core) Sync(decide func(st *dataplane.SyncStats)) dataplane.SyncStats {
+// wants and counts the cluster; the kernel is read first when it was never
+// adopted.
+func (c *Core) Sync(decide func() Counts) dataplane.SyncStats {
 	st := dataplane.SyncStats{Start: time.Now()}
 	if !c.adopted && c.Reader != nil {
 		k, err := c.Reader.Read()
@@ -102,7 +110,7 @@ func (c *Core) Sync(decide func(st *dataplane.SyncStats)) dataplane.SyncStats {
 
 // Resync re-reads the kernel and runs a round ("resync") of decide, which
 // repairs the drift; before the first sync it returns first().
-func (c *Core) Resync(first func() dataplane.SyncStats, decide func(st *dataplane.SyncStats)) dataplane.SyncStats {
+func (c *Core) Resync(first func() dataplane.SyncStats, decide func() Counts) dataplane.SyncStats {
 	if !c.synced {
 		return first()
 	}
@@ -122,7 +130,7 @@ func (c *Core) Resync(first func() dataplane.SyncStats, decide func(st *dataplan
 // read showed, leaving alone the objects written since the read started
 // (dataplane.Applier.ReadApart). Before the first sync, or without a
 // reader, read does nothing and finish is resync. It takes Mu.
-func (c *Core) StartResync(resync func() dataplane.SyncStats, decide func(st *dataplane.SyncStats)) (read func() (finish func() dataplane.SyncStats)) {
+func (c *Core) StartResync(resync func() dataplane.SyncStats, decide func() Counts) (read func() (finish func() dataplane.SyncStats)) {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	if !c.synced || c.Reader == nil {
@@ -138,7 +146,7 @@ func (c *Core) StartResync(resync func() dataplane.SyncStats, decide func(st *da
 // record what the round wants, writes what changed, reaps, and reports.
 // On a read error it writes nothing: without the kernel's state the
 // writes would be wrong.
-func (c *Core) Round(st dataplane.SyncStats, what string, k *dataplane.State, err error, decide func(st *dataplane.SyncStats)) dataplane.SyncStats {
+func (c *Core) Round(st dataplane.SyncStats, what string, k *dataplane.State, err error, decide func() Counts) dataplane.SyncStats {
 	if err != nil {
 		st.Err = err
 		c.finish(&st, what)
@@ -148,7 +156,8 @@ func (c *Core) Round(st dataplane.SyncStats, what string, k *dataplane.State, er
 		c.reconcile(k)
 	}
 	c.adopted = true
-	decide(&st)
+	n := decide()
+	st.Services, st.RenderErrors, st.NoLocalEndpoints = n.Services, n.RenderErrors, n.NoLocalEndpoints
 	c.apply(&st)
 	c.synced = true
 	c.finish(&st, what)
@@ -179,15 +188,19 @@ func (c *Core) ApplyPlan(p dataplane.Plan) dataplane.Result {
 		return dataplane.Result{}
 	}
 	res := c.Applier.Apply(p)
-	var f objects.Failures
-	if res.Failed.Len() > 0 {
-		f = c.Keys.Failures(&res)
-	}
 	ch, r := &c.changes, &c.Records
-	r.Servers.Applied(ch.Servers, ch.DeletedServers, failedFunc(f, f.Server))
-	r.Dests.Applied(ch.Dests, ch.DeletedDests, failedFunc(f, f.Dest))
-	r.Bindings.Applied(ch.Bindings, ch.DeletedBindings, failedFunc(f, f.Addr))
-	r.Entries.Applied(ch.Entries, ch.DeletedEntries, failedFunc(f, f.Entry))
+	if res.Failed.Len() == 0 {
+		r.Servers.Applied(ch.Servers, ch.DeletedServers, nil)
+		r.Dests.Applied(ch.Dests, ch.DeletedDests, nil)
+		r.Bindings.Applied(ch.Bindings, ch.DeletedBindings, nil)
+		r.Entries.Applied(ch.Entries, ch.DeletedEntries, nil)
+		return res
+	}
+	f := c.Keys.Failures(&res)
+	r.Servers.Applied(ch.Servers, ch.DeletedServers, f.Server)
+	r.Dests.Applied(ch.Dests, ch.DeletedDests, f.Dest)
+	r.Bindings.Applied(ch.Bindings, ch.DeletedBindings, f.Addr)
+	r.Entries.Applied(ch.Entries, ch.DeletedEntries, f.Entry)
 	return res
 }
 
@@ -199,14 +212,6 @@ func (c *Core) apply(st *dataplane.SyncStats) {
 		st.Err = err
 	}
 	c.Applier.ReapInto(st)
-}
-
-// failedFunc returns fn, or nil when nothing failed.
-func failedFunc[K any](f objects.Failures, fn func(K) bool) func(K) bool {
-	if f.None() {
-		return nil
-	}
-	return fn
 }
 
 // finish reports and logs a round; what is "sync" (events or a snapshot,

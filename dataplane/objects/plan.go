@@ -83,14 +83,14 @@ func countNew[K comparable, V any](cs []diffstore.Change[K, V]) int {
 // Failures tells which keys a Result reports as failed.
 type Failures struct {
 	t      *Keys
-	failed *dataplane.ObjectMap[error]
+	failed dataplane.ObjectMap[error]
 }
 
 // Failures returns the failures of res, keyed by this table's keys.
-func (t *Keys) Failures(res *dataplane.Result) Failures { return Failures{t, &res.Failed} }
+func (t *Keys) Failures(res *dataplane.Result) Failures { return Failures{t, res.Failed} }
 
 // None reports whether nothing failed.
-func (f Failures) None() bool { return f.failed == nil || f.failed.Len() == 0 }
+func (f Failures) None() bool { return f.failed.Len() == 0 }
 
 // Server reports whether the virtual server of k failed.
 func (f Failures) Server(k ServerKey) bool { return f.failed.Server(f.t.ServerOf(k)) }
