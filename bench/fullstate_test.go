@@ -63,18 +63,7 @@ func (s *fsSink) sync(tb testing.TB, snap []*client.ServiceEndpoints) syncResult
 }
 
 // sinkKinds are the full-state sink over each writer.
-var sinkKinds = func() (out []struct {
-	name string
-	new  func(testing.TB) *fsSink
-}) {
-	for _, k := range writerKinds {
-		out = append(out, struct {
-			name string
-			new  func(testing.TB) *fsSink
-		}{k.name, func(tb testing.TB) *fsSink { return newFsSink(k.new(tb)) }})
-	}
-	return out
-}()
+var sinkKinds = overWriters(newFsSink)
 
 // BenchmarkFullStateInitial starts from a heap returned to the OS, as a
 // starting process does: the first sync also pays the page faults of its
@@ -83,10 +72,8 @@ var sinkKinds = func() (out []struct {
 func BenchmarkFullStateInitial(b *testing.B) {
 	snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	want := wantInitial(fsServices, fsEndpoints)
-	kinds := append(sinkKinds[:len(sinkKinds):len(sinkKinds)], struct {
-		name string
-		new  func(testing.TB) *fsSink
-	}{"discard-warm", func(tb testing.TB) *fsSink { return newFsSink(discardWriter(tb)) }})
+	kinds := append(sinkKinds[:len(sinkKinds):len(sinkKinds)],
+		sinkKind[*fsSink]{"discard-warm", func(tb testing.TB) *fsSink { return newFsSink(discardWriter(tb)) }})
 	for _, k := range kinds {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -104,11 +91,9 @@ func BenchmarkFullStateInitial(b *testing.B) {
 				s = k.new(b)
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
-				expect(b, "initial sync", r, want)
-				m.add(r)
+				m.expect(b, "initial sync", r, want)
 			}
-			m.report(b, &s.ipvsSink, false)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -135,8 +120,7 @@ func BenchmarkFullStateNoChange(b *testing.B) {
 				}
 				m.add(r)
 			}
-			m.report(b, &s.ipvsSink, false)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -160,11 +144,9 @@ func BenchmarkFullStateOneEndpoint(b *testing.B) {
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
 				// Target: exactly one destination write.
-				expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
-				m.add(r)
+				m.expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
 			}
-			m.report(b, &s.ipvsSink, false)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -172,11 +154,7 @@ func BenchmarkFullStateOneEndpoint(b *testing.B) {
 
 func BenchmarkFullStateOnePercent(b *testing.B) {
 	base := dataplanetest.BenchCluster(fsServices, fsEndpoints)
-	which := make([]int, 0, fsChanged)
-	for i := 0; i < fsServices; i += fsServices / fsChanged {
-		which = append(which, i)
-	}
-	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
+	which, changed := onePercent(base)
 	for _, k := range sinkKinds {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -198,11 +176,9 @@ func BenchmarkFullStateOnePercent(b *testing.B) {
 				}
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
-				expect(b, "1% sync", r, want)
-				m.add(r)
+				m.expect(b, "1% sync", r, want)
 			}
-			m.report(b, &s.ipvsSink, false)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}

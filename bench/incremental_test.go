@@ -49,18 +49,7 @@ func newIncSink(w *counting, conn *ipvs.Conn) *incSink {
 }
 
 // incKinds are the incremental sink over each writer.
-var incKinds = func() (out []struct {
-	name string
-	new  func(testing.TB) *incSink
-}) {
-	for _, k := range writerKinds {
-		out = append(out, struct {
-			name string
-			new  func(testing.TB) *incSink
-		}{k.name, func(tb testing.TB) *incSink { return newIncSink(k.new(tb)) }})
-	}
-	return out
-}()
+var incKinds = overWriters(newIncSink)
 
 // set records services in the source's tracker (untimed).
 func (s *incSink) set(ses ...*client.ServiceEndpoints) *client.Snapshot {
@@ -94,11 +83,9 @@ func BenchmarkIncrementalInitial(b *testing.B) {
 				s = k.new(b)
 				first := s.set(snap...)
 				r := s.sync(b, first, &m, b)
-				expect(b, "initial sync", r, want)
-				m.add(r)
+				m.expect(b, "initial sync", r, want)
 			}
-			m.report(b, &s.ipvsSink, true)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, true, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -124,8 +111,7 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 					next := s.set(se)
 					r := s.sync(b, next, &m, b)
 					// Target: exactly one destination write.
-					expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
-					m.add(r)
+					m.expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
 				}
 				m.report(b, &s.ipvsSink, true)
 			})
@@ -135,11 +121,7 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 
 func BenchmarkIncrementalOnePercent(b *testing.B) {
 	base := dataplanetest.BenchCluster(fsServices, fsEndpoints)
-	which := make([]int, 0, fsChanged)
-	for i := 0; i < fsServices; i += fsServices / fsChanged {
-		which = append(which, i)
-	}
-	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
+	which, changed := onePercent(base)
 	pick := func(snap []*client.ServiceEndpoints) []*client.ServiceEndpoints {
 		out := make([]*client.ServiceEndpoints, 0, len(which))
 		for _, i := range which {
@@ -163,8 +145,7 @@ func BenchmarkIncrementalOnePercent(b *testing.B) {
 					ses = toBase
 				}
 				r := s.sync(b, s.set(ses...), &m, b)
-				expect(b, "1% sync", r, want)
-				m.add(r)
+				m.expect(b, "1% sync", r, want)
 			}
 			m.report(b, &s.ipvsSink, true)
 		})

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
@@ -31,6 +33,32 @@ var writerKinds = []struct {
 }{
 	{"fake-kernel", fakeWriter},
 	{"discard", discardWriter},
+}
+
+// onePercent returns the services of the 1% case (fsChanged of base's,
+// spread evenly) and a copy of base where each of them has one endpoint
+// replaced.
+func onePercent(base []*client.ServiceEndpoints) (which []int, changed []*client.ServiceEndpoints) {
+	which = make([]int, 0, fsChanged)
+	for i := 0; i < fsServices; i += fsServices / fsChanged {
+		which = append(which, i)
+	}
+	return which, fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
+}
+
+// sinkKind is a sink over one of the writers.
+type sinkKind[S any] struct {
+	name string
+	new  func(testing.TB) S
+}
+
+// overWriters returns the sink mk builds over each writer.
+func overWriters[S any](mk func(*counting, *ipvs.Conn) S) []sinkKind[S] {
+	out := make([]sinkKind[S], 0, len(writerKinds))
+	for _, k := range writerKinds {
+		out = append(out, sinkKind[S]{k.name, func(tb testing.TB) S { return mk(k.new(tb)) }})
+	}
+	return out
 }
 
 // fakeWriter returns a counting writer over a fresh fake node.
@@ -140,6 +168,19 @@ func (m *metrics) add(r syncResult) {
 }
 
 func ms(d time.Duration, n int) float64 { return float64(d) / 1e6 / float64(n) }
+
+// expect fails b unless r wrote exactly want, and adds r to m.
+func (m *metrics) expect(b *testing.B, what string, r syncResult, want writeCounts) {
+	b.Helper()
+	expect(b, what, r, want)
+	m.add(r)
+}
+
+// done reports m (report) and the heap after the benchmark (mem).
+func (m *metrics) done(b *testing.B, s *ipvsSink, cpuMicros bool, mem memReport) {
+	m.report(b, s, cpuMicros)
+	mem.report(b)
+}
 
 // report reports the counts per sync, the process CPU time (in
 // microseconds when cpuMicros, else milliseconds), and the time spent in
