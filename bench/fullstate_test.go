@@ -4,17 +4,13 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 )
 
 // The full-state sink's benchmarks (issue 5, item 9): a Callback of
@@ -46,156 +42,28 @@ const (
 	fsChanged = fsServices / 100
 )
 
-// fsSink is one controller over a writer, with what the benchmarks read.
+// fsSink is one full-state controller over a writer.
 type fsSink struct {
-	c    *fullstate.Controller
-	last *fullstate.SyncStats
-	w    *counting
-	conn *ipvs.Conn // the fake IPVS connection; nil for discard
+	ipvsSink
+	c *fullstate.Controller
 }
 
-// newFakeSink returns a controller writing to a fresh fake node.
-func newFakeSink(tb testing.TB) *fsSink {
-	tb.Helper()
-	conn, err := ipvstest.New().Conn()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	sets := ipsettest.New()
-	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
-		tb.Fatal(err)
-	}
-	w := newCounting(&dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"})
+// newFsSink returns a controller writing to w (conn: its fake IPVS
+// connection, nil for none).
+func newFsSink(w *counting, conn *ipvs.Conn) *fsSink {
 	c, last := fsController(w)
-	return &fsSink{c: c, last: last, w: w, conn: conn}
-}
-
-// newDiscardSink returns a controller writing to nothing.
-func newDiscardSink(testing.TB) *fsSink {
-	w := newCounting(discard{})
-	c, last := fsController(w)
-	return &fsSink{c: c, last: last, w: w}
-}
-
-func (s *fsSink) syscalls() uint64 {
-	if s.conn == nil {
-		return 0
-	}
-	ctr := s.conn.Counters()
-	return ctr.Sendmsg + ctr.Recvmsg
-}
-
-// syncResult is what one sync did.
-type syncResult struct {
-	stats    fullstate.SyncStats
-	writes   writeCounts
-	times    writeTimes
-	syscalls uint64
+	return &fsSink{ipvsSink: ipvsSink{last: last, w: w, conn: conn}, c: c}
 }
 
 // sync feeds one snapshot and returns what it wrote; a failed sync fails
 // the benchmark.
 func (s *fsSink) sync(tb testing.TB, snap []*client.ServiceEndpoints) syncResult {
 	tb.Helper()
-	s.w.take()
-	s.w.takeTimes()
-	before := s.syscalls()
-	fsFeed(s.c, snap)
-	r := syncResult{stats: *s.last, writes: s.w.take(), times: s.w.takeTimes(), syscalls: s.syscalls() - before}
-	if r.stats.Err != nil || r.stats.Failed != 0 {
-		tb.Fatalf("sync of %d services: %d objects failed: %v", len(snap), r.stats.Failed, r.stats.Err)
-	}
-	if r.stats.Writes != r.writes.total() {
-		tb.Fatalf("sync stats count %d writes, the writer saw %d (%s)", r.stats.Writes, r.writes.total(), r.writes)
-	}
-	return r
+	return s.round(tb, nil, nil, func() { fsFeed(s.c, snap) })
 }
 
-// expect fails tb unless the sync wrote exactly want.
-func expect(tb testing.TB, what string, got syncResult, want writeCounts) {
-	tb.Helper()
-	if got.stats.Writes != want.total() || got.writes.String() != want.String() {
-		tb.Fatalf("%s: %d kernel writes (%s), want %d (%s)", what, got.stats.Writes, got.writes, want.total(), want)
-	}
-}
-
-func counts(entries, addrs int, kv ...any) writeCounts {
-	w := writeCounts{ipvs: map[ipvs.OpKind]int{}, entries: entries, addrs: addrs}
-	for i := 0; i < len(kv); i += 2 {
-		if n := kv[i+1].(int); n > 0 {
-			w.ipvs[kv[i].(ipvs.OpKind)] = n
-		}
-	}
-	return w
-}
-
-// wantInitial is the first sync of n services x eps endpoints: every
-// server and destination created, every ClusterIP bound and put in
-// KUBE-CLUSTER-IP and KUBE-IPVS-IPS, and every server recorded as the
-// sink's in KUBE-PROXYSINKS-VS.
-func wantInitial(n, eps int) writeCounts {
-	return counts(3*n, n, ipvs.OpCreateService, n, ipvs.OpCreateDestination, n*eps)
-}
-
-// wantReplaced is the sync after changed services each had one endpoint
-// replaced: the new destinations created, the old ones quiesced (weight 0,
-// TCP) and, when the kernel reports them without connections, removed.
-func wantReplaced(changed int, reaped bool) writeCounts {
-	removed := 0
-	if reaped {
-		removed = changed
-	}
-	return counts(0, 0, ipvs.OpCreateDestination, changed, ipvs.OpUpdateDestination, changed, ipvs.OpRemoveDestination, removed)
-}
-
-// sinkKinds are the two writers every case runs against.
-var sinkKinds = []struct {
-	name string
-	new  func(testing.TB) *fsSink
-}{
-	{"fake-kernel", newFakeSink},
-	{"discard", newDiscardSink},
-}
-
-// metrics accumulates what the timed syncs of a benchmark did.
-type metrics struct {
-	writes, syscalls uint64
-	cpu              float64
-	times            writeTimes
-}
-
-func (m *metrics) add(r syncResult) {
-	m.writes += uint64(r.stats.Writes)
-	m.syscalls += r.syscalls
-	m.times.ipvs += r.times.ipvs
-	m.times.entries += r.times.entries
-	m.times.addrs += r.times.addrs
-	m.times.busy += r.times.busy
-}
-
-func ms(d time.Duration, n int) float64 { return float64(d) / 1e6 / float64(n) }
-
-// report reports the counts per sync, the process CPU time, and the time
-// spent in the writer (the kernel and its client library; the rest of
-// ns/op is the sink's own work).
-func (m *metrics) report(b *testing.B, s *fsSink) {
-	b.ReportMetric(float64(m.writes)/float64(b.N), "kernel-writes/op")
-	if s.conn != nil {
-		b.ReportMetric(float64(m.syscalls)/float64(b.N), "ipvs-syscalls/op")
-	}
-	b.ReportMetric(m.cpu*1e3/float64(b.N), "cpu-ms/op")
-	b.ReportMetric(ms(m.times.busy, b.N), "writer-ms/op")
-}
-
-// timed runs f between StartTimer and StopTimer and adds its CPU time.
-func (m *metrics) timed(b *testing.B, f func()) {
-	c0 := cpuTime()
-	b.StartTimer()
-	f()
-	b.StopTimer()
-	m.cpu += cpuTime() - c0
-}
+// sinkKinds are the full-state sink over each writer.
+var sinkKinds = overWriters(newFsSink)
 
 // BenchmarkFullStateInitial starts from a heap returned to the OS, as a
 // starting process does: the first sync also pays the page faults of its
@@ -204,10 +72,8 @@ func (m *metrics) timed(b *testing.B, f func()) {
 func BenchmarkFullStateInitial(b *testing.B) {
 	snap := dataplanetest.BenchCluster(fsServices, fsEndpoints)
 	want := wantInitial(fsServices, fsEndpoints)
-	kinds := append(sinkKinds[:len(sinkKinds):len(sinkKinds)], struct {
-		name string
-		new  func(testing.TB) *fsSink
-	}{"discard-warm", newDiscardSink})
+	kinds := append(sinkKinds[:len(sinkKinds):len(sinkKinds)],
+		sinkKind[*fsSink]{"discard-warm", func(tb testing.TB) *fsSink { return newFsSink(discardWriter(tb)) }})
 	for _, k := range kinds {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -225,11 +91,9 @@ func BenchmarkFullStateInitial(b *testing.B) {
 				s = k.new(b)
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
-				expect(b, "initial sync", r, want)
-				m.add(r)
+				m.expect(b, "initial sync", r, want)
 			}
-			m.report(b, s)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -256,8 +120,7 @@ func BenchmarkFullStateNoChange(b *testing.B) {
 				}
 				m.add(r)
 			}
-			m.report(b, s)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -281,11 +144,9 @@ func BenchmarkFullStateOneEndpoint(b *testing.B) {
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
 				// Target: exactly one destination write.
-				expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
-				m.add(r)
+				m.expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
 			}
-			m.report(b, s)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -293,11 +154,7 @@ func BenchmarkFullStateOneEndpoint(b *testing.B) {
 
 func BenchmarkFullStateOnePercent(b *testing.B) {
 	base := dataplanetest.BenchCluster(fsServices, fsEndpoints)
-	which := make([]int, 0, fsChanged)
-	for i := 0; i < fsServices; i += fsServices / fsChanged {
-		which = append(which, i)
-	}
-	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
+	which, changed := onePercent(base)
 	for _, k := range sinkKinds {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -319,11 +176,9 @@ func BenchmarkFullStateOnePercent(b *testing.B) {
 				}
 				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
-				expect(b, "1% sync", r, want)
-				m.add(r)
+				m.expect(b, "1% sync", r, want)
 			}
-			m.report(b, s)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})
 	}

@@ -13,11 +13,8 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/incremental"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 )
 
 // The incremental sink's benchmarks, the same cases as the full-state
@@ -37,53 +34,22 @@ import (
 
 // incSink is one incremental controller over a writer, fed by a tracker.
 type incSink struct {
-	c    *incremental.Controller
-	ev   *diff.Events
-	tr   *client.Tracker
-	last *incremental.SyncStats
-	w    *counting
-	conn *ipvs.Conn
+	ipvsSink
+	c  *incremental.Controller
+	ev *diff.Events
+	tr *client.Tracker
 }
 
 func newIncSink(w *counting, conn *ipvs.Conn) *incSink {
 	c := incremental.New(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}},
 		dataplane.NewApplier(w), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s := &incSink{c: c, ev: diff.NewEvents(c), tr: client.NewTracker(), last: new(incremental.SyncStats), w: w, conn: conn}
-	c.OnSync = func(st incremental.SyncStats) { *s.last = st }
+	s := &incSink{ipvsSink: ipvsSink{last: new(dataplane.SyncStats), w: w, conn: conn}, c: c, ev: diff.NewEvents(c), tr: client.NewTracker()}
+	c.OnSync = func(st dataplane.SyncStats) { *s.last = st }
 	return s
 }
 
-func newIncFake(tb testing.TB) *incSink {
-	tb.Helper()
-	conn, err := ipvstest.New().Conn()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	sets := ipsettest.New()
-	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
-		tb.Fatal(err)
-	}
-	return newIncSink(newCounting(&dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"}), conn)
-}
-
-func newIncDiscard(testing.TB) *incSink { return newIncSink(newCounting(discard{}), nil) }
-
-var incKinds = []struct {
-	name string
-	new  func(testing.TB) *incSink
-}{
-	{"fake-kernel", newIncFake},
-	{"discard", newIncDiscard},
-}
-
-func (s *incSink) syscalls() uint64 {
-	if s.conn == nil {
-		return 0
-	}
-	ctr := s.conn.Counters()
-	return ctr.Sendmsg + ctr.Recvmsg
-}
+// incKinds are the incremental sink over each writer.
+var incKinds = overWriters(newIncSink)
 
 // set records services in the source's tracker (untimed).
 func (s *incSink) set(ses ...*client.ServiceEndpoints) *client.Snapshot {
@@ -97,31 +63,7 @@ func (s *incSink) set(ses ...*client.ServiceEndpoints) *client.Snapshot {
 // wrote; a failed sync fails the benchmark.
 func (s *incSink) sync(tb testing.TB, snap *client.Snapshot, m *metrics, b *testing.B) syncResult {
 	tb.Helper()
-	s.w.take()
-	s.w.takeTimes()
-	before := s.syscalls()
-	if m != nil {
-		m.timed(b, func() { s.ev.Apply(snap) })
-	} else {
-		s.ev.Apply(snap)
-	}
-	r := syncResult{stats: *s.last, writes: s.w.take(), times: s.w.takeTimes(), syscalls: s.syscalls() - before}
-	if r.stats.Err != nil || r.stats.Failed != 0 {
-		tb.Fatalf("sync: %d objects failed: %v", r.stats.Failed, r.stats.Err)
-	}
-	if r.stats.Writes != r.writes.total() {
-		tb.Fatalf("sync stats count %d writes, the writer saw %d (%s)", r.stats.Writes, r.writes.total(), r.writes)
-	}
-	return r
-}
-
-func (m *metrics) reportInc(b *testing.B, s *incSink) {
-	b.ReportMetric(float64(m.writes)/float64(b.N), "kernel-writes/op")
-	if s.conn != nil {
-		b.ReportMetric(float64(m.syscalls)/float64(b.N), "ipvs-syscalls/op")
-	}
-	b.ReportMetric(m.cpu*1e6/float64(b.N), "cpu-us/op")
-	b.ReportMetric(ms(m.times.busy, b.N), "writer-ms/op")
+	return s.round(tb, m, b, func() { s.ev.Apply(snap) })
 }
 
 func BenchmarkIncrementalInitial(b *testing.B) {
@@ -141,11 +83,9 @@ func BenchmarkIncrementalInitial(b *testing.B) {
 				s = k.new(b)
 				first := s.set(snap...)
 				r := s.sync(b, first, &m, b)
-				expect(b, "initial sync", r, want)
-				m.add(r)
+				m.expect(b, "initial sync", r, want)
 			}
-			m.reportInc(b, s)
-			mem.report(b)
+			m.done(b, &s.ipvsSink, true, mem)
 			runtime.KeepAlive(s)
 		})
 	}
@@ -171,10 +111,9 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 					next := s.set(se)
 					r := s.sync(b, next, &m, b)
 					// Target: exactly one destination write.
-					expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
-					m.add(r)
+					m.expect(b, "one-endpoint sync", r, counts(0, 0, ipvs.OpCreateDestination, 1))
 				}
-				m.reportInc(b, s)
+				m.report(b, &s.ipvsSink, true)
 			})
 		}
 	}
@@ -182,11 +121,7 @@ func BenchmarkIncrementalOneEndpoint(b *testing.B) {
 
 func BenchmarkIncrementalOnePercent(b *testing.B) {
 	base := dataplanetest.BenchCluster(fsServices, fsEndpoints)
-	which := make([]int, 0, fsChanged)
-	for i := 0; i < fsServices; i += fsServices / fsChanged {
-		which = append(which, i)
-	}
-	changed := fsWithReplaced(base, which, func(i int) netip.Addr { return dataplanetest.BenchEndpointAddr(fsServices*fsEndpoints + i) })
+	which, changed := onePercent(base)
 	pick := func(snap []*client.ServiceEndpoints) []*client.ServiceEndpoints {
 		out := make([]*client.ServiceEndpoints, 0, len(which))
 		for _, i := range which {
@@ -210,10 +145,9 @@ func BenchmarkIncrementalOnePercent(b *testing.B) {
 					ses = toBase
 				}
 				r := s.sync(b, s.set(ses...), &m, b)
-				expect(b, "1% sync", r, want)
-				m.add(r)
+				m.expect(b, "1% sync", r, want)
 			}
-			m.reportInc(b, s)
+			m.report(b, &s.ipvsSink, true)
 		})
 	}
 }

@@ -168,5 +168,5 @@ func newKernelSink(b *testing.B, binding dataplane.Binding, overlap bool) (*fsSi
 	a := dataplane.NewApplier(w)
 	a.Overlap = overlap
 	c, last := fsControllerWith(a, node)
-	return &fsSink{c: c, last: last, w: w, conn: k.IPVSConn}, sets
+	return &fsSink{ipvsSink: ipvsSink{last: last, w: w, conn: k.IPVSConn}, c: c}, sets
 }

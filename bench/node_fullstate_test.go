@@ -20,6 +20,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/controller"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/fullstate"
@@ -47,17 +48,10 @@ func fsWithReplaced(snap []*client.ServiceEndpoints, which []int, ip func(i int)
 	return out
 }
 
-// fsFeed hands a snapshot to the controller as a source does: one service
-// at a time over a channel, closed at the end.
+// fsFeed hands a snapshot to the controller as the sink runtime does
+// (fullstate.Controller.Snapshot): the services one after the other.
 func fsFeed(c *fullstate.Controller, snap []*client.ServiceEndpoints) {
-	ch := make(chan *client.ServiceEndpoints, 64)
-	go func() {
-		for _, se := range snap {
-			ch <- se
-		}
-		close(ch)
-	}()
-	c.Callback(ch)
+	c.Sync(slices.Values(snap))
 }
 
 // discard is a dataplane.Writer that writes nothing and fails nothing: a
@@ -212,22 +206,22 @@ func (c *counting) Unbind(as []netip.Addr) []error {
 
 // fsController returns a controller writing through w, without adoption
 // (the fakes start empty), and a pointer to the stats of its last sync.
-func fsController(w dataplane.Writer) (*fullstate.Controller, *fullstate.SyncStats) {
+func fsController(w dataplane.Writer) (*fullstate.Controller, *dataplane.SyncStats) {
 	return fsControllerReading(w, nil)
 }
 
 // fsControllerReading is fsController adopting what r reads before the
 // first sync, as a starting sink does.
-func fsControllerReading(w dataplane.Writer, r fullstate.Reader) (*fullstate.Controller, *fullstate.SyncStats) {
+func fsControllerReading(w dataplane.Writer, r controller.Reader) (*fullstate.Controller, *dataplane.SyncStats) {
 	return fsControllerWith(dataplane.NewApplier(w), r)
 }
 
 // fsControllerWith is fsControllerReading with the applier given.
-func fsControllerWith(a *dataplane.Applier, r fullstate.Reader) (*fullstate.Controller, *fullstate.SyncStats) {
+func fsControllerWith(a *dataplane.Applier, r controller.Reader) (*fullstate.Controller, *dataplane.SyncStats) {
 	c := fullstate.NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{fsNodeIP}},
 		a, r, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	var last fullstate.SyncStats
-	c.OnSync = func(s fullstate.SyncStats) { last = s }
+	var last dataplane.SyncStats
+	c.OnSync = func(s dataplane.SyncStats) { last = s }
 	return c, &last
 }
 

@@ -19,9 +19,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
@@ -252,23 +250,12 @@ func newSoakKernel(t *testing.T) *dataplane.Kernel {
 	if os.Getenv("SOAK_KERNEL") == "real" {
 		return newRealSoakKernel(t)
 	}
-	conn, err := ipvstest.New().Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	sets := ipsettest.New()
-	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
-		t.Fatal(err)
-	}
-	return &dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"}
+	return fakeKernel(t)
 }
 
 func newSoakFullState(t *testing.T) (*fsSink, *dataplane.Kernel) {
 	k := newSoakKernel(t)
-	w := newCounting(k)
-	c, last := fsController(w)
-	return &fsSink{c: c, last: last, w: w}, k
+	return newFsSink(newCounting(k), nil), k
 }
 
 func newSoakIncremental(t *testing.T) (*incSink, *dataplane.Kernel) {

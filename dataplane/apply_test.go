@@ -173,14 +173,14 @@ func TestUnbindKeptWhileServerStays(t *testing.T) {
 	other := netip.MustParseAddr("10.96.0.8")
 	d := dest(vs, "10.244.1.9", 80)
 	res := a.Apply(Plan{DeleteServers: []Server{{VS: vs}}, DeleteDests: []Dest{d}, Unbind: []netip.Addr{vs.Addr, other}})
-	if _, failed := res.Failed[d.D]; !failed {
+	if !res.Failed.Dest(d.D) {
 		t.Errorf("the destination that was to go with the server is not reported failed: %v", res.Failed)
 	}
-	if _, failed := res.Failed[vs.Addr]; !failed {
+	if !res.Failed.Binding(vs.Addr) {
 		t.Errorf("the address of the server that stayed is not reported failed: %v", res.Failed)
 	}
-	if _, failed := res.Failed[other]; failed {
-		t.Errorf("the other address failed: %v", res.Failed[other])
+	if res.Failed.Binding(other) {
+		t.Errorf("the other address failed: %v", res.Failed.Bindings[other])
 	}
 	want := []string{"remove service TCP/10.96.0.7:80", "unbind 10.96.0.8"}
 	if diff := cmp.Diff(want, w.ops); diff != "" {
@@ -199,7 +199,7 @@ func TestRecordKeptWhileServerStays(t *testing.T) {
 	rec := render.SetEntry{Set: rules.SetVirtualServers, Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port}
 	other := render.SetEntry{Set: rules.SetVirtualServers, Addr: netip.MustParseAddr("10.96.0.9"), Protocol: render.TCP, Port: 80}
 	res := a.Apply(Plan{DeleteServers: []Server{{VS: vs}}, DelEntries: []render.SetEntry{rec, other}})
-	if _, failed := res.Failed[rec]; !failed {
+	if !res.Failed.Entry(rec) {
 		t.Errorf("the record of the server that stayed is not reported failed: %v", res.Failed)
 	}
 	want := []string{"remove service TCP/192.168.1.10:40000", "del KUBE-PROXYSINKS-VS 10.96.0.9,tcp:80"}
@@ -274,7 +274,7 @@ func TestOverlap(t *testing.T) {
 		if w.waited != overlap {
 			t.Errorf("overlap %v: a destination write saw the bindings start: %v", overlap, w.waited)
 		}
-		if _, failed := res.Failed[vs2.Addr]; !failed || len(res.Failed) != 1 {
+		if !res.Failed.Binding(vs2.Addr) || res.Failed.Len() != 1 {
 			t.Errorf("overlap %v: failures %v, want the binding of %s alone", overlap, res.Failed, vs2.Addr)
 		}
 		if res.Writes != 8 {
@@ -304,7 +304,7 @@ func TestOverlap(t *testing.T) {
 }
 
 // TestTrack: a recording holds every object Apply and Reap wrote or tried
-// (keyed as Result.Failed is), and nothing from before it started or after
+// (by kind), and nothing from before it started or after
 // it stopped; a second Track replaces the first.
 func TestTrack(t *testing.T) {
 	w := &recorder{conns: map[netip.AddrPort]uint32{}}
@@ -330,11 +330,11 @@ func TestTrack(t *testing.T) {
 	}
 	got := stop()
 	a.Apply(Plan{CreateDests: []Dest{dest(tcpVS, "10.244.1.8", 8080)}})
-	want := map[any]bool{
-		udpVS: true, goneVS: true,
-		dest(udpVS, "10.244.1.3", 53).D: true, gone.D: true,
-		udpVS.Addr: true, netip.MustParseAddr("10.96.0.99"): true,
-		entry: true,
+	want := Written{
+		Servers:  map[render.VirtualServer]bool{udpVS: true, goneVS: true},
+		Dests:    map[render.Destination]bool{dest(udpVS, "10.244.1.3", 53).D: true, gone.D: true},
+		Bindings: map[netip.Addr]bool{udpVS.Addr: true, netip.MustParseAddr("10.96.0.99"): true},
+		Entries:  map[render.SetEntry]bool{entry: true},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("recorded (-want +got):\n%s", diff)
@@ -343,10 +343,10 @@ func TestTrack(t *testing.T) {
 	first := a.Track()
 	second := a.Track()
 	a.Apply(Plan{Bind: []netip.Addr{tcpVS.Addr}})
-	if got := first(); len(got) != 0 {
+	if got := first(); got.Len() != 0 {
 		t.Errorf("a replaced recording kept growing: %v", got)
 	}
-	if got := second(); !got[tcpVS.Addr] || len(got) != 1 {
+	if got := second(); !got.Binding(tcpVS.Addr) || got.Len() != 1 {
 		t.Errorf("the second recording holds %v, want the binding of %s", got, tcpVS.Addr)
 	}
 }

@@ -39,7 +39,7 @@ func (n *Node) Cleanup() ([]string, error) {
 		if err := res.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: %w", err))
 		}
-		removed = append(removed, fmt.Sprintf("%d virtual servers", len(servers)-len(res.Failed)))
+		removed = append(removed, fmt.Sprintf("%d virtual servers", len(servers)-res.Failed.Len()))
 	}
 	// The rules before the sets: a set a rule refers to cannot be destroyed.
 	run := n.RulesRunner

@@ -1,4 +1,4 @@
-package dataplane
+package dataplane_test
 
 import (
 	"net/netip"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
@@ -33,15 +34,15 @@ func TestCleanup(t *testing.T) {
 	cluster := render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
 	nodePort := render.VirtualServer{Protocol: render.TCP, Addr: node, Port: 30080}
 	foreign := render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.1.1.1"), Port: 80}
-	rs := Plan{
-		CreateServers: []Server{{VS: cluster, Opts: render.ServerOptions{Scheduler: "rr"}}, {VS: nodePort, Opts: render.ServerOptions{Scheduler: "rr"}},
+	rs := dataplane.Plan{
+		CreateServers: []dataplane.Server{{VS: cluster, Opts: render.ServerOptions{Scheduler: "rr"}}, {VS: nodePort, Opts: render.ServerOptions{Scheduler: "rr"}},
 			{VS: foreign, Opts: render.ServerOptions{Scheduler: "rr"}}},
-		CreateDests: []Dest{{D: render.Destination{Server: cluster, Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080}, Opts: render.DestOptions{Weight: 1}}},
+		CreateDests: []dataplane.Dest{{D: render.Destination{Server: cluster, Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080}, Opts: render.DestOptions{Weight: 1}}},
 		Bind:        []netip.Addr{cluster.Addr},
 		AddEntries: []render.SetEntry{{Set: rules.SetClusterIP, Addr: cluster.Addr, Protocol: render.TCP, Port: 80},
 			{Set: rules.SetVirtualServers, Addr: cluster.Addr, Protocol: render.TCP, Port: 80}},
 	}
-	if res := NewApplier(n.Kernel).Apply(rs); res.Err() != nil {
+	if res := dataplane.NewApplier(n.Kernel).Apply(rs); res.Err() != nil {
 		t.Fatal(res.Err())
 	}
 	if err := n.Kernel.IPSet.Create(ipset.Set{Name: "FOREIGN", Type: ipset.HashIP, Family: ipset.INET}); err != nil {

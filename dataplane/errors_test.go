@@ -61,14 +61,14 @@ func TestTerminatingUntilRemoved(t *testing.T) {
 		t.Fatal("a removed TCP destination is not terminating")
 	}
 	w.kind, w.err = ipvs.OpUpdateDestination, unix.ENOMEM
-	if res := a.Apply(Plan{CreateDests: []Dest{d}}); res.Failed[d.D] == nil {
+	if res := a.Apply(Plan{CreateDests: []Dest{d}}); res.Failed.Dests[d.D] == nil {
 		t.Fatal("the weight restore did not fail")
 	}
 	if !a.IsTerminating(d.D) {
 		t.Error("a destination whose weight restore failed left the terminating list (still weight 0 in the kernel)")
 	}
 	w.kind, w.err = ipvs.OpRemoveService, unix.EBUSY
-	if res := a.Apply(Plan{DeleteServers: []Server{{VS: vs}}}); res.Failed[vs] == nil {
+	if res := a.Apply(Plan{DeleteServers: []Server{{VS: vs}}}); res.Failed.Servers[vs] == nil {
 		t.Fatal("the server removal did not fail")
 	}
 	if !a.IsTerminating(d.D) {

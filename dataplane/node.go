@@ -353,7 +353,7 @@ type State struct {
 	Dests   map[render.Destination]render.DestOptions
 	// Bindings are the VIPs made local (addresses on the dummy link, the
 	// sinks' local routes); one made local the other way than
-	// Kernel.Binding is in Other's form.
+	// Kernel.Binding is in BoundOtherWay's form.
 	Bindings []netip.Addr
 	Entries  []render.SetEntry
 	// Visible, when not nil, reports whether the read could see a virtual
@@ -362,10 +362,10 @@ type State struct {
 	// by hand) is not, and its absence from Servers says nothing.
 	Visible func(render.VirtualServer) bool `json:"-"`
 	// Written holds the objects written (or tried) while the state was
-	// being read, keyed as Result.Failed is: what the read shows of them
+	// being read: what the read shows of them
 	// may predate the write, so reconciling neither forgets nor adopts
 	// them (Applier.ReadApart).
-	Written map[any]bool `json:"-"`
+	Written Written `json:"-"`
 }
 
 func excluded(a netip.Addr, cidrs []netip.Prefix) bool {
@@ -401,7 +401,7 @@ func (c *NodeConfig) Owned(vs render.VirtualServer, bound map[netip.Addr]bool, r
 
 // readBindings lists the dummy link's addresses and the local routes into
 // st.Bindings, the ones made local the other way than the binding in use
-// in Other's form (to be removed), and returns every address made local
+// in BoundOtherWay's form (to be removed), and returns every address made local
 // either way.
 func (n *Node) readBindings(st *State) (map[netip.Addr]bool, error) {
 	addrs, err := n.Kernel.Link.Addresses(n.Cfg.Dummy)
@@ -419,7 +419,7 @@ func (n *Node) readBindings(st *State) (map[netip.Addr]bool, error) {
 			return
 		}
 		if routed != n.Kernel.Binding.routed(a) {
-			a = Other(a)
+			a = BoundOtherWay(a)
 		}
 		st.Bindings = append(st.Bindings, a)
 	}
@@ -428,7 +428,7 @@ func (n *Node) readBindings(st *State) (map[netip.Addr]bool, error) {
 	}
 	for _, a := range routes {
 		// Only IPv4 VIPs are ever given routes; an IPv6 route of ours
-		// could not be told from an address in Other's form.
+		// could not be told from an address in BoundOtherWay's form.
 		if a.Is4() {
 			add(a, true)
 		}

@@ -1,4 +1,4 @@
-package dataplane
+package dataplane_test
 
 import (
 	"net/netip"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
@@ -28,7 +29,7 @@ func TestEntryRulesOutFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	a := NewApplier(n.Kernel)
+	a := dataplane.NewApplier(n.Kernel)
 	a.EntryRules = func(f []rules.Family) (bool, error) { calls++; return n.EnsureRules(f) }
 	v4, v6 := netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("2001:db8::20")
 	fw := func(a netip.Addr) render.SetEntry {
@@ -48,14 +49,14 @@ func TestEntryRulesOutFilter(t *testing.T) {
 		}
 		return out
 	}
-	apply := func(p Plan) {
+	apply := func(p dataplane.Plan) {
 		t.Helper()
 		if err := a.Apply(p).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	apply(Plan{AddEntries: []render.SetEntry{fw(v4), fw(v6)}})
+	apply(dataplane.Plan{AddEntries: []render.SetEntry{fw(v4), fw(v6)}})
 	want4 := []string{"-A KUBE-IPVS-OUT-FILTER -s 192.0.2.20/32 -m ipvs --vproto 6 --vaddr 192.0.2.20 --vport 80 -j DROP"}
 	want6 := []string{"-A KUBE-IPVS-OUT-FILTER -s 2001:db8::20/128 -m ipvs --vproto 6 --vaddr 2001:db8::20 --vport 80 -j DROP"}
 	if diff := cmp.Diff(want4, outFilter("iptables-save")); diff != "" {
@@ -68,7 +69,7 @@ func TestEntryRulesOutFilter(t *testing.T) {
 		t.Errorf("repair with nothing changed wrote %v (%v)", wrote, err)
 	}
 
-	apply(Plan{AddEntries: []render.SetEntry{nodeAccess}})
+	apply(dataplane.Plan{AddEntries: []render.SetEntry{nodeAccess}})
 	if got := outFilter("iptables-save"); len(got) != 0 {
 		t.Errorf("the node may reach the load balancer, yet it is dropped: %q", got)
 	}
@@ -77,12 +78,12 @@ func TestEntryRulesOutFilter(t *testing.T) {
 	}
 
 	before := calls
-	apply(Plan{AddEntries: []render.SetEntry{{Set: rules.SetClusterIP, Addr: netip.MustParseAddr("10.96.0.1"), Protocol: render.TCP, Port: 443}}})
+	apply(dataplane.Plan{AddEntries: []render.SetEntry{{Set: rules.SetClusterIP, Addr: netip.MustParseAddr("10.96.0.1"), Protocol: render.TCP, Port: 443}}})
 	if calls != before {
 		t.Errorf("a plan without load-balancer firewall members ran EntryRules")
 	}
 
-	apply(Plan{DelEntries: []render.SetEntry{nodeAccess, fw(v6)}})
+	apply(dataplane.Plan{DelEntries: []render.SetEntry{nodeAccess, fw(v6)}})
 	if diff := cmp.Diff(want4, outFilter("iptables-save")); diff != "" {
 		t.Errorf("IPv4 after the node-access member went (-want +got):\n%s", diff)
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package dataplane_test
 
 import (
 	"os"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
@@ -18,7 +19,7 @@ import (
 // repairNode is a node in a fresh network namespace: the real ipsets and
 // iptables, the sysctls under a temporary root (the vs/* ones need ip_vs,
 // which the host lacks), an in-memory dummy link.
-func repairNode(t *testing.T) (*Node, *nstest.NetNS, kernel.Sysctl) {
+func repairNode(t *testing.T) (*dataplane.Node, *nstest.NetNS, kernel.Sysctl) {
 	t.Helper()
 	nstest.LookPath(t, "iptables-save")
 	nstest.LookPath(t, "ip6tables-save")
@@ -51,10 +52,10 @@ func repairNode(t *testing.T) (*Node, *nstest.NetNS, kernel.Sysctl) {
 		})
 		return out, err
 	}
-	n := &Node{
-		Cfg: NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, StrictARP: true,
+	n := &dataplane.Node{
+		Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, StrictARP: true,
 			Rules: rules.Config{MasqueradeBit: 14, RandomFully: true}},
-		Kernel:      &Kernel{IPSet: c, Link: dataplanetest.NewLinks()},
+		Kernel:      &dataplane.Kernel{IPSet: c, Link: dataplanetest.NewLinks()},
 		Sysctl:      sys,
 		RulesRunner: run,
 	}

@@ -102,17 +102,17 @@ func (b Binding) String() string {
 // routed reports whether a is made local by a route under b.
 func (b Binding) routed(a netip.Addr) bool { return b == BindRoutes && a.Is4() }
 
-// Other is how Node.Read reports a virtual IP made local the other way
+// BoundOtherWay is how Node.Read reports a virtual IP made local the other way
 // than the binding in use (an address kube-proxy or the address binding
 // left, under BindRoutes; a route, under BindAddresses): in its
 // IPv4-mapped IPv6 form, a key the renderer never produces, so the sink
 // sees it as one of its own objects nobody wants and removes it, after
 // making the same address local the right way (bindings are added before
 // removals). Unbind takes it back to the other kind.
-func Other(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }
+func BoundOtherWay(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }
 
-// isOther reports whether a is in Other's form.
-func isOther(a netip.Addr) bool { return a.Is4In6() }
+// isBoundOtherWay reports whether a is in BoundOtherWay's form.
+func isBoundOtherWay(a netip.Addr) bool { return a.Is4In6() }
 
 // IPVS applies the operations in batches.
 func (k *Kernel) IPVS(ops []ipvs.Op) []error {
@@ -163,7 +163,7 @@ func (k *Kernel) DelEntries(set string, entries []ipset.Entry) []error {
 // bindGroups splits addrs by how b makes each local, and calls f once per
 // non-empty group (routes, addresses) with the group's addresses, unmapped,
 // and the index of each in addrs. The error f returns is every one of the
-// group's. Addresses in Other's form go to the other group than b puts
+// group's. Addresses in BoundOtherWay's form go to the other group than b puts
 // them in.
 func (b Binding) bindGroups(addrs []netip.Addr, f func(routes bool, group []netip.Addr) error) []error {
 	errs := make([]error, len(addrs))
@@ -171,7 +171,7 @@ func (b Binding) bindGroups(addrs []netip.Addr, f func(routes bool, group []neti
 	var groups [2][]netip.Addr
 	for i, a := range addrs {
 		routes := b.routed(a.Unmap())
-		if isOther(a) {
+		if isBoundOtherWay(a) {
 			routes = !routes
 		}
 		g := 0
@@ -205,7 +205,7 @@ func (k *Kernel) Bind(addrs []netip.Addr) []error {
 	})
 }
 
-// Unbind undoes Bind; an address in Other's form is removed the other way.
+// Unbind undoes Bind; an address in BoundOtherWay's form is removed the other way.
 func (k *Kernel) Unbind(addrs []netip.Addr) []error {
 	return k.Binding.bindGroups(addrs, func(routes bool, g []netip.Addr) error {
 		if routes {

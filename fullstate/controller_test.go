@@ -13,42 +13,26 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 )
 
-// node is one fake node: IPVS, ipsets and the dummy link.
-type node struct {
-	ipvs   *ipvstest.Kernel
-	ipsets *ipsettest.Fake
-	links  *dataplanetest.Links
-}
+// node is one fake node (dataplanetest.Node).
+type node struct{ *dataplanetest.Node }
 
-func newNode(t *testing.T, opts ...ipvstest.Option) *node {
-	n := &node{ipvs: ipvstest.New(opts...), ipsets: ipsettest.New(), links: dataplanetest.NewLinks()}
-	if err := dataplane.CreateSets(n.ipsets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
-		t.Fatal(err)
-	}
-	return n
+func newNode(t *testing.T, opts ...ipvstest.Option) node {
+	return node{dataplanetest.NewNode(t, nil, opts...)}
 }
 
 var nodeIP = netip.MustParseAddr("192.168.1.10")
 
 // controller starts a sink on the node, as a (re)started process would.
-func (n *node) controller(t *testing.T) (*Controller, *[]SyncStats) {
-	conn, err := n.ipvs.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.ipsets, Link: n.links, Dummy: "kube-ipvs0"}
-	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, NodeAddresses: []netip.Addr{nodeIP}}}
-	c := NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{nodeIP}}, dataplane.NewApplier(k), nd, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	var stats []SyncStats
-	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+func (n node) controller(t *testing.T) (*Controller, *[]dataplane.SyncStats) {
+	k := n.Kernel(t)
+	c := NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{nodeIP}}, dataplane.NewApplier(k), n.Reader(k, nodeIP), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var stats []dataplane.SyncStats
+	c.OnSync = func(s dataplane.SyncStats) { stats = append(stats, s) }
 	return c, &stats
 }
 
@@ -76,21 +60,12 @@ func cluster(n, eps int) []*client.ServiceEndpoints {
 	return append(out, np)
 }
 
-func feed(c *Controller, snapshot []*client.ServiceEndpoints) {
-	ch := make(chan *client.ServiceEndpoints)
-	go func() {
-		for _, se := range snapshot {
-			ch <- se
-		}
-		close(ch)
-	}()
-	c.Callback(ch)
-}
+func feed(c *Controller, snapshot []*client.ServiceEndpoints) { c.Sync(slices.Values(snapshot)) }
 
-func last(stats *[]SyncStats) SyncStats { return (*stats)[len(*stats)-1] }
+func last(stats *[]dataplane.SyncStats) dataplane.SyncStats { return (*stats)[len(*stats)-1] }
 
-func (n *node) dests(t *testing.T, vs string) []string {
-	conn, _ := n.ipvs.Conn()
+func (n node) dests(t *testing.T, vs string) []string {
+	conn, _ := n.IPVS.Conn()
 	defer conn.Close()
 	svcs, err := conn.Services()
 	if err != nil {
@@ -125,10 +100,10 @@ func TestSyncWritesOnlyChanges(t *testing.T) {
 	if st.Err != nil || st.Writes != 22+60+21+43+22 {
 		t.Fatalf("initial sync: %+v", st)
 	}
-	if got := n.links.Len(); got != 21 {
+	if got := n.Links.Len(); got != 21 {
 		t.Errorf("%d addresses bound, want 21", got)
 	}
-	if _, entries, _ := n.ipsets.List("KUBE-NODE-PORT-UDP"); len(entries) != 1 || entries[0].Port != 30053 {
+	if _, entries, _ := n.Sets.List("KUBE-NODE-PORT-UDP"); len(entries) != 1 || entries[0].Port != 30053 {
 		t.Errorf("KUBE-NODE-PORT-UDP holds %v", entries)
 	}
 
@@ -167,7 +142,7 @@ func TestSyncWritesOnlyChanges(t *testing.T) {
 	if got := n.dests(t, "10.96.0.5:80"); got != nil {
 		t.Errorf("deleted service's destinations still there: %v", got)
 	}
-	if n.links.Has(netip.MustParseAddr("10.96.0.5")) {
+	if n.Links.Has(netip.MustParseAddr("10.96.0.5")) {
 		t.Error("deleted service's address still bound")
 	}
 }
@@ -188,14 +163,14 @@ func TestRestartMakesNoWrites(t *testing.T) {
 
 func TestForeignObjectsUntouched(t *testing.T) {
 	n := newNode(t)
-	conn, _ := n.ipvs.Conn()
+	conn, _ := n.IPVS.Conn()
 	defer conn.Close()
 	// keepalived's service on the node address, outside the node-port range.
 	foreign := ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.TCP, Address: nodeIP, Port: 443, Scheduler: "wlc", Netmask: 32}
 	if err := conn.CreateService(foreign); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.ipsets.Create(ipset.Set{Name: "OTHER", Type: ipset.HashIP, Family: ipset.INET}); err != nil {
+	if err := n.Sets.Create(ipset.Set{Name: "OTHER", Type: ipset.HashIP, Family: ipset.INET}); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := n.controller(t)
@@ -208,7 +183,7 @@ func TestForeignObjectsUntouched(t *testing.T) {
 	if len(svcs) != 1 || svcs[0].Service.Port != 443 {
 		t.Fatalf("services left: %+v, want only the foreign one", svcs)
 	}
-	if _, _, err := n.ipsets.List("OTHER"); err != nil {
+	if _, _, err := n.Sets.List("OTHER"); err != nil {
 		t.Errorf("foreign set: %v", err)
 	}
 }
@@ -218,14 +193,14 @@ func TestDriftIsRepaired(t *testing.T) {
 	c, stats := n.controller(t)
 	snap := cluster(3, 2)
 	feed(c, snap)
-	conn, _ := n.ipvs.Conn()
+	conn, _ := n.IPVS.Conn()
 	defer conn.Close()
 	// Someone deletes a destination with ipvsadm, and binds a stray address.
 	vs := ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.1"), Port: 80}
 	if err := conn.RemoveDestination(vs, ipvs.Destination{Address: netip.MustParseAddr("10.244.1.1"), Port: 8080}); err != nil {
 		t.Fatal(err)
 	}
-	n.links.AddAddresses("kube-ipvs0", []netip.Addr{netip.MustParseAddr("10.96.9.9")})
+	n.Links.AddAddresses("kube-ipvs0", []netip.Addr{netip.MustParseAddr("10.96.9.9")})
 	st := c.Resync()
 	if st.Err != nil || st.Writes != 2 {
 		t.Fatalf("resync: %+v, want 2 writes (destination back, stray address gone)", st)
@@ -233,7 +208,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	if got := n.dests(t, "10.96.0.1:80"); len(got) != 2 {
 		t.Errorf("destinations after repair: %v", got)
 	}
-	if n.links.Has(netip.MustParseAddr("10.96.9.9")) {
+	if n.Links.Has(netip.MustParseAddr("10.96.9.9")) {
 		t.Error("stray address on the dummy link survived the resync")
 	}
 	feed(c, snap)

@@ -5,26 +5,28 @@ import (
 	"net/netip"
 
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/controller"
 	"github.com/proxysinks/proxysinks/dataplane/diffstore"
 	"github.com/proxysinks/proxysinks/dataplane/objects"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
 
 // Manager keeps every kernel object the node needs in diffstores and writes
-// only what changed. It is the seed's IPVS Manager: a round is Reset, then
-// ApplyServer / AddDestination / BindServerToInterface (and set entries) for
-// every object, then Done, then Apply. It implements render.Sink.
+// only what changed. It is the seed's IPVS Manager (fullstate/seed gives
+// it the seed's names): a round is Reset, then Server / Destination / Bind
+// / Entry for every object, then Done, then Apply. It implements
+// render.Sink.
 //
 // The stores are keyed by compact, pointer-free copies of the rendered
 // objects (dataplane/objects); what the Manager hands out (Plan) is
-// rendered objects.
+// rendered objects. They are the records of the controller core
+// (dataplane/controller) that writes their changes.
 type Manager struct {
 	servers  *diffstore.Store[objects.ServerKey, render.ServerOptions]
 	dests    *diffstore.Store[objects.DestKey, render.DestOptions]
 	bindings *diffstore.Store[objects.AddrKey, struct{}]
 	entries  *diffstore.Store[objects.EntryKey, struct{}]
-	keys     objects.Keys
-	applier  *dataplane.Applier
+	core     controller.Core
 	// Node, when set, is what Setup prepares.
 	Node *dataplane.Node
 }
@@ -40,13 +42,19 @@ func (m *Manager) Setup() error {
 
 // NewManager returns a Manager applying through a.
 func NewManager(a *dataplane.Applier) *Manager {
-	return &Manager{
+	m := &Manager{
 		servers:  diffstore.NewComparable[objects.ServerKey, render.ServerOptions](),
 		dests:    diffstore.NewComparable[objects.DestKey, render.DestOptions](),
 		bindings: diffstore.NewComparable[objects.AddrKey, struct{}](),
 		entries:  diffstore.NewComparable[objects.EntryKey, struct{}](),
-		applier:  a,
 	}
+	m.core.Init(a, nil, nil, controller.Records{
+		Servers:  controller.Diffstore[objects.ServerKey, render.ServerOptions]{Store: m.servers},
+		Dests:    controller.Diffstore[objects.DestKey, render.DestOptions]{Store: m.dests},
+		Bindings: controller.Diffstore[objects.AddrKey, struct{}]{Store: m.bindings},
+		Entries:  controller.Diffstore[objects.EntryKey, struct{}]{Store: m.entries},
+	})
+	return m
 }
 
 // Reset starts a round.
@@ -59,29 +67,19 @@ func (m *Manager) Reset() {
 
 // Server records a virtual server the round wants (render.Sink).
 func (m *Manager) Server(vs render.VirtualServer, o render.ServerOptions) {
-	m.servers.Set(m.keys.Server(vs), o)
+	m.servers.Set(m.core.Keys.Server(vs), o)
 }
 
 // Destination records a destination the round wants (render.Sink).
 func (m *Manager) Destination(d render.Destination, o render.DestOptions) {
-	m.dests.Set(m.keys.Dest(d), o)
+	m.dests.Set(m.core.Keys.Dest(d), o)
 }
 
 // Bind records an address to bind on the dummy link (render.Sink).
-func (m *Manager) Bind(a netip.Addr) { m.bindings.Set(m.keys.Addr(a), struct{}{}) }
+func (m *Manager) Bind(a netip.Addr) { m.bindings.Set(m.core.Keys.Addr(a), struct{}{}) }
 
 // Entry records an ipset entry (render.Sink).
-func (m *Manager) Entry(e render.SetEntry) { m.entries.Set(m.keys.Entry(e), struct{}{}) }
-
-// ApplyServer records a virtual server (the seed's name for Server).
-func (m *Manager) ApplyServer(vs render.VirtualServer, o render.ServerOptions) { m.Server(vs, o) }
-
-// AddDestination records a destination of a virtual server.
-func (m *Manager) AddDestination(d render.Destination, o render.DestOptions) { m.Destination(d, o) }
-
-// BindServerToInterface records that a virtual server's address is bound on
-// the dummy link.
-func (m *Manager) BindServerToInterface(vs render.VirtualServer) { m.Bind(vs.Addr) }
+func (m *Manager) Entry(e render.SetEntry) { m.entries.Set(m.core.Keys.Entry(e), struct{}{}) }
 
 // Done ends the round and computes the differences.
 func (m *Manager) Done() {
@@ -92,14 +90,7 @@ func (m *Manager) Done() {
 }
 
 // Plan returns the writes the round needs.
-func (m *Manager) Plan() dataplane.Plan {
-	return m.keys.Plan(&objects.Changes{
-		Servers: m.servers.Changed(), DeletedServers: m.servers.Deleted(),
-		Dests: m.dests.Changed(), DeletedDests: m.dests.Deleted(),
-		Bindings: m.bindings.Changed(), DeletedBindings: m.bindings.Deleted(),
-		Entries: m.entries.Changed(), DeletedEntries: m.entries.Deleted(),
-	})
-}
+func (m *Manager) Plan() dataplane.Plan { return m.core.Plan() }
 
 // Apply writes the round's changes and records what succeeded; what failed
 // is retried after the next round.
@@ -107,39 +98,8 @@ func (m *Manager) Apply() dataplane.Result { return m.ApplyPlan(m.Plan()) }
 
 // ApplyPlan is Apply with the round's plan already made: p must be what
 // Plan returned after the last Done.
-func (m *Manager) ApplyPlan(p dataplane.Plan) dataplane.Result {
-	if p.Empty() {
-		return dataplane.Result{Failed: map[any]error{}}
-	}
-	res := m.applier.Apply(p)
-	// Every object of the plan that did not fail is applied (a destination
-	// of a deleted server goes with its server and is never written, so it
-	// never fails).
-	if len(res.Failed) == 0 {
-		m.servers.AppliedAll(nil)
-		m.dests.AppliedAll(nil)
-		m.bindings.AppliedAll(nil)
-		m.entries.AppliedAll(nil)
-		return res
-	}
-	f := m.keys.Failures(res)
-	m.servers.AppliedAll(f.Server)
-	m.dests.AppliedAll(f.Dest)
-	m.bindings.AppliedAll(f.Addr)
-	m.entries.AppliedAll(f.Entry)
-	return res
-}
-
-// Reconcile makes the stores' view of the kernel match st (what the kernel
-// holds now): objects that vanished are forgotten, objects that appeared or
-// changed are adopted. The next Done then reports what repairs the drift.
-func (m *Manager) Reconcile(st *dataplane.State) {
-	m.keys.Reconcile(objects.Stores{Servers: m.servers, Dests: m.dests, Bindings: m.bindings, Entries: m.entries},
-		st, m.applier.IsTerminating)
-}
+func (m *Manager) ApplyPlan(p dataplane.Plan) dataplane.Result { return m.core.ApplyPlan(p) }
 
 // Len returns the number of objects tracked: servers, destinations,
 // bindings and set entries.
-func (m *Manager) Len() (servers, dests, bindings, entries int) {
-	return m.servers.Len(), m.dests.Len(), m.bindings.Len(), m.entries.Len()
-}
+func (m *Manager) Len() (servers, dests, bindings, entries int) { return m.core.Records.Len() }

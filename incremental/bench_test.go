@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -141,14 +142,7 @@ func BenchmarkInitial(b *testing.B) {
 	b.Run("fullstate", func(b *testing.B) {
 		run(b, func(w *discard) any {
 			c := fullstate.NewController(benchCfg, dataplane.NewApplier(w), nil, benchLog)
-			ch := make(chan *client.ServiceEndpoints, 64)
-			go func() {
-				for _, se := range ses {
-					ch <- se
-				}
-				close(ch)
-			}()
-			c.Callback(ch)
+			c.Sync(slices.Values(ses))
 			return c
 		})
 	})

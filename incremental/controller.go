@@ -13,7 +13,9 @@
 // cluster writes nothing; Resync re-reads the kernel and repairs drift;
 // writes that fail are retried at the next Sync or Resync. Terminating TCP
 // destinations and the UDP conntrack flush are the Applier's, as in the
-// full-state sink.
+// full-state sink. The round around the decision (adoption, writes,
+// reaping, resync, logs) is the controller core both IPVS sinks share
+// (dataplane/controller).
 package incremental
 
 import (
@@ -21,33 +23,22 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/controller"
 	"github.com/proxysinks/proxysinks/dataplane/objects"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
 
-// Reader reads what the kernel holds of the sink's objects; nil in a dry run.
-type Reader interface {
-	Read() (*dataplane.State, error)
-}
-
-// SyncStats describes one sync.
-type SyncStats = dataplane.SyncStats
-
 // Controller is an incremental IPVS sink. It is safe for concurrent use.
 type Controller struct {
-	cfg     render.Config
-	applier *dataplane.Applier
-	reader  Reader
-	log     *slog.Logger
+	cfg  render.Config
+	core controller.Core
 	// OnSync, when set, is called after every sync (metrics).
-	OnSync func(SyncStats)
+	OnSync func(dataplane.SyncStats)
 
-	mu sync.Mutex
 	// services are by number, so that the reference counts name
 	// services by a number, not by a key holding strings. A service
 	// keeps its number while it has a service, endpoints or rendered
@@ -59,14 +50,10 @@ type Controller struct {
 	touched  []uint32 // numbers of the services touched since the last sync
 	present  int      // services with a service or endpoints
 	noLocal  int      // services with a Local policy and no local endpoint
-	keys     objects.Keys
 	servers  *refStore[objects.ServerKey, render.ServerOptions]
 	dests    *refStore[objects.DestKey, render.DestOptions]
 	bindings *refStore[objects.AddrKey, struct{}]
 	entries  *refStore[objects.EntryKey, struct{}]
-	adopted  bool
-	synced   bool
-	changes  objects.Changes // reused between syncs
 	// scratch collects a rendering's objects, and se is the rendered
 	// service; both reused between renderings.
 	scratch []objRef
@@ -102,16 +89,20 @@ func (o objRef) slot() int32 { return int32(o &^ kindMask) }
 
 // New returns a controller that renders with cfg, writes through applier
 // and adopts the kernel's state through reader (nil for none).
-func New(cfg render.Config, applier *dataplane.Applier, reader Reader, log *slog.Logger) *Controller {
-	if log == nil {
-		log = slog.Default()
-	}
-	c := &Controller{cfg: cfg, applier: applier, reader: reader, log: log, ids: map[client.ServiceKey]uint32{}}
+func New(cfg render.Config, applier *dataplane.Applier, reader controller.Reader, log *slog.Logger) *Controller {
+	c := &Controller{cfg: cfg, ids: map[client.ServiceKey]uint32{}}
 	greater := func(a, b uint32) bool { return c.names[a].Compare(c.names[b]) > 0 }
 	c.servers = newRefStore[objects.ServerKey, render.ServerOptions](greater)
 	c.dests = newRefStore[objects.DestKey, render.DestOptions](greater)
 	c.bindings = newRefStore[objects.AddrKey, struct{}](greater)
 	c.entries = newRefStore[objects.EntryKey, struct{}](greater)
+	c.core.Init(applier, reader, log, controller.Records{Servers: c.servers, Dests: c.dests, Bindings: c.bindings, Entries: c.entries})
+	c.core.ResyncServices = true
+	c.core.OnSync = func(st dataplane.SyncStats) {
+		if c.OnSync != nil {
+			c.OnSync(st)
+		}
+	}
 	return c
 }
 
@@ -142,15 +133,15 @@ func (c *Controller) get(k client.ServiceKey) *service {
 
 // SetService adds or replaces a service (client.Sink).
 func (c *Controller) SetService(svc *client.Service) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
 	c.get(svc.Key()).svc = svc
 }
 
 // DeleteService removes a service and its endpoints (client.Sink).
 func (c *Controller) DeleteService(k client.ServiceKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
 	if _, ok := c.ids[k]; ok {
 		s := c.get(k)
 		s.svc = nil
@@ -160,8 +151,8 @@ func (c *Controller) DeleteService(k client.ServiceKey) {
 
 // SetEndpoint adds or replaces an endpoint of a service (client.Sink).
 func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
 	s := c.get(k)
 	i, found := slices.BinarySearchFunc(s.eps, ep.Key, byKey)
 	switch {
@@ -177,8 +168,8 @@ func (c *Controller) SetEndpoint(k client.ServiceKey, ep *client.Endpoint) {
 
 // DeleteEndpoint removes an endpoint of a service (client.Sink).
 func (c *Controller) DeleteEndpoint(k client.ServiceKey, key client.EndpointKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
 	if _, ok := c.ids[k]; ok {
 		s := c.get(k)
 		if i, found := slices.BinarySearchFunc(s.eps, key, byKey); found {
@@ -190,93 +181,53 @@ func (c *Controller) DeleteEndpoint(k client.ServiceKey, key client.EndpointKey)
 // Sync renders the services touched since the last Sync and writes what
 // changed (client.Sink).
 func (c *Controller) Sync() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sync(false)
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	c.core.Sync(c.decide)
 }
 
 // Resync re-reads the kernel and repairs what drifted from the wanted
 // state, retries failed writes and removes terminated destinations. Before
 // the first successful Sync it is that Sync.
-func (c *Controller) Resync() SyncStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.synced {
-		if len(c.touched) == 0 {
-			return SyncStats{Start: time.Now()}
-		}
-		return c.sync(false)
+func (c *Controller) Resync() dataplane.SyncStats {
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	return c.core.Resync(c.first, c.decide)
+}
+
+// first is a resync before the first successful Sync: that Sync, when
+// there is something to sync.
+func (c *Controller) first() dataplane.SyncStats {
+	if len(c.touched) == 0 {
+		return dataplane.SyncStats{Start: time.Now()}
 	}
-	return c.sync(true)
+	return c.core.Sync(c.decide)
 }
 
 // StartResync begins a resync whose kernel read runs apart from the
 // syncs, so that a change arriving meanwhile waits for no read of the
-// whole kernel: read (on any goroutine) reads the kernel while Sync goes
-// on writing changes; finish, called once read returned, on the goroutine
-// that calls Sync, repairs the drift the read showed, leaving alone the
-// objects written since the read started (dataplane.State.Written,
-// recorded by the applier). Before the first successful Sync, or without
-// a reader, read does nothing and finish is Resync.
-func (c *Controller) StartResync() (read func() (finish func() SyncStats)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.synced || c.reader == nil {
-		return func() func() SyncStats { return c.Resync }
-	}
-	return c.applier.ReadApart(&c.mu, c.reader, func(start time.Time, k *dataplane.State, err error) SyncStats {
-		return c.syncRead(SyncStats{Start: start}, "resync", k, err)
-	})
+// whole kernel (controller.Core.StartResync). Before the first successful
+// Sync, or without a reader, read does nothing and finish is Resync.
+func (c *Controller) StartResync() (read func() (finish func() dataplane.SyncStats)) {
+	return c.core.StartResync(c.Resync, c.decide)
 }
 
-// sync adopts the kernel (first time, or reread on resync), renders the
-// touched services and applies the difference.
-func (c *Controller) sync(reread bool) SyncStats {
-	st := SyncStats{Start: time.Now()}
-	what := "sync"
-	if reread {
-		what = "resync"
-	}
-	if (reread || !c.adopted) && c.reader != nil {
-		k, err := c.reader.Read()
-		return c.syncRead(st, what, k, err)
-	}
-	return c.syncRead(st, what, nil, nil)
-}
-
-// syncRead is sync once the kernel was read: k (nil when it was not read)
-// or the read's error.
-func (c *Controller) syncRead(st SyncStats, what string, k *dataplane.State, err error) SyncStats {
-	if err != nil {
-		// Without the kernel's state the writes would be wrong: keep
-		// the touched services for the next try.
-		st.Err = err
-		c.finish(&st, what)
-		return st
-	}
-	if k != nil {
-		c.keys.Reconcile(objects.Stores{Servers: c.servers, Dests: c.dests, Bindings: c.bindings, Entries: c.entries},
-			k, c.applier.IsTerminating)
-	}
-	c.adopted = true
-	c.render(&st)
-	st.Services = c.present
-	st.NoLocalEndpoints = c.noLocal
-	c.apply(&st)
-	c.synced = true
-	c.finish(&st, what)
-	return st
+// decide is how the incremental controller decides what changed: it
+// renders the services touched since the last round, and counts the
+// services.
+func (c *Controller) decide() controller.Counts {
+	return controller.Counts{RenderErrors: c.render(), Services: c.present, NoLocalEndpoints: c.noLocal}
 }
 
 // render takes the touched services' old objects back and adds their new
-// ones, in key order.
-func (c *Controller) render(st *SyncStats) {
+// ones, in key order, and returns how many problems rendering found.
+func (c *Controller) render() (renderErrors int) {
 	if len(c.touched) == 0 {
-		return
+		return 0
 	}
 	ids := c.touched
 	slices.SortFunc(ids, func(a, b uint32) int { return c.names[a].Compare(c.names[b]) })
-	if c.servers.len()+c.dests.len()+c.bindings.len()+c.entries.len() == 0 {
+	if c.servers.Len()+c.dests.Len()+c.bindings.Len()+c.entries.Len() == 0 {
 		// A first sync: size the records for what a ClusterIP service
 		// renders (a server, its destinations, a binding and three set
 		// entries: KUBE-CLUSTER-IP, KUBE-IPVS-IPS and the server's
@@ -327,8 +278,8 @@ func (c *Controller) render(st *SyncStats) {
 		se.Service, se.Endpoints = s.svc, s.eps
 		c.scratch = c.scratch[:0]
 		for _, err := range render.Render(se, c.cfg, collector{c, id}) {
-			st.RenderErrors++
-			c.log.Warn("service skipped in part", "error", err)
+			renderErrors++
+			c.core.Log.Warn("service skipped in part", "error", err)
 		}
 		if se.NoLocalEndpoints() {
 			s.noLocal = true
@@ -352,6 +303,7 @@ func (c *Controller) render(st *SyncStats) {
 	if cap(c.scratch) > 4096 {
 		c.scratch = nil
 	}
+	return renderErrors
 }
 
 // resolve indexes the objects the rendering of the services ids added in
@@ -409,82 +361,29 @@ type collector struct {
 }
 
 func (r collector) Server(vs render.VirtualServer, o render.ServerOptions) {
-	i := r.c.servers.add(r.c.keys.Server(vs), r.svc, o)
+	i := r.c.servers.add(r.c.core.Keys.Server(vs), r.svc, o)
 	r.c.scratch = append(r.c.scratch, kindServer|objRef(i))
 }
 
 func (r collector) Destination(d render.Destination, o render.DestOptions) {
-	i := r.c.dests.add(r.c.keys.Dest(d), r.svc, o)
+	i := r.c.dests.add(r.c.core.Keys.Dest(d), r.svc, o)
 	r.c.scratch = append(r.c.scratch, kindDest|objRef(i))
 }
 
 func (r collector) Bind(a netip.Addr) {
-	i := r.c.bindings.add(r.c.keys.Addr(a), r.svc, struct{}{})
+	i := r.c.bindings.add(r.c.core.Keys.Addr(a), r.svc, struct{}{})
 	r.c.scratch = append(r.c.scratch, kindBinding|objRef(i))
 }
 
 func (r collector) Entry(e render.SetEntry) {
-	i := r.c.entries.add(r.c.keys.Entry(e), r.svc, struct{}{})
+	i := r.c.entries.add(r.c.core.Keys.Entry(e), r.svc, struct{}{})
 	r.c.scratch = append(r.c.scratch, kindEntry|objRef(i))
-}
-
-// apply writes the dirty objects and records the outcome.
-func (c *Controller) apply(st *SyncStats) {
-	ch := &c.changes
-	ch.Servers, ch.DeletedServers = c.servers.changes(ch.Servers[:0], ch.DeletedServers[:0])
-	ch.Dests, ch.DeletedDests = c.dests.changes(ch.Dests[:0], ch.DeletedDests[:0])
-	ch.Bindings, ch.DeletedBindings = c.bindings.changes(ch.Bindings[:0], ch.DeletedBindings[:0])
-	ch.Entries, ch.DeletedEntries = c.entries.changes(ch.Entries[:0], ch.DeletedEntries[:0])
-	p := c.keys.Plan(ch)
-	if !p.Empty() {
-		res := c.applier.Apply(p)
-		st.Writes, st.Failed = res.Writes, len(res.Failed)
-		if err := res.Err(); err != nil {
-			st.Err = err
-		}
-		var f objects.Failures
-		if len(res.Failed) > 0 {
-			f = c.keys.Failures(res)
-		}
-		c.servers.applied(ch.Servers, ch.DeletedServers, failedFunc(f, f.Server))
-		c.dests.applied(ch.Dests, ch.DeletedDests, failedFunc(f, f.Dest))
-		c.bindings.applied(ch.Bindings, ch.DeletedBindings, failedFunc(f, f.Addr))
-		c.entries.applied(ch.Entries, ch.DeletedEntries, failedFunc(f, f.Entry))
-	}
-	c.applier.ReapInto(st)
-}
-
-// failedFunc returns fn, or nil when nothing failed.
-func failedFunc[K any](f objects.Failures, fn func(K) bool) func(K) bool {
-	if f.None() {
-		return nil
-	}
-	return fn
-}
-
-// finish reports and logs a sync; what is "sync" (a snapshot, with its
-// services) or "resync" (the periodic repair, which reads no snapshot).
-// The report comes first: the kernel is programmed, and the metrics of
-// the time until then must not count writing the log line.
-func (c *Controller) finish(st *SyncStats, what string) {
-	st.Duration = time.Since(st.Start)
-	if c.OnSync != nil {
-		c.OnSync(*st)
-	}
-	switch {
-	case st.Err != nil:
-		c.log.Error(what+" failed in part; failed objects are retried at the next sync", st.LogAttrs(true)...)
-	case st.Writes > 0:
-		c.log.Info(what, append(st.LogAttrs(true), "duration", st.Duration)...)
-	default:
-		c.log.Debug(what, append(st.LogAttrs(true), "duration", st.Duration)...)
-	}
 }
 
 // Len returns the number of objects tracked: servers, destinations,
 // bindings and set entries.
 func (c *Controller) Len() (servers, dests, bindings, entries int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.servers.len(), c.dests.len(), c.bindings.len(), c.entries.len()
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	return c.core.Records.Len()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
 
@@ -33,8 +34,8 @@ func TestSharedObjects(t *testing.T) {
 	n := newFakeNode(t)
 	a, nd := n.parts(t)
 	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, quiet)
-	var stats []SyncStats
-	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+	var stats []dataplane.SyncStats
+	c.OnSync = func(s dataplane.SyncStats) { stats = append(stats, s) }
 	web := clusterIPService("web", "10.96.0.1")
 	api := clusterIPService("api", "10.96.0.1")
 	api.Ports[0].Port = 443
@@ -90,14 +91,14 @@ func TestRestartRetryOneWrite(t *testing.T) {
 	}
 	a, nd := n.parts(t)
 	c := New(cfg, a, nd, quiet)
-	var stats []SyncStats
-	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+	var stats []dataplane.SyncStats
+	c.OnSync = func(s dataplane.SyncStats) { stats = append(stats, s) }
 	feed(c)
 	want := read(t, nd)
 
 	a, nd = n.parts(t)
 	c = New(cfg, a, nd, quiet)
-	c.OnSync = func(s SyncStats) { stats = append(stats, s) }
+	c.OnSync = func(s dataplane.SyncStats) { stats = append(stats, s) }
 	feed(c)
 	if w := stats[len(stats)-1].Writes; w != 0 {
 		t.Errorf("restart with the same services wrote %d objects, want 0", w)
@@ -231,8 +232,8 @@ func TestReportBeforeLog(t *testing.T) {
 	var reported int
 	out := &logLines{reported: &reported}
 	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, slog.New(slog.NewTextHandler(out, nil)))
-	var last SyncStats
-	c.OnSync = func(s SyncStats) { reported++; last = s }
+	var last dataplane.SyncStats
+	c.OnSync = func(s dataplane.SyncStats) { reported++; last = s }
 	web := clusterIPService("web", "10.96.0.1")
 	c.SetService(web)
 	c.SetEndpoint(web.Key(), endpoint("e1", "10.244.0.5"))

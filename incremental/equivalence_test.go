@@ -176,9 +176,9 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 			ictl := New(cfg, ia, inode, quiet)
 			ev := diff.NewEvents(ictl)
 			tr := client.NewTracker()
-			var fstats, istats []SyncStats
-			fctl.OnSync = func(s SyncStats) { fstats = append(fstats, s) }
-			ictl.OnSync = func(s SyncStats) { istats = append(istats, s) }
+			var fstats, istats []dataplane.SyncStats
+			fctl.OnSync = func(s dataplane.SyncStats) { fstats = append(fstats, s) }
+			ictl.OnSync = func(s dataplane.SyncStats) { istats = append(istats, s) }
 			compare := func(step int, what string) {
 				t.Helper()
 				if d := stateDiff(read(t, fnode), read(t, inode)); d != "" {
@@ -201,7 +201,7 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 					pick := pickOneIn(uint64(seed*1000+step), 4)
 					full.failer().pick, incr.failer().pick = pick, pick
 				}
-				client.ToCallback(fctl.Callback)(snap)
+				fctl.Snapshot(snap)
 				ev.Apply(snap)
 				full.failer().pick, incr.failer().pick = nil, nil
 				compare(step, "")
@@ -221,7 +221,7 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 					// can be): finishing it undoes nothing of the change
 					// and writes nothing, the kernel having no drift.
 					fread, iread := fctl.StartResync(), ictl.StartResync()
-					var ffinish, ifinish func() SyncStats
+					var ffinish, ifinish func() dataplane.SyncStats
 					readDone := make(chan struct{})
 					readBoth := func() { ffinish, ifinish = fread(), iread(); close(readDone) }
 					if seed%2 == 0 {
@@ -231,10 +231,10 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 					}
 					g.step(tr)
 					snap = tr.Snapshot()
-					client.ToCallback(fctl.Callback)(snap)
+					fctl.Snapshot(snap)
 					ev.Apply(snap)
 					<-readDone
-					for sink, finish := range map[string]func() SyncStats{"full-state": ffinish, "incremental": ifinish} {
+					for sink, finish := range map[string]func() dataplane.SyncStats{"full-state": ffinish, "incremental": ifinish} {
 						if st := finish(); st.Writes != 0 || st.Err != nil {
 							t.Errorf("step %d: %s sink: a resync read beside a change wrote %d objects, error %v, after it", step, sink, st.Writes, st.Err)
 						}
@@ -273,10 +273,10 @@ func runEquivalence(t *testing.T, seeds, steps int, newNode func(*testing.T) tes
 					ia, inode = incr.parts(t)
 					fctl = fullstate.NewController(cfg, fa, fnode, quiet)
 					ictl = New(cfg, ia, inode, quiet)
-					fctl.OnSync = func(s SyncStats) { fstats = append(fstats, s) }
-					ictl.OnSync = func(s SyncStats) { istats = append(istats, s) }
+					fctl.OnSync = func(s dataplane.SyncStats) { fstats = append(fstats, s) }
+					ictl.OnSync = func(s dataplane.SyncStats) { istats = append(istats, s) }
 					ev = diff.NewEvents(ictl)
-					client.ToCallback(fctl.Callback)(tr.Snapshot())
+					fctl.Snapshot(tr.Snapshot())
 					ev.Apply(fullSnapshot(tr))
 					if fw, iw := fstats[len(fstats)-1].Writes, istats[len(istats)-1].Writes; (fw != 0 || iw != 0) && !failures {
 						t.Errorf("step %d: restarted sinks wrote %d (full-state) and %d (incremental) objects, want 0", step, fw, iw)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/diff"
+	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
@@ -75,8 +76,8 @@ func latencyKernel(b *testing.B, n int, beside, remove bool) {
 		node.parts(b)
 	}
 	c := New(render.Config{Scheduler: "rr", NodeAddresses: nodeIPs}, a, nd, benchLog)
-	var last SyncStats
-	c.OnSync = func(s SyncStats) { last = s }
+	var last dataplane.SyncStats
+	c.OnSync = func(s dataplane.SyncStats) { last = s }
 	ev := diff.NewEvents(c)
 	tr := client.NewTracker()
 	ses := dataplanetest.BenchCluster(n, benchEndpoints)
@@ -101,7 +102,7 @@ func latencyKernel(b *testing.B, n int, beside, remove bool) {
 	// With beside, reads hands over the finish of each resync
 	// read, and finished lets the next one start.
 	type resyncRead struct {
-		finish func() SyncStats
+		finish func() dataplane.SyncStats
 		took   time.Duration
 	}
 	reads := make(chan resyncRead)

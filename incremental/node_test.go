@@ -18,9 +18,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 )
 
 var (
@@ -29,47 +27,35 @@ var (
 	nodeIPs = []netip.Addr{nodeIP4, nodeIP6}
 )
 
-// fakeNode is one fake node: IPVS, ipsets and the dummy link, with a
-// writer that can be made to fail chosen objects.
+// fakeNode is one fake node (dataplanetest.Node), with a writer that can
+// be made to fail chosen objects.
 type fakeNode struct {
-	ipvs   *ipvstest.Kernel
-	ipsets *ipsettest.Fake
-	links  *dataplanetest.Links
-	fail   failing
+	*dataplanetest.Node
+	fail failing
 }
 
 func newFakeNode(t testing.TB) *fakeNode {
-	n := &fakeNode{ipvs: ipvstest.New(), ipsets: ipsettest.New(), links: dataplanetest.NewLinks()}
-	if err := dataplane.CreateSets(n.ipsets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return &fakeNode{Node: dataplanetest.NewNode(t, nil)}
 }
 
 // parts returns, as a (re)started process would build them, the applier
 // and the reader over the node.
 func (n *fakeNode) parts(t testing.TB) (*dataplane.Applier, *dataplane.Node) {
-	conn, err := n.ipvs.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.ipsets, Link: n.links, Dummy: "kube-ipvs0"}
-	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, NodeAddresses: nodeIPs}}
+	k := n.Kernel(t)
 	n.fail.w = k
-	return dataplane.NewApplier(&n.fail), nd
+	return dataplane.NewApplier(&n.fail), n.Reader(k, nodeIPs...)
 }
 
 func (n *fakeNode) failer() *failing        { return &n.fail }
 func (n *fakeNode) tools(*testing.T) string { return "" }
 
 func (n *fakeNode) drift(t *testing.T) {
-	conn, err := n.ipvs.Conn()
+	conn, err := n.IPVS.Conn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	driftOn(t, n.links, conn)
+	driftOn(t, n.Links, conn)
 }
 
 // read returns what the node holds, for comparison.

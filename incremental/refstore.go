@@ -264,10 +264,10 @@ func (s *refStore[K, V]) want(r *ref[K, V]) (V, bool) {
 	return best.v, true
 }
 
-// changes appends the dirty objects to write to changed and deleted, and
+// Changes appends the dirty objects to write to changed and deleted, and
 // forgets those that need nothing. The dirty list is emptied: applied
 // marks again what failed.
-func (s *refStore[K, V]) changes(changed, deleted []diffstore.Change[K, V]) ([]diffstore.Change[K, V], []diffstore.Change[K, V]) {
+func (s *refStore[K, V]) Changes(changed, deleted []diffstore.Change[K, V]) ([]diffstore.Change[K, V], []diffstore.Change[K, V]) {
 	// Most dirty objects are usually written one way or the other.
 	changed, deleted = room(changed, len(s.dirty)), room(deleted, 0)
 	s.changedAt, s.deletedAt = room(s.changedAt, len(s.dirty)), room(s.deletedAt, 0)
@@ -306,11 +306,11 @@ func room[T any](l []T, n int) []T {
 	return l[:0]
 }
 
-// applied records the outcome of writing changed and deleted, the lists
+// Applied records the outcome of writing changed and deleted, the lists
 // the last changes returned: the kernel now holds the wanted value, or
 // nothing, except for the objects failed reports, which stay dirty and
 // are written again at the next sync.
-func (s *refStore[K, V]) applied(changed, deleted []diffstore.Change[K, V], failed func(K) bool) {
+func (s *refStore[K, V]) Applied(changed, deleted []diffstore.Change[K, V], failed func(K) bool) {
 	for j, c := range changed {
 		i := s.changedAt[j]
 		if failed != nil && failed(c.Key) {
@@ -368,5 +368,5 @@ func (s *refStore[K, V]) Adopt(k K, v V) {
 	s.mark(i)
 }
 
-// len returns the number of objects tracked.
-func (s *refStore[K, V]) len() int { return len(s.index) }
+// Len returns the number of objects tracked.
+func (s *refStore[K, V]) Len() int { return len(s.index) }

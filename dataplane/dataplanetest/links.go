@@ -1,6 +1,7 @@
 // Package dataplanetest holds test doubles for the dataplane: an in-memory
 // dummy link (the build machines' kernel has no dummy links; the VM tests
-// use the real one). IPVS and ipset have fakes of their own in netlinkraw.
+// use the real one), and the one fake node of the IPVS sinks' tests and
+// benchmarks (Node: netlinkraw's IPVS and ipset fakes with that link).
 package dataplanetest
 
 import (

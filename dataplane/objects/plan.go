@@ -83,25 +83,23 @@ func countNew[K comparable, V any](cs []diffstore.Change[K, V]) int {
 // Failures tells which keys a Result reports as failed.
 type Failures struct {
 	t      *Keys
-	failed map[any]error
+	failed dataplane.ObjectMap[error]
 }
 
 // Failures returns the failures of res, keyed by this table's keys.
-func (t *Keys) Failures(res dataplane.Result) Failures { return Failures{t, res.Failed} }
+func (t *Keys) Failures(res *dataplane.Result) Failures { return Failures{t, res.Failed} }
 
 // None reports whether nothing failed.
-func (f Failures) None() bool { return len(f.failed) == 0 }
-
-func (f Failures) has(obj any) bool { _, ok := f.failed[obj]; return ok }
+func (f Failures) None() bool { return f.failed.Len() == 0 }
 
 // Server reports whether the virtual server of k failed.
-func (f Failures) Server(k ServerKey) bool { return f.has(f.t.ServerOf(k)) }
+func (f Failures) Server(k ServerKey) bool { return f.failed.Server(f.t.ServerOf(k)) }
 
 // Dest reports whether the destination of k failed.
-func (f Failures) Dest(k DestKey) bool { return f.has(f.t.DestOf(k)) }
+func (f Failures) Dest(k DestKey) bool { return f.failed.Dest(f.t.DestOf(k)) }
 
 // Addr reports whether the binding of k failed.
-func (f Failures) Addr(k AddrKey) bool { return f.has(f.t.AddrOf(k)) }
+func (f Failures) Addr(k AddrKey) bool { return f.failed.Binding(f.t.AddrOf(k)) }
 
 // Entry reports whether the set entry of k failed.
-func (f Failures) Entry(k EntryKey) bool { return f.has(f.t.EntryOf(k)) }
+func (f Failures) Entry(k EntryKey) bool { return f.failed.Entry(f.t.EntryOf(k)) }

@@ -1,8 +1,6 @@
 package objects
 
 import (
-	"net/netip"
-
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
@@ -92,21 +90,21 @@ type writtenKeys struct {
 	entries map[EntryKey]bool
 }
 
-// written sorts State.Written's objects by kind: the few written during
-// a read are looked up cheaply among the many read.
-func (t *Keys) written(objs map[any]bool) writtenKeys {
+// written converts State.Written's objects to keys: the few written
+// during a read are looked up cheaply among the many read.
+func (t *Keys) written(objs dataplane.Written) writtenKeys {
 	var w writtenKeys
-	for obj := range objs {
-		switch o := obj.(type) {
-		case render.VirtualServer:
-			put(&w.servers, t.Server(o))
-		case render.Destination:
-			put(&w.dests, t.Dest(o))
-		case netip.Addr:
-			put(&w.addrs, t.Addr(o))
-		case render.SetEntry:
-			put(&w.entries, t.Entry(o))
-		}
+	for o := range objs.Servers {
+		put(&w.servers, t.Server(o))
+	}
+	for o := range objs.Dests {
+		put(&w.dests, t.Dest(o))
+	}
+	for o := range objs.Bindings {
+		put(&w.addrs, t.Addr(o))
+	}
+	for o := range objs.Entries {
+		put(&w.entries, t.Entry(o))
 	}
 	return w
 }

@@ -41,7 +41,7 @@ func TestReconcileWritten(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		written map[any]bool
+		written dataplane.Written
 		servers []render.VirtualServer
 		dests   []render.Destination
 		binds   int
@@ -53,7 +53,12 @@ func TestReconcileWritten(t *testing.T) {
 			// lostNew was created after the read, extraOld removed after
 			// it, the server gone (with its destination) and fresh
 			// created, the entry and the binding written.
-			written: map[any]bool{lostNew: true, extraOld: true, gone: true, fresh: true, entry: true, addr: true},
+			written: dataplane.Written{
+				Servers:  map[render.VirtualServer]bool{gone: true, fresh: true},
+				Dests:    map[render.Destination]bool{lostNew: true, extraOld: true},
+				Bindings: map[netip.Addr]bool{addr: true},
+				Entries:  map[render.SetEntry]bool{entry: true},
+			},
 			servers: []render.VirtualServer{kept, fresh},
 			dests:   []render.Destination{extra, lostNew},
 			binds:   1, entries: 1},

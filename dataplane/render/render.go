@@ -123,32 +123,16 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		return nil
 	}
 	var errs []error
-	opts := ServerOptions{Scheduler: cfg.Scheduler}
-	if opts.Scheduler == "" {
-		opts.Scheduler = "rr"
-	}
-	if s, ok := svc.Annotations[SchedulerAnnotation]; ok {
-		if slices.Contains(Schedulers, s) {
-			opts.Scheduler = s
-		} else {
-			errs = append(errs, &Error{svc.Key(), "annotation " + SchedulerAnnotation,
-				fmt.Errorf("unknown IPVS scheduler %q (want one of %v); using %q", s, Schedulers, opts.Scheduler)})
-		}
-	}
-	if svc.SessionAffinity != nil {
-		opts.Persistent = true
-		opts.Timeout = uint32(svc.SessionAffinity.TimeoutSeconds)
-		if opts.Timeout == 0 {
-			opts.Timeout = DefaultAffinityTimeout
-		}
-	}
 	weight := cfg.Weight
 	if weight == 0 {
 		weight = 1
 	}
-	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: opts, weight: weight}
+	r := renderer{svc: svc, eps: se.Endpoints, sink: sink, opts: serverOptions(svc, cfg.Scheduler, &errs), weight: weight,
+		nodeAddrs: cfg.NodeAddresses}
 
 	// Each address is checked once; a bad one is skipped, the rest served.
+	// The lists are local and iterated here, not handed to a method: the
+	// compiler keeps them on the stack.
 	clusterIPs := cfg.servable(svc, "clusterIPs", svc.ClusterIPs.All(), true, &errs)
 	externalIPs := cfg.servable(svc, "externalIPs", svc.ExternalIPs.All(), false, &errs)
 	var lbIPs []netip.Addr
@@ -163,7 +147,6 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 			families = append(families, f)
 		}
 	}
-	bound := func(a netip.Addr) bool { return !slices.Contains(cfg.NodeAddresses, a) }
 
 	for _, p := range svc.Ports {
 		proto, ok := protocol(p.Protocol)
@@ -179,90 +162,23 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		for _, f := range families {
 			r.loopBack(p, proto, f)
 		}
-
 		// ClusterIP: bound on kube-ipvs0, internal endpoints.
 		for _, ip := range clusterIPs {
-			vs := VirtualServer{proto, ip, port}
-			r.server(vs, p, internal)
+			r.server(VirtualServer{proto, ip, port}, p, internal)
 			r.bind(ip)
 			sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
 		}
-
 		// ExternalIPs: bound unless the node holds them, external endpoints.
 		for _, ip := range externalIPs {
-			vs := VirtualServer{proto, ip, port}
-			r.server(vs, p, external)
-			if bound(ip) {
-				r.bind(ip)
-			}
-			set := rules.SetExternalIP
-			if svc.ExternalTrafficLocal {
-				set = rules.SetExternalIPLocal
-			}
-			sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
+			r.externalIP(p, proto, port, ip)
 		}
-
-		// LoadBalancer ingress IPs.
-		if svc.Type == client.LoadBalancer {
-			for _, ip := range lbIPs {
-				f := familyOf(ip)
-				vs := VirtualServer{proto, ip, port}
-				r.server(vs, p, external)
-				if bound(ip) {
-					r.bind(ip)
-				}
-				entry := SetEntry{Set: f.SetName(rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
-				sink.Entry(entry)
-				if svc.ExternalTrafficLocal {
-					entry.Set = f.SetName(rules.SetLoadBalancerLocal)
-					sink.Entry(entry)
-				}
-				if len(svc.LoadBalancerSourceRanges) > 0 {
-					entry.Set = f.SetName(rules.SetLoadBalancerFW)
-					sink.Entry(entry)
-					fromNode := false
-					for _, src := range svc.LoadBalancerSourceRanges {
-						if src.Addr().Is4() != ip.Is4() {
-							continue
-						}
-						sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
-						for _, n := range cfg.NodeAddresses {
-							if src.Contains(n) {
-								fromNode = true
-							}
-						}
-					}
-					// Traffic from the node itself (a backend reaching the
-					// load balancer, short-circuited to the local VIP) is
-					// allowed when the node is in an allowed range.
-					if fromNode {
-						sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
-					}
-				}
-			}
+		// LoadBalancer ingress IPs (none unless the service is one).
+		for _, ip := range lbIPs {
+			r.loadBalancer(p, proto, port, ip)
 		}
-
 		// NodePort on every node address of the service's families.
 		if (svc.Type == client.NodePort || svc.Type == client.LoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535 {
-			np := uint16(p.NodePort)
-			for _, f := range families {
-				for _, set := range nodePortSets(proto, svc.ExternalTrafficLocal) {
-					if proto == SCTP {
-						for _, n := range cfg.NodeAddresses {
-							if familyOf(n) == f && !n.IsLoopback() {
-								sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
-							}
-						}
-					} else {
-						sink.Entry(SetEntry{Set: f.SetName(set), Port: np})
-					}
-				}
-			}
-			for _, n := range cfg.NodeAddresses {
-				if slices.Contains(families, familyOf(n)) && !n.IsLoopback() {
-					r.server(VirtualServer{proto, n, np}, p, external)
-				}
-			}
+			r.nodePort(p, proto, uint16(p.NodePort), families)
 		}
 	}
 
@@ -272,6 +188,114 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		}
 	}
 	return errs
+}
+
+// serverOptions returns the options of the service's virtual servers:
+// the scheduler (scheduler, "rr" when empty, or the service's annotation;
+// an unknown one is an error in errs) and ClientIP affinity.
+func serverOptions(svc *client.Service, scheduler string, errs *[]error) ServerOptions {
+	opts := ServerOptions{Scheduler: scheduler}
+	if opts.Scheduler == "" {
+		opts.Scheduler = "rr"
+	}
+	if s, ok := svc.Annotations[SchedulerAnnotation]; ok {
+		if slices.Contains(Schedulers, s) {
+			opts.Scheduler = s
+		} else {
+			*errs = append(*errs, &Error{svc.Key(), "annotation " + SchedulerAnnotation,
+				fmt.Errorf("unknown IPVS scheduler %q (want one of %v); using %q", s, Schedulers, opts.Scheduler)})
+		}
+	}
+	if svc.SessionAffinity != nil {
+		opts.Persistent = true
+		opts.Timeout = uint32(svc.SessionAffinity.TimeoutSeconds)
+		if opts.Timeout == 0 {
+			opts.Timeout = DefaultAffinityTimeout
+		}
+	}
+	return opts
+}
+
+// externalIP emits the virtual server of an external IP, its binding
+// (unless the node holds the address) and its set entry.
+func (r *renderer) externalIP(p client.Port, proto Protocol, port uint16, ip netip.Addr) {
+	r.server(VirtualServer{proto, ip, port}, p, external)
+	if r.bound(ip) {
+		r.bind(ip)
+	}
+	set := rules.SetExternalIP
+	if r.svc.ExternalTrafficLocal {
+		set = rules.SetExternalIPLocal
+	}
+	r.sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
+}
+
+// bound reports whether a is bound on kube-ipvs0: it is not one of the
+// node's addresses.
+func (r *renderer) bound(a netip.Addr) bool { return !slices.Contains(r.nodeAddrs, a) }
+
+// loadBalancer emits the virtual server of a load-balancer ingress IP,
+// its binding and set entries (with source ranges, the firewall's).
+func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip netip.Addr) {
+	svc, sink := r.svc, r.sink
+	f := familyOf(ip)
+	vs := VirtualServer{proto, ip, port}
+	r.server(vs, p, external)
+	if r.bound(ip) {
+		r.bind(ip)
+	}
+	entry := SetEntry{Set: f.SetName(rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
+	sink.Entry(entry)
+	if svc.ExternalTrafficLocal {
+		entry.Set = f.SetName(rules.SetLoadBalancerLocal)
+		sink.Entry(entry)
+	}
+	if len(svc.LoadBalancerSourceRanges) == 0 {
+		return
+	}
+	entry.Set = f.SetName(rules.SetLoadBalancerFW)
+	sink.Entry(entry)
+	fromNode := false
+	for _, src := range svc.LoadBalancerSourceRanges {
+		if src.Addr().Is4() != ip.Is4() {
+			continue
+		}
+		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
+		for _, n := range r.nodeAddrs {
+			if src.Contains(n) {
+				fromNode = true
+			}
+		}
+	}
+	// Traffic from the node itself (a backend reaching the load balancer,
+	// short-circuited to the local VIP) is allowed when the node is in an
+	// allowed range.
+	if fromNode {
+		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
+	}
+}
+
+// nodePort emits the node-port set entries and a virtual server on every
+// node address of the service's families.
+func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16, families []rules.Family) {
+	for _, f := range families {
+		for _, set := range nodePortSets(proto, r.svc.ExternalTrafficLocal) {
+			if proto == SCTP {
+				for _, n := range r.nodeAddrs {
+					if familyOf(n) == f && !n.IsLoopback() {
+						r.sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
+					}
+				}
+			} else {
+				r.sink.Entry(SetEntry{Set: f.SetName(set), Port: np})
+			}
+		}
+	}
+	for _, n := range r.nodeAddrs {
+		if slices.Contains(families, familyOf(n)) && !n.IsLoopback() {
+			r.server(VirtualServer{proto, n, np}, p, external)
+		}
+	}
 }
 
 func nodePortSets(p Protocol, local bool) []string {
@@ -297,12 +321,15 @@ const (
 	external
 )
 
+// renderer renders one service.
 type renderer struct {
 	svc    *client.Service
 	eps    []*client.Endpoint
 	sink   Sink
 	opts   ServerOptions
 	weight uint32
+	// nodeAddrs are the node's addresses (Config.NodeAddresses).
+	nodeAddrs []netip.Addr
 }
 
 // server emits a virtual server with the destinations of the endpoints in

@@ -76,8 +76,8 @@ func TestVIPBindingSwitch(t *testing.T) {
 			}
 			check := func(b dataplane.Binding, wantAddrs, wantRoutes []string) {
 				t.Helper()
-				addrs, _ := n.links.Addresses("kube-ipvs0")
-				routes, _ := n.links.LocalRoutes(dataplane.RouteLink)
+				addrs, _ := n.Links.Addresses("kube-ipvs0")
+				routes, _ := n.Links.LocalRoutes(dataplane.RouteLink)
 				if d := cmp.Diff(wantAddrs, strs(addrs)); d != "" {
 					t.Errorf("%s: addresses -want +got:\n%s", b, d)
 				}

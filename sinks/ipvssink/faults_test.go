@@ -15,20 +15,15 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
-	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"golang.org/x/sys/unix"
 )
 
 var faultNodeIP = netip.MustParseAddr("192.168.1.10")
 
-// fakeNode is one node on netlinkraw's fakes, with a sink controller.
+// fakeNode is one fake node (dataplanetest.Node), with a sink controller.
 type fakeNode struct {
-	ipvs  *ipvstest.Kernel
-	sets  *ipsettest.Fake
-	links *dataplanetest.Links
+	*dataplanetest.Node
 	node  *dataplane.Node
 	ctl   runtime.Controller
 	stats []dataplane.SyncStats
@@ -50,10 +45,7 @@ func (r countedReader) Read() (*dataplane.State, error) {
 
 func newFakeNode(t testing.TB, mk Make) *fakeNode {
 	t.Helper()
-	n := &fakeNode{ipvs: ipvstest.New(), sets: ipsettest.New(), links: dataplanetest.NewLinks()}
-	if err := dataplane.CreateSets(n.sets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
-		t.Fatal(err)
-	}
+	n := &fakeNode{Node: dataplanetest.NewNode(t, nil)}
 	n.start(t, mk, faultNodeIP)
 	return n
 }
@@ -62,16 +54,11 @@ func newFakeNode(t testing.TB, mk Make) *fakeNode {
 // would, serving node ports on addrs.
 func (n *fakeNode) start(t testing.TB, mk Make, addrs ...netip.Addr) {
 	t.Helper()
-	fams := []rules.Family{rules.IPv4, rules.IPv6}
-	conn, err := n.ipvs.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetReplyTimeout(100 * time.Millisecond)
-	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: orderedLinks{n.links, &n.linkOps}, Dummy: "kube-ipvs0", Binding: n.binding}
-	n.node = &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: fams, NodeAddresses: addrs}}
-	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: fams},
+	k := n.Kernel(t)
+	k.IPVSConn.SetReplyTimeout(100 * time.Millisecond)
+	k.Link, k.Binding = orderedLinks{n.Links, &n.linkOps}, n.binding
+	n.node = n.Reader(k, addrs...)
+	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: n.Families},
 		Applier: kernelApplier(k), Reader: countedReader{n}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnSync: func(s dataplane.SyncStats) { n.stats = append(n.stats, s) }})
 }
@@ -148,15 +135,15 @@ func TestFaultsConverge(t *testing.T) {
 		inject    func(n *fakeNode)
 		readFault bool
 	}{
-		{"IPVS error on the 7th operation", func(n *fakeNode) { n.ipvs.FailNth(7, unix.ENOMEM) }, false},
-		{"IPVS reply lost", func(n *fakeNode) { n.ipvs.DropReplies(1) }, false},
-		{"IPVS reply late", func(n *fakeNode) { n.ipvs.DelayReplies(1, 300*time.Millisecond) }, false},
-		{"IPVS ENOBUFS", func(n *fakeNode) { n.ipvs.FailReceives(1, unix.ENOBUFS) }, false},
-		{"ipset error on the 3rd entry", func(n *fakeNode) { n.sets.FailNth(3, unix.ENOMEM) }, false},
-		{"ipset reply lost", func(n *fakeNode) { n.sets.DropReplies(1) }, false},
-		{"ipset ENOBUFS", func(n *fakeNode) { n.sets.FailReceives(1, unix.ENOBUFS) }, false},
-		{"IPVS dump interrupted past every retry", func(n *fakeNode) { n.ipvs.InterruptDumps(100) }, true},
-		{"ipset dump interrupted past every retry", func(n *fakeNode) { n.sets.InterruptDumps(100) }, true},
+		{"IPVS error on the 7th operation", func(n *fakeNode) { n.IPVS.FailNth(7, unix.ENOMEM) }, false},
+		{"IPVS reply lost", func(n *fakeNode) { n.IPVS.DropReplies(1) }, false},
+		{"IPVS reply late", func(n *fakeNode) { n.IPVS.DelayReplies(1, 300*time.Millisecond) }, false},
+		{"IPVS ENOBUFS", func(n *fakeNode) { n.IPVS.FailReceives(1, unix.ENOBUFS) }, false},
+		{"ipset error on the 3rd entry", func(n *fakeNode) { n.Sets.FailNth(3, unix.ENOMEM) }, false},
+		{"ipset reply lost", func(n *fakeNode) { n.Sets.DropReplies(1) }, false},
+		{"ipset ENOBUFS", func(n *fakeNode) { n.Sets.FailReceives(1, unix.ENOBUFS) }, false},
+		{"IPVS dump interrupted past every retry", func(n *fakeNode) { n.IPVS.InterruptDumps(100) }, true},
+		{"ipset dump interrupted past every retry", func(n *fakeNode) { n.Sets.InterruptDumps(100) }, true},
 	}
 	for _, sink := range []struct {
 		name string
@@ -191,8 +178,8 @@ func TestFaultsConverge(t *testing.T) {
 					}
 					failed = st.Failed
 				}
-				n.ipvs.ClearFaults()
-				n.sets.ClearFaults()
+				n.IPVS.ClearFaults()
+				n.Sets.ClearFaults()
 				st := n.ctl.Resync()
 				if st.Err != nil {
 					t.Fatalf("resync after the fault cleared: %v", st.Err)

@@ -148,11 +148,3 @@ func syncStats(st dataplane.SyncStats) runtime.SyncStats {
 	return runtime.SyncStats{Start: st.Start, Duration: st.Duration, Services: st.Services, Writes: st.Writes,
 		Failed: st.Failed, NoLocalEndpoints: st.NoLocalEndpoints, Err: st.Err}
 }
-
-// splitStats converts a split resync's (runtime.SplitResyncer) statistics.
-func splitStats(read func() func() dataplane.SyncStats) func() func() runtime.SyncStats {
-	return func() func() runtime.SyncStats {
-		finish := read()
-		return func() runtime.SyncStats { return syncStats(finish()) }
-	}
-}

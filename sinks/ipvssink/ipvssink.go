@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/netip"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/dataplane/controller"
 	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
@@ -32,39 +32,54 @@ type Deps struct {
 	Render  render.Config
 	Applier *dataplane.Applier
 	// Reader reads the kernel's state (nil in a dry run).
-	Reader interface {
-		Read() (*dataplane.State, error)
-	}
+	Reader controller.Reader
 	Log    *slog.Logger
 	OnSync func(dataplane.SyncStats)
-	// Handler is the runtime's metrics handler (nil in a dry run).
-	Handler http.Handler
 	// Repair, when set, repairs the node's drift (dataplane.Node.Repair)
 	// before every resync (nil in a dry run).
 	Repair func() ([]string, error)
 }
 
-// repairThen runs d.Repair (repair), then resync; a repair error joins
-// the resync's.
-func repairThen(d Deps, resync func() dataplane.SyncStats) dataplane.SyncStats {
-	err := repair(d)
-	st := resync()
-	st.Err = errors.Join(st.Err, err)
-	return st
+// resyncer is what the adapter needs of an IPVS controller besides its
+// snapshots: both controllers' resyncs (dataplane/controller.Core).
+type resyncer interface {
+	Resync() dataplane.SyncStats
+	StartResync() (read func() (finish func() dataplane.SyncStats))
 }
 
-// repairThenSplit is repairThen for a split resync (runtime.SplitResyncer):
-// the repair runs before start, and its error joins the resync's at the
+// adapter adapts an IPVS controller to the runtime: snapshot hands it a
+// snapshot; every resync repairs the node first.
+type adapter struct {
+	snapshot func(*client.Snapshot)
+	c        resyncer
+	d        Deps
+}
+
+// Snapshot hands the controller a snapshot (runtime.Controller).
+func (a adapter) Snapshot(s *client.Snapshot) { a.snapshot(s) }
+
+// Resync repairs the node (Deps.Repair), then resyncs the controller; a
+// repair error joins the resync's (runtime.Controller).
+func (a adapter) Resync() runtime.SyncStats {
+	err := repair(a.d)
+	st := a.c.Resync()
+	st.Err = errors.Join(st.Err, err)
+	return syncStats(st)
+}
+
+// StartResync repairs the node, then starts the controller's resync, whose
+// kernel read runs while snapshots go on being applied
+// (runtime.SplitResyncer); the repair's error joins the resync's at the
 // finish.
-func repairThenSplit(d Deps, start func() func() func() dataplane.SyncStats) func() func() dataplane.SyncStats {
-	err := repair(d)
-	read := start()
-	return func() func() dataplane.SyncStats {
-		finish := read()
-		return func() dataplane.SyncStats {
+func (a adapter) StartResync() (read func() (finish func() runtime.SyncStats)) {
+	err := repair(a.d)
+	start := a.c.StartResync()
+	return func() func() runtime.SyncStats {
+		finish := start()
+		return func() runtime.SyncStats {
 			st := finish()
 			st.Err = errors.Join(st.Err, err)
-			return st
+			return syncStats(st)
 		}
 	}
 }
@@ -193,7 +208,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		applier.Conntrack = ct
 	}
 	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Handler: env.Handler, Repair: node.Repair})
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair})
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }
 	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
 }
@@ -248,71 +263,21 @@ func (s sockets) kernel(b dataplane.Binding) *dataplane.Kernel {
 	return &dataplane.Kernel{IPVSConn: s.ipvs, IPSet: s.ipset, Link: s.links, Dummy: link.DefaultDummy, Binding: b}
 }
 
-// fullStateController adapts the full-state controller to the runtime.
-type fullStateController struct {
-	c *fullstate.Controller
-	d Deps
-}
-
-func (f fullStateController) Snapshot(s *client.Snapshot) { client.ToCallback(f.c.Callback)(s) }
-
-func (f fullStateController) Resync() runtime.SyncStats {
-	return syncStats(repairThen(f.d, f.c.Resync))
-}
-
-// StartResync repairs the node, then starts the controller's resync, whose
-// kernel read runs while snapshots go on being applied
-// (runtime.SplitResyncer).
-func (f fullStateController) StartResync() func() func() runtime.SyncStats {
-	return splitStats(repairThenSplit(f.d, f.c.StartResync))
-}
-
 // FullState builds the IPVS full-state controller (the ipvs-fullstate
-// sink). Its seed entry points ServeProxyMode and SetUpHttpListen serve the
-// runtime's handler.
+// sink): snapshots go to fullstate.Controller.Snapshot.
 func FullState(d Deps) runtime.Controller {
-	var reader fullstate.Reader
-	if d.Reader != nil {
-		reader = d.Reader
-	}
-	c := fullstate.NewController(d.Render, d.Applier, reader, d.Log)
+	c := fullstate.NewController(d.Render, d.Applier, d.Reader, d.Log)
 	c.OnSync = d.OnSync
-	c.Handler = d.Handler
-	return fullStateController{c: c, d: d}
-}
-
-// incrementalController adapts the incremental controller to the
-// runtime: snapshots become events through client/diff.Events, which ends
-// each with Sync.
-type incrementalController struct {
-	c  *incremental.Controller
-	ev *diff.Events
-	d  Deps
-}
-
-func (i incrementalController) Snapshot(s *client.Snapshot) { i.ev.Apply(s) }
-
-func (i incrementalController) Resync() runtime.SyncStats {
-	return syncStats(repairThen(i.d, i.c.Resync))
-}
-
-// StartResync repairs the node, then starts the controller's resync, whose
-// kernel read runs while snapshots go on being applied
-// (runtime.SplitResyncer).
-func (i incrementalController) StartResync() func() func() runtime.SyncStats {
-	return splitStats(repairThenSplit(i.d, i.c.StartResync))
+	return adapter{snapshot: c.Snapshot, c: c, d: d}
 }
 
 // Incremental builds the IPVS incremental controller (the ipvs-incremental
-// sink).
+// sink): snapshots become events through client/diff.Events, which ends
+// each with Sync.
 func Incremental(d Deps) runtime.Controller {
-	var reader incremental.Reader
-	if d.Reader != nil {
-		reader = d.Reader
-	}
-	c := incremental.New(d.Render, d.Applier, reader, d.Log)
+	c := incremental.New(d.Render, d.Applier, d.Reader, d.Log)
 	c.OnSync = d.OnSync
-	return incrementalController{c: c, ev: diff.NewEvents(c), d: d}
+	return adapter{snapshot: diff.NewEvents(c).Apply, c: c, d: d}
 }
 
 // kernelApplier returns the applier the sinks write to the kernel with:

@@ -10,24 +10,26 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/fullstate/seed"
 	"github.com/proxysinks/proxysinks/sinks/healthcheck"
 	"github.com/proxysinks/proxysinks/sinks/httpserve"
 )
 
 // TestSeedServesRuntimeHandler: the full-state controller's seed entry
-// point ServeProxyMode serves the runtime's own handler (/proxyMode and
-// /metrics), not a second implementation.
+// point ServeProxyMode (fullstate/seed) serves the runtime's own handler
+// (/proxyMode and /metrics), not a second implementation.
 func TestSeedServesRuntimeHandler(t *testing.T) {
 	h := httpserve.Handler(httpserve.NewMetrics(), healthcheck.NewProxyHealth(time.Minute, nil), "ipvs")
-	ctl := FullState(Deps{Applier: dataplane.NewApplier(dataplane.DryRun{Out: io.Discard}), Render: render.Config{}, Handler: h}).(fullStateController)
+	ctl := seed.NewController(render.Config{}, dataplane.NewApplier(dataplane.DryRun{Out: io.Discard}), nil, nil)
+	ctl.Handler = h
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl.c.ProxyModeAddress = ln.Addr().String()
+	ctl.ProxyModeAddress = ln.Addr().String()
 	ln.Close()
 	errCh := make(chan error, 1)
-	go ctl.c.ServeProxyMode(errCh)
+	go ctl.ServeProxyMode(errCh)
 	get := func(path string) string {
 		for i := 0; i < 100; i++ {
 			select {
@@ -35,7 +37,7 @@ func TestSeedServesRuntimeHandler(t *testing.T) {
 				t.Fatalf("ServeProxyMode: %v", err)
 			default:
 			}
-			resp, err := http.Get("http://" + ctl.c.ProxyModeAddress + path)
+			resp, err := http.Get("http://" + ctl.ProxyModeAddress + path)
 			if err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()

@@ -13,7 +13,7 @@ import (
 // "TCP/addr:port", sorted.
 func (n *fakeNode) ipvsServers(t *testing.T) []string {
 	t.Helper()
-	conn, err := n.ipvs.Conn()
+	conn, err := n.IPVS.Conn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestOwnershipRecorded(t *testing.T) {
 	}{{"fullstate", FullState}, {"incremental", Incremental}} {
 		t.Run(sink.name, func(t *testing.T) {
 			n := newFakeNode(t, sink.mk)
-			conn, err := n.ipvs.Conn()
+			conn, err := n.IPVS.Conn()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestOwnershipRecorded(t *testing.T) {
 				t.Errorf("with every service gone: %v, want only the foreign TCP/192.168.1.10:443", got)
 			}
 			for _, name := range []string{"KUBE-PROXYSINKS-VS", "KUBE-6-PROXYSINKS-VS"} {
-				if _, entries, err := n.sets.List(name); err != nil || len(entries) != 0 {
+				if _, entries, err := n.Sets.List(name); err != nil || len(entries) != 0 {
 					t.Errorf("%s: %d entries left (%v)", name, len(entries), err)
 				}
 			}

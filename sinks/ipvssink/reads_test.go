@@ -77,9 +77,9 @@ func TestKernelReads(t *testing.T) {
 			} else {
 				servers = len(svcs)
 			}
-			reads, sends, lists, syncs := fn.reads, fn.ipvs.Stats().Sends, fn.sets.Calls["list"], len(fn.stats)
+			reads, sends, lists, syncs := fn.reads, fn.IPVS.Stats().Sends, fn.Sets.Calls["list"], len(fn.stats)
 			s.do(t, fn, sink.mk)
-			r := kernelReads{Reads: fn.reads - reads, IPVSSends: fn.ipvs.Stats().Sends - sends, SetLists: fn.sets.Calls["list"] - lists}
+			r := kernelReads{Reads: fn.reads - reads, IPVSSends: fn.IPVS.Stats().Sends - sends, SetLists: fn.Sets.Calls["list"] - lists}
 			got[sink.name] = append(got[sink.name], r)
 			name := sink.name + ", " + s.name
 			for _, st := range fn.stats[syncs:] {
@@ -142,14 +142,14 @@ func BenchmarkResync(b *testing.B) {
 		b.Run("fake-kernel/"+sink.name, func(b *testing.B) {
 			fn := newFakeNode(b, sink.mk)
 			fn.ctl.Snapshot(snap)
-			sends := fn.ipvs.Stats().Sends
+			sends := fn.IPVS.Stats().Sends
 			b.ResetTimer()
 			for range b.N {
 				if st := fn.ctl.Resync(); st.Err != nil || st.Writes != 0 {
 					b.Fatalf("resync: %d writes, err %v; want none", st.Writes, st.Err)
 				}
 			}
-			b.ReportMetric(float64(fn.ipvs.Stats().Sends-sends)/float64(b.N), "ipvs-sends/op")
+			b.ReportMetric(float64(fn.IPVS.Stats().Sends-sends)/float64(b.N), "ipvs-sends/op")
 		})
 		b.Run("controller-only/"+sink.name, func(b *testing.B) {
 			fn := newFakeNode(b, sink.mk)

@@ -1,17 +1,110 @@
-package fullstate
+// Package seed is the full-state controller's seed surface (seeds
+// 000 and 001): the seed's names as thin entry points over the real API of
+// fullstate, dataplane/rules and client, for code written against the
+// seed. The sinks do not use it: they deliver snapshots to
+// fullstate.Controller.Snapshot and take their flags from the sink runtime.
+package seed
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"time"
 
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane"
+	"github.com/proxysinks/proxysinks/dataplane/controller"
+	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/fullstate"
 )
+
+// Controller is the seed's Controller: the full-state controller, with
+// the seed's snapshot entry point (Callback) and its /proxyMode server.
+type Controller struct {
+	*fullstate.Controller
+	// ProxyModeAddress is where ServeProxyMode and SetUpHttpListen listen.
+	ProxyModeAddress string
+	// Handler is what they serve: the sink runtime's handler of the
+	// metrics address (/proxyMode, /metrics, /healthz).
+	Handler http.Handler
+	log     *slog.Logger
+}
+
+// NewController returns the seed's Controller over a new
+// fullstate.Controller (fullstate.NewController).
+func NewController(cfg render.Config, applier *dataplane.Applier, reader controller.Reader, log *slog.Logger) *Controller {
+	return Wrap(fullstate.NewController(cfg, applier, reader, log), log)
+}
+
+// Wrap returns the seed's Controller over c; log (nil: slog.Default)
+// takes the errors of SetUpHttpListen's server.
+func Wrap(c *fullstate.Controller, log *slog.Logger) *Controller {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Controller{Controller: c, log: log}
+}
+
+// Callback consumes one snapshot (the channel closes at its end), renders
+// every service, and writes the differences to the kernel
+// (fullstate.Controller.Sync). The channel is drained whatever happens.
+func (c *Controller) Callback(ch <-chan *client.ServiceEndpoints) {
+	defer func() {
+		for range ch {
+		}
+	}()
+	c.Sync(func(yield func(*client.ServiceEndpoints) bool) {
+		for se := range ch {
+			if !yield(se) {
+				return
+			}
+		}
+	})
+}
+
+// Manager is the seed's IPVS Manager: fullstate.Manager with the seed's
+// names for recording objects.
+type Manager struct{ *fullstate.Manager }
+
+// Manager returns the controller's IPVS manager under the seed's names.
+func (c *Controller) Manager() Manager { return Manager{c.Controller.Manager()} }
+
+// ApplyServer records a virtual server (fullstate.Manager.Server).
+func (m Manager) ApplyServer(vs render.VirtualServer, o render.ServerOptions) { m.Server(vs, o) }
+
+// AddDestination records a destination of a virtual server
+// (fullstate.Manager.Destination).
+func (m Manager) AddDestination(d render.Destination, o render.DestOptions) { m.Destination(d, o) }
+
+// BindServerToInterface records that a virtual server's address is bound
+// on the dummy link (fullstate.Manager.Bind).
+func (m Manager) BindServerToInterface(vs render.VirtualServer) { m.Bind(vs.Addr) }
+
+// ServiceType is the seed's service type: client.ServiceType with a
+// String method.
+type ServiceType client.ServiceType
+
+// The service types that get virtual servers.
+const (
+	ClusterIPService    = ServiceType(client.ClusterIP)
+	NodePortService     = ServiceType(client.NodePort)
+	LoadBalancerService = ServiceType(client.LoadBalancer)
+)
+
+// String returns the type's name.
+func (st ServiceType) String() string { return string(st) }
+
+// SessionAffinity is the seed's session affinity: a service's ClientIP
+// affinity (client.SessionAffinity), nil when off.
+type SessionAffinity struct {
+	ClientIP *client.SessionAffinity
+}
 
 // The seed's chain names, for code written against it.
 const (
@@ -134,7 +227,7 @@ func (c *Controller) ServeProxyMode(errCh chan error) {
 
 func (c *Controller) listenProxyMode() (net.Listener, error) {
 	if c.Handler == nil {
-		return nil, errors.New("fullstate: serve /proxyMode: no Handler (the sink runtime sets it)")
+		return nil, errors.New("seed: serve /proxyMode: no Handler (the sink runtime sets it)")
 	}
 	addr := c.ProxyModeAddress
 	if addr == "" {
@@ -142,7 +235,7 @@ func (c *Controller) listenProxyMode() (net.Listener, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("fullstate: listen for /proxyMode on %s: %w", addr, err)
+		return nil, fmt.Errorf("seed: listen for /proxyMode on %s: %w", addr, err)
 	}
 	return ln, nil
 }
@@ -153,5 +246,5 @@ func (c *Controller) serveProxyMode(ln net.Listener) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
-	return fmt.Errorf("fullstate: serve /proxyMode on %s: %w", ln.Addr(), err)
+	return fmt.Errorf("seed: serve /proxyMode on %s: %w", ln.Addr(), err)
 }
