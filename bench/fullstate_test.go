@@ -10,8 +10,8 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
@@ -63,7 +63,7 @@ func newFakeSink(tb testing.TB) *fsSink {
 	}
 	tb.Cleanup(func() { conn.Close() })
 	sets := ipsettest.New()
-	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(sets, []xtables.Family{xtables.IPv4}, 1024, 65536); err != nil {
 		tb.Fatal(err)
 	}
 	w := newCounting(&dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"})

@@ -13,7 +13,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/incremental"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -61,7 +61,7 @@ func newIncFake(tb testing.TB) *incSink {
 	}
 	tb.Cleanup(func() { conn.Close() })
 	sets := ipsettest.New()
-	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(sets, []xtables.Family{xtables.IPv4}, 1024, 65536); err != nil {
 		tb.Fatal(err)
 	}
 	return newIncSink(newCounting(&dataplane.Kernel{IPVSConn: conn, IPSet: sets, Link: dataplanetest.NewLinks(), Dummy: "kube-ipvs0"}), conn)

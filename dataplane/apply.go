@@ -2,8 +2,9 @@
 // it writes a plan of object changes to the kernel in batches and in a safe
 // order, terminates TCP destinations gracefully, and prepares the node
 // (modules, sysctls, kube-ipvs0, ipsets, iptables rules). Rendering is in
-// dataplane/render, the iptables rules in dataplane/rules, modules and
-// sysctls in dataplane/kernel.
+// dataplane/render, the iptables rules in dataplane/rules; the host tooling
+// under them (modules, sysctls, iptables back ends, conntrack) is in the
+// host module.
 package dataplane
 
 import (
@@ -16,9 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"golang.org/x/sys/unix"
@@ -109,7 +111,7 @@ type Applier struct {
 	// members (rules.OutFilterDrops) up to date after a plan changed those
 	// members, for the families given, and reports whether it wrote
 	// (Node.EnsureRules).
-	EntryRules func(families []rules.Family) (bool, error)
+	EntryRules func(families []xtables.Family) (bool, error)
 
 	mu sync.Mutex
 	// terminating holds TCP destinations set to weight 0 that are removed
@@ -425,11 +427,11 @@ func (a *Applier) entryRules(res *Result, p Plan) {
 	if a.EntryRules == nil {
 		return
 	}
-	var fams []rules.Family
+	var fams []xtables.Family
 	for _, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
 		for _, e := range l {
-			for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-				if (e.Set == f.SetName(rules.SetLoadBalancerFW) || e.Set == f.SetName(rules.SetLoadBalancerSrcIP)) && !slices.Contains(fams, f) {
+			for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+				if (e.Set == rules.SetName(f, rules.SetLoadBalancerFW) || e.Set == rules.SetName(f, rules.SetLoadBalancerSrcIP)) && !slices.Contains(fams, f) {
 					fams = append(fams, f)
 				}
 			}
@@ -497,7 +499,7 @@ func keepRecords(res *Result, p Plan) []render.SetEntry {
 	}
 	out := make([]render.SetEntry, 0, len(p.DelEntries))
 	for _, e := range p.DelEntries {
-		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.SetName(xtables.IPv6, rules.SetVirtualServers) {
 			vs := render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}
 			if err, failed := res.Failed[vs]; failed {
 				res.Failed[e] = fmt.Errorf("dataplane: remove %s: kept while virtual server %s is not removed: %w", e, vs, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -29,7 +29,7 @@ type node struct {
 
 func newNode(t *testing.T, opts ...ipvstest.Option) *node {
 	n := &node{ipvs: ipvstest.New(opts...), ipsets: ipsettest.New(), links: dataplanetest.NewLinks()}
-	if err := dataplane.CreateSets(n.ipsets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(n.ipsets, []xtables.Family{xtables.IPv4, xtables.IPv6}, 1024, 65536); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -45,7 +45,7 @@ func (n *node) controller(t *testing.T) (*Controller, *[]SyncStats) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.ipsets, Link: n.links, Dummy: "kube-ipvs0"}
-	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, NodeAddresses: []netip.Addr{nodeIP}}}
+	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4, xtables.IPv6}, NodeAddresses: []netip.Addr{nodeIP}}}
 	c := NewController(render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{nodeIP}}, dataplane.NewApplier(k), nd, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var stats []SyncStats
 	c.OnSync = func(s SyncStats) { stats = append(stats, s) }

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 func TestSeedRules(t *testing.T) {
-	nat := GetNatRules(true, rules.IPv4)
+	nat := GetNatRules(true, xtables.IPv4)
 	var jumps, masq int
 	for _, r := range nat {
 		if r.Table != "nat" {
@@ -30,7 +30,7 @@ func TestSeedRules(t *testing.T) {
 	if jumps != 2 || masq != 1 {
 		t.Errorf("nat: %d jumps to KUBE-SERVICES (want PREROUTING and OUTPUT), %d random-fully rules", jumps, masq)
 	}
-	for _, r := range GetFilterRules(false, rules.IPv6) {
+	for _, r := range GetFilterRules(false, xtables.IPv6) {
 		if r.Table != "filter" || strings.Contains(r.String(), "KUBE-CLUSTER-IP ") {
 			t.Errorf("IPv6 filter rule %q", r)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -40,7 +41,7 @@ type fakeNode struct {
 
 func newFakeNode(t testing.TB) *fakeNode {
 	n := &fakeNode{ipvs: ipvstest.New(), ipsets: ipsettest.New(), links: dataplanetest.NewLinks()}
-	if err := dataplane.CreateSets(n.ipsets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(n.ipsets, []xtables.Family{xtables.IPv4, xtables.IPv6}, 1024, 65536); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -55,7 +56,7 @@ func (n *fakeNode) parts(t testing.TB) (*dataplane.Applier, *dataplane.Node) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.ipsets, Link: n.links, Dummy: "kube-ipvs0"}
-	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, NodeAddresses: nodeIPs}}
+	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4, xtables.IPv6}, NodeAddresses: nodeIPs}}
 	n.fail.w = k
 	return dataplane.NewApplier(&n.fail), nd
 }
@@ -204,7 +205,7 @@ func wantState(ses []*client.ServiceEndpoints, cfg render.Config) *dataplane.Sta
 	nc := dataplane.NodeConfig{NodeAddresses: cfg.NodeAddresses, NodePortRange: [2]uint16{30000, 32767}}
 	recorded := map[render.VirtualServer]bool{}
 	for e := range c.entries {
-		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.SetName(xtables.IPv6, rules.SetVirtualServers) {
 			recorded[render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}] = true
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // The top-level chains a service adds rules to. A service's rules there are
@@ -42,7 +42,7 @@ const largeClusterEndpoints = 1000
 
 // famConfig is what rendering needs to know about the node, for one family.
 type famConfig struct {
-	fam           rules.Family
+	fam           xtables.Family
 	mark          string       // "0x4000"
 	masqueradeAll bool         // masquerade every packet to a cluster IP
 	localCIDR     netip.Prefix // pods of this node's cluster; invalid: no local detection
@@ -545,7 +545,7 @@ func protoName(p client.Protocol) string {
 func renderService(fc *famConfig, sc *renderScratch, w *writer, se *client.ServiceEndpoints, large bool) error {
 	r := &sc.r
 	svc := se.Service
-	v6 := fc.fam == rules.IPv6
+	v6 := fc.fam == xtables.IPv6
 	cips := svc.ClusterIPs.Family(v6)
 	if len(cips) == 0 {
 		return nil
@@ -683,7 +683,7 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 	// KUBE-SEP- chain's masquerade rule after the address, dnat and dnat2
 	// are its DNAT rule's parts before and after the affinity match
 	// (dnatAll both, for a rule without it).
-	v6 := fc.fam == rules.IPv6
+	v6 := fc.fam == xtables.IPv6
 	f := append(sc.frag[:0], ` -m comment --comment "`...)
 	f = append(appendEscaped(f, pn), " -> "...)
 	toEnd := len(f)
@@ -902,16 +902,16 @@ func renderPort(fc *famConfig, sc *renderScratch, w *writer, svc *client.Service
 }
 
 // rejectWith is the ICMP answer of a REJECT rule, as iptables-save prints it.
-func rejectWith(f rules.Family) string {
-	if f == rules.IPv6 {
+func rejectWith(f xtables.Family) string {
+	if f == xtables.IPv6 {
 		return "icmp6-port-unreachable"
 	}
 	return "icmp-port-unreachable"
 }
 
 // hostMask is the recent match's default mask, as iptables-save prints it.
-func hostMask(f rules.Family) string {
-	if f == rules.IPv6 {
+func hostMask(f xtables.Family) string {
+	if f == xtables.IPv6 {
 		return "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
 	}
 	return "255.255.255.255"

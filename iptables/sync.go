@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // sameMultiset reports whether two chains hold the same rules, in any
@@ -56,7 +56,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	} else {
 		total := 0
 		for se := range s.All() {
-			if total += countEndpoints(se, f.fc.fam == rules.IPv6); total > p.largeAt {
+			if total += countEndpoints(se, f.fc.fam == xtables.IPv6); total > p.largeAt {
 				break
 			}
 		}
@@ -79,8 +79,8 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		existing += len(l)
 	}
 	limit := p.cfg.MaxRestoreRules
-	adaptive := limit == 0 && f.backend != rules.Legacy
-	if limit == 0 && f.backend == rules.Legacy {
+	adaptive := limit == 0 && f.backend != xtables.Legacy
+	if limit == 0 && f.backend == xtables.Legacy {
 		// Legacy rewrites the whole table on every restore: one
 		// transaction is fastest and stays linear.
 		limit = -1

@@ -15,7 +15,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
@@ -51,7 +51,7 @@ func (r countedReader) Read() (*dataplane.State, error) {
 func newFakeNode(t testing.TB, mk Make) *fakeNode {
 	t.Helper()
 	n := &fakeNode{ipvs: ipvstest.New(), sets: ipsettest.New(), links: dataplanetest.NewLinks()}
-	if err := dataplane.CreateSets(n.sets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(n.sets, []xtables.Family{xtables.IPv4, xtables.IPv6}, 1024, 65536); err != nil {
 		t.Fatal(err)
 	}
 	n.start(t, mk, faultNodeIP)
@@ -62,7 +62,7 @@ func newFakeNode(t testing.TB, mk Make) *fakeNode {
 // would, serving node ports on addrs.
 func (n *fakeNode) start(t testing.TB, mk Make, addrs ...netip.Addr) {
 	t.Helper()
-	fams := []rules.Family{rules.IPv4, rules.IPv6}
+	fams := []xtables.Family{xtables.IPv4, xtables.IPv6}
 	conn, err := n.ipvs.Conn()
 	if err != nil {
 		t.Fatal(err)

@@ -15,11 +15,12 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/incremental"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -116,7 +117,7 @@ func cleanup(c runtime.Config, log *slog.Logger) error {
 	return err
 }
 
-func nodeConfig(c runtime.Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
+func nodeConfig(c runtime.Config, addrs []netip.Addr, families []xtables.Family) dataplane.NodeConfig {
 	return dataplane.NodeConfig{
 		Families: families, Dummy: link.DefaultDummy, Scheduler: c.Scheduler,
 		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},
