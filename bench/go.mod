@@ -23,6 +23,7 @@ require (
 	github.com/proxysinks/proxysinks/client v0.0.0
 	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/fullstate v0.0.0
+	github.com/proxysinks/proxysinks/host v0.0.0
 	github.com/proxysinks/proxysinks/incremental v0.0.0
 	github.com/sirupsen/logrus v1.9.0 // indirect
 	github.com/vishvananda/netlink v1.3.1
@@ -40,3 +41,5 @@ replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
 
 replace github.com/proxysinks/proxysinks/incremental => ../incremental
+
+replace github.com/proxysinks/proxysinks/host => ../host

@@ -8,7 +8,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 )
 
@@ -70,7 +70,7 @@ func fakeWriter(tb testing.TB) (*counting, *ipvs.Conn) {
 // fakeKernel returns a fresh fake node (IPv4) as a dataplane.Kernel.
 func fakeKernel(tb testing.TB) *dataplane.Kernel {
 	tb.Helper()
-	return dataplanetest.NewNode(tb, []rules.Family{rules.IPv4}).Kernel(tb)
+	return dataplanetest.NewNode(tb, []xtables.Family{xtables.IPv4}).Kernel(tb)
 }
 
 // discardWriter returns a counting writer over nothing.

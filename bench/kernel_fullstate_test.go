@@ -8,7 +8,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
@@ -157,13 +157,13 @@ func newKernelSink(b *testing.B, binding dataplane.Binding, overlap bool) (*fsSi
 	k := dialNS(b, nstest.New(b))
 	k.Binding = binding
 	sets := k.IPSet.(*ipset.Conn)
-	if err := dataplane.CreateSets(sets, []rules.Family{rules.IPv4}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(sets, []xtables.Family{xtables.IPv4}, 1024, 65536); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := k.Link.EnsureDummy(link.DefaultDummy); err != nil {
 		b.Fatal(err)
 	}
-	node := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, NodeAddresses: []netip.Addr{fsNodeIP}}}
+	node := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4}, NodeAddresses: []netip.Addr{fsNodeIP}}}
 	w := newCounting(k)
 	a := dataplane.NewApplier(w)
 	a.Overlap = overlap

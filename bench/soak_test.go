@@ -17,7 +17,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
@@ -229,7 +229,7 @@ func TestSoak(t *testing.T) {
 // sees as its own shows there).
 func readKernel(t *testing.T, k *dataplane.Kernel) *dataplane.State {
 	t.Helper()
-	n := &dataplane.Node{Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, Dummy: k.Dummy, NodeAddresses: []netip.Addr{fsNodeIP}}, Kernel: k}
+	n := &dataplane.Node{Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4}, Dummy: k.Dummy, NodeAddresses: []netip.Addr{fsNodeIP}}, Kernel: k}
 	st, err := n.Read()
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +290,7 @@ func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 func newRealSoakKernel(t *testing.T) *dataplane.Kernel {
 	ns := nstest.New(t)
 	k := dialNS(t, ns)
-	n := &dataplane.Node{Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4}, Dummy: k.Dummy, NodeAddresses: []netip.Addr{fsNodeIP}}, Kernel: k}
+	n := &dataplane.Node{Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4}, Dummy: k.Dummy, NodeAddresses: []netip.Addr{fsNodeIP}}, Kernel: k}
 	if err := ns.Do(n.Setup); err != nil {
 		t.Fatalf("prepare the node: %v", err)
 	}

@@ -3,16 +3,16 @@
 // order, terminates TCP destinations gracefully, and prepares the node
 // (modules, sysctls, kube-ipvs0, ipsets, iptables rules). Rendering is in
 // dataplane/render, the iptables rules in dataplane/rules, modules and
-// sysctls in dataplane/kernel.
+// sysctls in host/kernel.
 package dataplane
 
 import (
 	"errors"
 	"sync"
 
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -41,7 +41,7 @@ type Applier struct {
 	// members (rules.OutFilterDrops) up to date after a plan changed those
 	// members, for the families given, and reports whether it wrote
 	// (Node.EnsureRules).
-	EntryRules func(families []rules.Family) (bool, error)
+	EntryRules func(families []xtables.Family) (bool, error)
 
 	mu sync.Mutex
 	// terminating holds TCP destinations set to weight 0 that are removed

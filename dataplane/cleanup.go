@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"golang.org/x/sys/unix"
 )
@@ -44,10 +45,10 @@ func (n *Node) Cleanup() ([]string, error) {
 	// The rules before the sets: a set a rule refers to cannot be destroyed.
 	run := n.RulesRunner
 	if run == nil {
-		run = rules.Exec
+		run = xtables.Exec
 	}
 	for _, f := range n.Cfg.Families {
-		b, err := rules.Detect(f, run)
+		b, err := xtables.Detect(f, run)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: %w", err))
 			continue

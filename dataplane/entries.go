@@ -6,6 +6,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 )
 
@@ -59,11 +60,11 @@ func (a *Applier) entryRules(res *Result, p Plan) {
 	if a.EntryRules == nil {
 		return
 	}
-	var fams []rules.Family
+	var fams []xtables.Family
 	for _, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
 		for _, e := range l {
-			for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-				if (e.Set == f.SetName(rules.SetLoadBalancerFW) || e.Set == f.SetName(rules.SetLoadBalancerSrcIP)) && !slices.Contains(fams, f) {
+			for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+				if (e.Set == rules.SetName(f, rules.SetLoadBalancerFW) || e.Set == rules.SetName(f, rules.SetLoadBalancerSrcIP)) && !slices.Contains(fams, f) {
 					fams = append(fams, f)
 				}
 			}

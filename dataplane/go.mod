@@ -20,8 +20,11 @@ require (
 	github.com/mdlayher/genetlink v1.4.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/proxysinks/proxysinks/host v0.0.0
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
 
 replace github.com/proxysinks/proxysinks/client => ../client
+
+replace github.com/proxysinks/proxysinks/host => ../host

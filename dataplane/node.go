@@ -8,9 +8,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
@@ -21,7 +22,7 @@ import (
 // owns.
 type NodeConfig struct {
 	// Families are the IP families the node serves.
-	Families []rules.Family
+	Families []xtables.Family
 	// Dummy is the link holding bound addresses (default kube-ipvs0).
 	Dummy string
 	// Scheduler is the default scheduler, whose module must be present.
@@ -59,7 +60,7 @@ func (c *NodeConfig) defaults() {
 		c.IPSetHashSize = 1024
 	}
 	if len(c.Families) == 0 {
-		c.Families = []rules.Family{rules.IPv4}
+		c.Families = []xtables.Family{xtables.IPv4}
 	}
 }
 
@@ -70,13 +71,13 @@ type Node struct {
 	// Modules and Sysctl default to the running kernel's.
 	Modules kernel.Modules
 	Sysctl  kernel.Sysctl
-	// Rules runs iptables tools (default rules.Exec).
-	RulesRunner rules.Runner
+	// Rules runs iptables tools (default xtables.Exec).
+	RulesRunner xtables.Runner
 	Log         *slog.Logger
 
 	// backends are the iptables backends detected, one per family of
 	// Cfg.Families in order, detected once.
-	backends []rules.Backend
+	backends []xtables.Backend
 }
 
 // Setup makes the node ready for the sink: modules loaded, then Repair
@@ -88,7 +89,7 @@ func (n *Node) Setup() error {
 	if err != nil {
 		return err
 	}
-	if err := n.Modules.Ensure(kernel.RequiredIPVSModules(v, n.Cfg.Scheduler)); err != nil {
+	if err := n.Modules.Ensure(RequiredIPVSModules(v, n.Cfg.Scheduler)); err != nil {
 		return err
 	}
 	// Schedulers a service may pick by annotation are loaded now too: a
@@ -131,7 +132,7 @@ func (n *Node) Repair() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings := kernel.IPVSSysctls(v, n.Cfg.StrictARP)
+	settings := IPVSSysctls(v, n.Cfg.StrictARP)
 	for _, st := range settings {
 		w, err := kernel.EnsureSysctl(n.Sysctl, st.Name, st.Value)
 		if err != nil {
@@ -177,21 +178,21 @@ func (n *Node) Repair() ([]string, error) {
 // reports whether it wrote. The sinks run it through
 // Applier.EntryRules after a plan changed those members; Repair runs it
 // for every family.
-func (n *Node) EnsureRules(families []rules.Family) (bool, error) {
+func (n *Node) EnsureRules(families []xtables.Family) (bool, error) {
 	w, err := n.ensureRules(families)
 	return len(w) > 0, err
 }
 
-func (n *Node) ensureRules(families []rules.Family) ([]string, error) {
+func (n *Node) ensureRules(families []xtables.Family) ([]string, error) {
 	var wrote []string
 	var errs []error
 	run := n.RulesRunner
 	if run == nil {
-		run = rules.Exec
+		run = xtables.Exec
 	}
 	for i, f := range n.Cfg.Families {
 		if len(n.backends) <= i {
-			b, err := rules.Detect(f, run)
+			b, err := xtables.Detect(f, run)
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -223,7 +224,7 @@ func (n *Node) ensureRules(families []rules.Family) ([]string, error) {
 // outFilterDrops reads the family's KUBE-LOAD-BALANCER-FW and
 // KUBE-LOAD-BALANCER-SOURCE-IP members and returns the drops they call for
 // (rules.OutFilterDrops).
-func (n *Node) outFilterDrops(f rules.Family) ([]rules.OutFilterDrop, error) {
+func (n *Node) outFilterDrops(f xtables.Family) ([]rules.OutFilterDrop, error) {
 	read := func(set string, nodeAccess bool) ([]rules.OutFilterDrop, error) {
 		_, es, err := n.Kernel.IPSet.List(set)
 		if err != nil {
@@ -238,11 +239,11 @@ func (n *Node) outFilterDrops(f rules.Family) ([]rules.OutFilterDrop, error) {
 		}
 		return out, nil
 	}
-	fw, err := read(f.SetName(rules.SetLoadBalancerFW), false)
+	fw, err := read(rules.SetName(f, rules.SetLoadBalancerFW), false)
 	if err != nil || len(fw) == 0 {
 		return nil, err
 	}
-	allowed, err := read(f.SetName(rules.SetLoadBalancerSrcIP), true)
+	allowed, err := read(rules.SetName(f, rules.SetLoadBalancerSrcIP), true)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +268,7 @@ func (n *Node) dummy() (bool, error) {
 // exist (hash sets with the given hash size and maximum size, bitmap:port
 // sets over every port) and returns the names it created. With every set
 // present it only lists the set names.
-func EnsureSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint32) ([]string, error) {
+func EnsureSets(c ipset.Client, families []xtables.Family, hashSize, maxElem uint32) ([]string, error) {
 	names, err := c.ListNames()
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: list ipsets: %w", err)
@@ -294,7 +295,7 @@ func EnsureSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint3
 // CreateSets creates every kube-proxy ipset of the families unless it
 // exists: hash sets with the given hash size and maximum size, bitmap:port
 // sets over every port.
-func CreateSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint32) error {
+func CreateSets(c ipset.Client, families []xtables.Family, hashSize, maxElem uint32) error {
 	for _, f := range families {
 		for _, name := range rules.Sets(f) {
 			if err := createSet(c, f, name, hashSize, maxElem); err != nil {
@@ -305,13 +306,13 @@ func CreateSets(c ipset.Client, families []rules.Family, hashSize, maxElem uint3
 	return nil
 }
 
-func createSet(c ipset.Client, f rules.Family, name string, hashSize, maxElem uint32) error {
+func createSet(c ipset.Client, f xtables.Family, name string, hashSize, maxElem uint32) error {
 	s := ipset.Set{Name: name, Type: ipset.Type(rules.SetType(name))}
 	if s.Type == ipset.BitmapPort {
 		s.PortFrom, s.PortTo = 0, 65535
 	} else {
 		s.Family, s.HashSize, s.MaxElem = ipset.INET, hashSize, maxElem
-		if f == rules.IPv6 {
+		if f == xtables.IPv6 {
 			s.Family = ipset.INET6
 		}
 	}
@@ -460,7 +461,7 @@ func (n *Node) Read() (*State, error) {
 			for _, e := range entries {
 				se := FromEntry(name, e)
 				st.Entries = append(st.Entries, se)
-				if name == f.SetName(rules.SetVirtualServers) {
+				if name == rules.SetName(f, rules.SetVirtualServers) {
 					recorded[render.VirtualServer{Protocol: se.Protocol, Addr: se.Addr, Port: se.Port}] = true
 				}
 			}
@@ -505,9 +506,9 @@ func (n *Node) Read() (*State, error) {
 // decide what is rendered (render.Config.Families), so that no IPv6
 // virtual server is programmed without its KUBE-6-* sets and ip6tables
 // rules.
-func HostFamilies(s kernel.Sysctl) []rules.Family {
+func HostFamilies(s kernel.Sysctl) []xtables.Family {
 	if v, err := s.Get("net/ipv6/conf/all/disable_ipv6"); err == nil && v == 0 {
-		return []rules.Family{rules.IPv4, rules.IPv6}
+		return []xtables.Family{xtables.IPv4, xtables.IPv6}
 	}
-	return []rules.Family{rules.IPv4}
+	return []xtables.Family{xtables.IPv4}
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 func TestOwned(t *testing.T) {
@@ -44,11 +44,11 @@ func TestHostFamilies(t *testing.T) {
 	tests := []struct {
 		name  string
 		value string // "" means no net/ipv6 sysctls
-		want  []rules.Family
+		want  []xtables.Family
 	}{
-		{"IPv6 on", "0\n", []rules.Family{rules.IPv4, rules.IPv6}},
-		{"IPv6 disabled", "1\n", []rules.Family{rules.IPv4}},
-		{"no IPv6 in the kernel", "", []rules.Family{rules.IPv4}},
+		{"IPv6 on", "0\n", []xtables.Family{xtables.IPv4, xtables.IPv6}},
+		{"IPv6 disabled", "1\n", []xtables.Family{xtables.IPv4}},
+		{"no IPv6 in the kernel", "", []xtables.Family{xtables.IPv4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

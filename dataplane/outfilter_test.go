@@ -9,6 +9,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -30,14 +31,14 @@ func TestEntryRulesOutFilter(t *testing.T) {
 	}
 	calls := 0
 	a := dataplane.NewApplier(n.Kernel)
-	a.EntryRules = func(f []rules.Family) (bool, error) { calls++; return n.EnsureRules(f) }
+	a.EntryRules = func(f []xtables.Family) (bool, error) { calls++; return n.EnsureRules(f) }
 	v4, v6 := netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("2001:db8::20")
 	fw := func(a netip.Addr) render.SetEntry {
-		f := rules.IPv4
+		f := xtables.IPv4
 		if a.Is6() {
-			f = rules.IPv6
+			f = xtables.IPv6
 		}
-		return render.SetEntry{Set: f.SetName(rules.SetLoadBalancerFW), Addr: a, Protocol: render.TCP, Port: 80}
+		return render.SetEntry{Set: rules.SetName(f, rules.SetLoadBalancerFW), Addr: a, Protocol: render.TCP, Port: 80}
 	}
 	nodeAccess := render.SetEntry{Set: rules.SetLoadBalancerSrcIP, Addr: v4, Protocol: render.TCP, Port: 80, Addr2: v4}
 	outFilter := func(tool string) []string {

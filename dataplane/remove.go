@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 )
 
@@ -135,7 +136,7 @@ func entriesToDelete(res *Result, p *Plan) []render.SetEntry {
 	}
 	out := make([]render.SetEntry, 0, len(p.DelEntries))
 	for _, e := range p.DelEntries {
-		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.SetName(xtables.IPv6, rules.SetVirtualServers) {
 			vs := render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}
 			if err, failed := res.Failed.Servers[vs]; failed {
 				put(&res.Failed.Entries, e, fmt.Errorf("dataplane: remove %s: kept while virtual server %s is not removed: %w", e, vs, err))

@@ -10,8 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
@@ -34,7 +35,7 @@ func repairNode(t *testing.T) (*dataplane.Node, *nstest.NetNS, kernel.Sysctl) {
 		t.Fatal(err)
 	}
 	sys := kernel.Sysctl{Root: t.TempDir()}
-	for _, s := range kernel.IPVSSysctls(v, true) {
+	for _, s := range dataplane.IPVSSysctls(v, true) {
 		p := filepath.Join(sys.Root, filepath.FromSlash(s.Name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -47,13 +48,13 @@ func repairNode(t *testing.T) (*dataplane.Node, *nstest.NetNS, kernel.Sysctl) {
 		var out []byte
 		err := ns.Do(func() error {
 			var err error
-			out, err = rules.Exec(name, args, stdin)
+			out, err = xtables.Exec(name, args, stdin)
 			return err
 		})
 		return out, err
 	}
 	n := &dataplane.Node{
-		Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, StrictARP: true,
+		Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4, xtables.IPv6}, StrictARP: true,
 			Rules: rules.Config{MasqueradeBit: 14, RandomFully: true}},
 		Kernel:      &dataplane.Kernel{IPSet: c, Link: dataplanetest.NewLinks()},
 		Sysctl:      sys,

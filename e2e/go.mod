@@ -88,6 +88,7 @@ require (
 	github.com/proxysinks/proxysinks/client v0.0.0
 	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/fullstate v0.0.0 // indirect
+	github.com/proxysinks/proxysinks/host v0.0.0
 	github.com/proxysinks/proxysinks/incremental v0.0.0 // indirect
 	github.com/proxysinks/proxysinks/sinks v0.0.0
 	golang.org/x/net v0.59.0 // indirect
@@ -108,3 +109,5 @@ replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
 replace github.com/proxysinks/proxysinks/incremental => ../incremental
 
 replace github.com/proxysinks/proxysinks/iptables => ../iptables
+
+replace github.com/proxysinks/proxysinks/host => ../host

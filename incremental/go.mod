@@ -17,6 +17,7 @@ require (
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/proxysinks/proxysinks/host v0.0.0
 	github.com/ti-mo/conntrack v0.6.0 // indirect
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 	golang.org/x/net v0.57.0 // indirect
@@ -30,3 +31,5 @@ replace github.com/proxysinks/proxysinks/dataplane => ../dataplane
 replace github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
 
 replace github.com/proxysinks/proxysinks/fullstate => ../fullstate
+
+replace github.com/proxysinks/proxysinks/host => ../host

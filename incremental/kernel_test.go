@@ -10,6 +10,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
@@ -68,7 +69,7 @@ func newKernelNodeTB(t testing.TB) *kernelNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.sets.Close() })
-	if err := dataplane.CreateSets(n.sets, []rules.Family{rules.IPv4, rules.IPv6}, 1024, 65536); err != nil {
+	if err := dataplane.CreateSets(n.sets, []xtables.Family{xtables.IPv4, xtables.IPv6}, 1024, 65536); err != nil {
 		t.Fatal(err)
 	}
 	if n.links, err = link.Dial(&link.Config{NetNS: ns.FD()}); err != nil {
@@ -83,13 +84,13 @@ func newKernelNodeTB(t testing.TB) *kernelNode {
 		var out []byte
 		err := ns.Do(func() error {
 			var err error
-			out, err = rules.Exec(name, args, stdin)
+			out, err = xtables.Exec(name, args, stdin)
 			return err
 		})
 		return out, err
 	}
-	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		b, err := rules.Detect(f, run)
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+		b, err := xtables.Detect(f, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +110,7 @@ func (n *kernelNode) parts(t testing.TB) (*dataplane.Applier, *dataplane.Node) {
 	t.Cleanup(func() { conn.Close() })
 	n.conn = conn
 	k := &dataplane.Kernel{IPVSConn: conn, IPSet: n.sets, Link: n.links, Dummy: link.DefaultDummy}
-	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []rules.Family{rules.IPv4, rules.IPv6}, NodeAddresses: nodeIPs}}
+	nd := &dataplane.Node{Kernel: k, Cfg: dataplane.NodeConfig{Families: []xtables.Family{xtables.IPv4, xtables.IPv6}, NodeAddresses: nodeIPs}}
 	n.fail.w = k
 	return dataplane.NewApplier(&n.fail), nd
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 )
@@ -190,7 +191,7 @@ func wantState(ses []*client.ServiceEndpoints, cfg render.Config) *dataplane.Sta
 	nc := dataplane.NodeConfig{NodeAddresses: cfg.NodeAddresses, NodePortRange: [2]uint16{30000, 32767}}
 	recorded := map[render.VirtualServer]bool{}
 	for e := range c.entries {
-		if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+		if e.Set == rules.SetVirtualServers || e.Set == rules.SetName(xtables.IPv6, rules.SetVirtualServers) {
 			recorded[render.VirtualServer{Protocol: e.Protocol, Addr: e.Addr, Port: e.Port}] = true
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -224,14 +224,14 @@ func BenchmarkKernelFirstSync(b *testing.B) {
 		}
 		bounded = n
 	}
-	for _, backend := range []rules.Backend{rules.NFT, rules.Legacy} {
+	for _, backend := range []xtables.Backend{xtables.NFT, xtables.Legacy} {
 		for _, n := range sizes {
 			for _, mode := range []struct {
 				name  string
 				limit int
 			}{{"proxier", bounded}, {"kube-proxy-single-restore", -1}} {
 				b.Run(fmt.Sprintf("%s/services=%d/%s", backend, n, mode.name), func(b *testing.B) {
-					nstest.LookPath(b, backend.Command(rules.IPv4, "restore"))
+					nstest.LookPath(b, backend.Command(xtables.IPv4, "restore"))
 					s := benchCluster(n)
 					var st SyncStats
 					var tools int64

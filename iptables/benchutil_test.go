@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -48,7 +48,7 @@ func benchSizes(b *testing.B) []int {
 
 // timeoutRunner runs the iptables tools in ns, killing any that runs
 // longer than timeout.
-func timeoutRunner(ns *nstest.NetNS, timeout time.Duration) rules.Runner {
+func timeoutRunner(ns *nstest.NetNS, timeout time.Duration) xtables.Runner {
 	return func(name string, args []string, stdin []byte) ([]byte, error) {
 		var out []byte
 		err := ns.Do(func() error {

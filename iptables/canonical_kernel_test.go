@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // canonicalCluster has what the canonical form shortens, in both
@@ -86,7 +86,7 @@ func TestKernelCanonicalForm(t *testing.T) {
 		regexp.MustCompile(` -d fd00:50::2/128 `),
 		regexp.MustCompile(` --probability 0\.\d{11} `),
 	}
-	for _, b := range []rules.Backend{rules.NFT, rules.Legacy} {
+	for _, b := range []xtables.Backend{xtables.NFT, xtables.Legacy} {
 		t.Run(string(b), func(t *testing.T) {
 			var written strings.Builder
 			p, ns := kernelProxier(t, b, mod)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // ownedChains are the top-level chains CleanupLeftovers deletes, per
@@ -26,14 +26,14 @@ var builtinChains = []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTRO
 // families and with every iptables backend whose tools are installed: the
 // jumps from the built-in chains to ours, our top-level chains and every
 // per-service chain. Other rules and chains are left alone. run nil means
-// rules.Exec. The error names each table that could not be cleaned.
-func CleanupLeftovers(run rules.Runner) error {
+// xtables.Exec. The error names each table that could not be cleaned.
+func CleanupLeftovers(run xtables.Runner) error {
 	if run == nil {
-		run = rules.Exec
+		run = xtables.Exec
 	}
 	var errs []error
-	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		for _, b := range []rules.Backend{rules.NFT, rules.Legacy} {
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+		for _, b := range []xtables.Backend{xtables.NFT, xtables.Legacy} {
 			if err := cleanup(run, f, b); err != nil {
 				errs = append(errs, err)
 			}
@@ -42,7 +42,7 @@ func CleanupLeftovers(run rules.Runner) error {
 	return errors.Join(errs...)
 }
 
-func cleanup(run rules.Runner, f rules.Family, b rules.Backend) error {
+func cleanup(run xtables.Runner, f xtables.Family, b xtables.Backend) error {
 	var input bytes.Buffer
 	var errs []error
 	for _, table := range tables {

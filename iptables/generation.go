@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // Defaults of Config.CompareEvery and Config.CompareInterval.
@@ -60,7 +60,7 @@ type genTracker struct {
 func newGenTracker(cfg *Config) genTracker {
 	g := genTracker{read: cfg.Generation, every: cfg.CompareEvery, interval: cfg.CompareInterval, log: cfg.Log, now: time.Now}
 	if g.read == nil && cfg.Run == nil && cfg.DryRun == nil {
-		g.read = func() (uint32, error) { return rules.NFTGeneration(0) }
+		g.read = func() (uint32, error) { return xtables.NFTGeneration(0) }
 	}
 	if cfg.DryRun != nil {
 		g.read = nil
@@ -92,7 +92,7 @@ func (g *genTracker) begin(fams []*family, s *client.Snapshot) genSync {
 	var gs genSync
 	g.commits = 0
 	for _, f := range fams {
-		if f.backend != rules.Legacy {
+		if f.backend != xtables.Legacy {
 			gs.unread++
 		}
 	}
@@ -110,7 +110,7 @@ func (g *genTracker) begin(fams []*family, s *client.Snapshot) genSync {
 // an nf_tables family in sync, with nothing committed since the kernel was
 // known to hold the same snapshot, and no compare due.
 func (gs *genSync) skipRead(f *family) bool {
-	if f.backend == rules.Legacy {
+	if f.backend == xtables.Legacy {
 		return false
 	}
 	gs.unread--
@@ -146,7 +146,7 @@ func (g *genTracker) end(gs genSync, fams []*family, s *client.Snapshot, skipped
 // committed, at most: iptables-nft-restore commits each table section on
 // its own (dataplane/rules TestNFTGeneration).
 func (g *genTracker) wrote(f *family, input []byte) {
-	if f.backend != rules.Legacy {
+	if f.backend != xtables.Legacy {
 		g.commits += bytes.Count(input, []byte("COMMIT\n"))
 	}
 }

@@ -12,13 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
 // nsGeneration reads the nf_tables generation of a test's namespace.
 func nsGeneration(ns *nstest.NetNS) func() (uint32, error) {
-	return func() (uint32, error) { return rules.NFTGeneration(ns.FD()) }
+	return func() (uint32, error) { return xtables.NFTGeneration(ns.FD()) }
 }
 
 // toolCounter counts the iptables-save and iptables-restore runs of a
@@ -29,7 +29,7 @@ type toolCounter struct {
 	after func()
 }
 
-func (c *toolCounter) wrap(run rules.Runner) rules.Runner {
+func (c *toolCounter) wrap(run xtables.Runner) xtables.Runner {
 	return func(name string, args []string, stdin []byte) ([]byte, error) {
 		switch {
 		case strings.HasSuffix(name, "-save"):
@@ -46,7 +46,7 @@ func (c *toolCounter) wrap(run rules.Runner) rules.Runner {
 }
 
 // countingProxier is kernelProxier with its tool runs counted.
-func countingProxier(t *testing.T, b rules.Backend, mod func(*Config)) (*Proxier, *nstest.NetNS, *toolCounter) {
+func countingProxier(t *testing.T, b xtables.Backend, mod func(*Config)) (*Proxier, *nstest.NetNS, *toolCounter) {
 	t.Helper()
 	c := &toolCounter{}
 	p, ns := kernelProxier(t, b, mod)
@@ -83,7 +83,7 @@ var (
 // next resync read both families and repair what differs, after which
 // resyncs skip again.
 func TestKernelResyncSkipsUnchanged(t *testing.T) {
-	p, ns, c := countingProxier(t, rules.NFT, nil)
+	p, ns, c := countingProxier(t, xtables.NFT, nil)
 	specs := broad()
 	s := snapshot(specs...)
 	if _, err := p.Snapshot(s); err != nil {
@@ -139,7 +139,7 @@ func TestKernelResyncSkipsUnchanged(t *testing.T) {
 // (here: right after each restore, a hand deletion of one of our rules)
 // is not taken for the Proxier's own: the next resync reads and repairs.
 func TestKernelResyncForeignCommitDuringSync(t *testing.T) {
-	p, ns, c := countingProxier(t, rules.NFT, nil)
+	p, ns, c := countingProxier(t, xtables.NFT, nil)
 	specs := broad()
 	s := snapshot(specs...)
 	if _, err := p.Snapshot(s); err != nil {
@@ -174,7 +174,7 @@ func TestKernelResyncForeignCommitDuringSync(t *testing.T) {
 // compares at least every CompareEvery resyncs and every CompareInterval.
 func TestKernelResyncForcedCompare(t *testing.T) {
 	t.Run("every", func(t *testing.T) {
-		p, _, c := countingProxier(t, rules.NFT, func(c *Config) { c.CompareEvery = 3 })
+		p, _, c := countingProxier(t, xtables.NFT, func(c *Config) { c.CompareEvery = 3 })
 		if _, err := p.Snapshot(snapshot(broad()...)); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestKernelResyncForcedCompare(t *testing.T) {
 		}
 	})
 	t.Run("interval", func(t *testing.T) {
-		p, _, c := countingProxier(t, rules.NFT, func(c *Config) { c.CompareEvery = 1000; c.CompareInterval = time.Minute })
+		p, _, c := countingProxier(t, xtables.NFT, func(c *Config) { c.CompareEvery = 1000; c.CompareInterval = time.Minute })
 		now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 		p.gen.now = func() time.Time { return now }
 		if _, err := p.Snapshot(snapshot(broad()...)); err != nil {
@@ -210,7 +210,7 @@ func TestKernelResyncForcedCompare(t *testing.T) {
 // TestKernelResyncLegacyCompares: the legacy backend has no generation:
 // every resync reads the tables, as before.
 func TestKernelResyncLegacyCompares(t *testing.T) {
-	p, _, c := countingProxier(t, rules.Legacy, nil)
+	p, _, c := countingProxier(t, xtables.Legacy, nil)
 	if _, err := p.Snapshot(snapshot(broad()...)); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestKernelResyncLegacyCompares(t *testing.T) {
 // rendered, every resync compares and reports it, as without the
 // generation; once it is fixed, resyncs skip again.
 func TestKernelResyncRenderErrorCompares(t *testing.T) {
-	p, _, c := countingProxier(t, rules.NFT, nil)
+	p, _, c := countingProxier(t, xtables.NFT, nil)
 	specs := broad()
 	s := snapshot(specs...)
 	if _, err := p.Snapshot(s); err != nil {
@@ -271,7 +271,7 @@ func TestKernelResyncGenerationUnreadable(t *testing.T) {
 	var broken atomic.Bool
 	broken.Store(true)
 	h := &countHandler{}
-	p, ns, c := countingProxier(t, rules.NFT, func(c *Config) { c.Log = slog.New(h) })
+	p, ns, c := countingProxier(t, xtables.NFT, func(c *Config) { c.Log = slog.New(h) })
 	read := nsGeneration(ns)
 	p.gen.read = func() (uint32, error) {
 		if broken.Load() {

@@ -4,14 +4,12 @@ go 1.26.0
 
 replace (
 	github.com/proxysinks/proxysinks/client => ../client
-	github.com/proxysinks/proxysinks/dataplane => ../dataplane
 	github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
 )
 
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/proxysinks/proxysinks/client v0.0.0
-	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 )
 
@@ -24,6 +22,7 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/proxysinks/proxysinks/host v0.0.0
 	github.com/ti-mo/conntrack v0.6.0 // indirect
 	github.com/ti-mo/netfilter v0.5.3 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -42,3 +41,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/proxysinks/proxysinks/host => ../host

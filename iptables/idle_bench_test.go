@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -25,14 +25,14 @@ func BenchmarkKernelIdleResync(b *testing.B) {
 	for _, n := range sizes {
 		for _, mode := range []string{"compare", "generation", "skip"} {
 			b.Run(fmt.Sprintf("services=%d/%s", n, mode), func(b *testing.B) {
-				nstest.LookPath(b, rules.NFT.Command(rules.IPv4, "restore"))
+				nstest.LookPath(b, xtables.NFT.Command(xtables.IPv4, "restore"))
 				ns, err := nstest.Create()
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer ns.Close()
 				c := &toolCounter{}
-				cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: rules.NFT, Run: c.wrap(nsRunner(ns))}
+				cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: xtables.NFT, Run: c.wrap(nsRunner(ns))}
 				if mode != "compare" {
 					cfg.Generation = nsGeneration(ns)
 				}

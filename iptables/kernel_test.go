@@ -8,17 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
 // nsRunner runs the iptables tools inside a test's namespace.
-func nsRunner(ns *nstest.NetNS) rules.Runner {
+func nsRunner(ns *nstest.NetNS) xtables.Runner {
 	return func(name string, args []string, stdin []byte) ([]byte, error) {
 		var out []byte
 		err := ns.Do(func() error {
 			var err error
-			out, err = rules.Exec(name, args, stdin)
+			out, err = xtables.Exec(name, args, stdin)
 			return err
 		})
 		return out, err
@@ -27,17 +27,17 @@ func nsRunner(ns *nstest.NetNS) rules.Runner {
 
 // kernelProxier returns a Proxier for both families working in a fresh
 // namespace with the given backend.
-func kernelProxier(t *testing.T, b rules.Backend, mod func(*Config)) (*Proxier, *nstest.NetNS) {
+func kernelProxier(t *testing.T, b xtables.Backend, mod func(*Config)) (*Proxier, *nstest.NetNS) {
 	t.Helper()
-	nstest.LookPath(t, b.Command(rules.IPv4, "restore"))
-	nstest.LookPath(t, b.Command(rules.IPv6, "restore"))
+	nstest.LookPath(t, b.Command(xtables.IPv4, "restore"))
+	nstest.LookPath(t, b.Command(xtables.IPv6, "restore"))
 	ns := nstest.New(t)
 	return proxierIn(t, ns, b, mod), ns
 }
 
 // proxierIn returns a Proxier for both families working in ns with the
 // given backend (a second one stands for the sink restarted).
-func proxierIn(t *testing.T, ns *nstest.NetNS, b rules.Backend, mod func(*Config)) *Proxier {
+func proxierIn(t *testing.T, ns *nstest.NetNS, b xtables.Backend, mod func(*Config)) *Proxier {
 	t.Helper()
 	cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: b, Run: nsRunner(ns), Generation: nsGeneration(ns),
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")},
@@ -71,7 +71,7 @@ func saveAll(t *testing.T, p *Proxier) string {
 // iptables-save prints back, on both backends and families: a resync right
 // after the first sync finds nothing to write.
 func TestKernelRoundTrip(t *testing.T) {
-	for _, b := range []rules.Backend{rules.NFT, rules.Legacy} {
+	for _, b := range []xtables.Backend{xtables.NFT, xtables.Legacy} {
 		for _, mode := range []string{"", "large-cluster", "bounded"} {
 			large, bound := mode == "large-cluster", 0
 			if mode == "bounded" {
@@ -145,7 +145,7 @@ func pendingWrites(t *testing.T, p *Proxier) string {
 // the same state holds (a resync finds nothing to write, so no stale chain
 // or rule is left and nothing is missing).
 func TestKernelPartialSyncs(t *testing.T) {
-	for _, b := range []rules.Backend{rules.NFT, rules.Legacy} {
+	for _, b := range []xtables.Backend{xtables.NFT, xtables.Legacy} {
 		t.Run(string(b), func(t *testing.T) {
 			p, _ := kernelProxier(t, b, nil)
 			specs := broad()
@@ -204,7 +204,7 @@ func TestKernelPartialSyncs(t *testing.T) {
 // (someone deleted a rule it must delete) is counted, and the next sync is
 // a full one that repairs the state.
 func TestKernelPartialFailureRecovers(t *testing.T) {
-	p, ns := kernelProxier(t, rules.NFT, nil)
+	p, ns := kernelProxier(t, xtables.NFT, nil)
 	specs := broad()
 	s := snapshot(specs...)
 	if _, err := p.Snapshot(s); err != nil {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // IPTablesVersioner can query the current iptables version.
@@ -84,9 +84,9 @@ func parseVersion(v string) ([3]int, error) {
 
 // ExecVersioner asks the iptables binary of a backend for its version.
 type ExecVersioner struct {
-	Backend rules.Backend
-	// Run runs the command; nil means rules.Exec.
-	Run rules.Runner
+	Backend xtables.Backend
+	// Run runs the command; nil means xtables.Exec.
+	Run xtables.Runner
 }
 
 var versionRE = regexp.MustCompile(`v([0-9]+\.[0-9]+\.[0-9]+)`)
@@ -96,7 +96,7 @@ var versionRE = regexp.MustCompile(`v([0-9]+\.[0-9]+\.[0-9]+)`)
 func (e ExecVersioner) GetVersion() (string, error) {
 	run := e.Run
 	if run == nil {
-		run = rules.Exec
+		run = xtables.Exec
 	}
 	name := "iptables"
 	if e.Backend != "" {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 type fakeVersion struct {
@@ -48,7 +48,7 @@ func TestExecVersioner(t *testing.T) {
 		}
 		return []byte("iptables v1.8.9 (nf_tables)\n"), nil
 	}
-	v, err := ExecVersioner{Backend: rules.NFT, Run: run}.GetVersion()
+	v, err := ExecVersioner{Backend: xtables.NFT, Run: run}.GetVersion()
 	if err != nil || v != "1.8.9" {
 		t.Errorf("got %q, %v; want 1.8.9", v, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/host/conntrack"
 )
 
 // syncPartial writes only what the snapshot's changes alter: the changed

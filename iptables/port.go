@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // endpoint is one endpoint of a service port, in one family. It holds no
@@ -132,8 +132,8 @@ type portFragments struct {
 // The targets of traffic without endpoints under its policy.
 var (
 	dropTarget    = []string{"-j", "DROP"}
-	rejectTarget4 = []string{"-j", "REJECT", "--reject-with", rejectWith(rules.IPv4)}
-	rejectTarget6 = []string{"-j", "REJECT", "--reject-with", rejectWith(rules.IPv6)}
+	rejectTarget4 = []string{"-j", "REJECT", "--reject-with", rejectWith(xtables.IPv4)}
+	rejectTarget6 = []string{"-j", "REJECT", "--reject-with", rejectWith(xtables.IPv6)}
 )
 
 // render renders the port and returns b for reuse.
@@ -278,7 +278,7 @@ func (pr *portRenderer) decide() {
 	switch {
 	case !rt.hasAny:
 		rt.internalTarget, rt.internalNote = rejectTarget4, " has no endpoints"
-		if pr.fc.fam == rules.IPv6 {
+		if pr.fc.fam == xtables.IPv6 {
 			rt.internalTarget = rejectTarget6
 		}
 		rt.externalTarget, rt.externalNote = rt.internalTarget, rt.internalNote
@@ -453,7 +453,7 @@ func (pr *portRenderer) reached() []endpoint {
 // hairpin masquerade rule and its DNAT rule.
 func (pr *portRenderer) endpointChains(reach []endpoint) {
 	w, b, names, f := pr.w, pr.b, pr.names, &pr.frag
-	v6 := pr.fc.fam == rules.IPv6
+	v6 := pr.fc.fam == xtables.IPv6
 	affinity := pr.svc.SessionAffinity != nil
 	for _, e := range reach {
 		// " -s ip": the address as e.str ("ip:port", "[ip]:port") has

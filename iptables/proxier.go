@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // Config configures a Proxier.
@@ -54,12 +54,12 @@ type Config struct {
 	NoRandomFully bool
 
 	// Run runs iptables-save and iptables-restore; nil means
-	// rules.Exec. Tests run the tools in a network namespace. The stdin
+	// xtables.Exec. Tests run the tools in a network namespace. The stdin
 	// it is given is reused after it returns: it must not keep it.
-	Run rules.Runner
+	Run xtables.Runner
 	// Backend is "nft" or "legacy"; empty detects what the node uses, as
-	// the IPVS sinks do (rules.Detect).
-	Backend rules.Backend
+	// the IPVS sinks do (xtables.Detect).
+	Backend xtables.Backend
 	// DryRun, when set, receives every iptables-restore input instead of
 	// the kernel (in one Write each, whose bytes are reused after it
 	// returns); the kernel is neither read nor written.
@@ -80,7 +80,7 @@ type Config struct {
 	// runtime schedules Resync).
 	SyncPeriod time.Duration
 	// Generation returns the nf_tables generation of the network
-	// namespace the tools run in (rules.NFTGeneration): a resync of
+	// namespace the tools run in (xtables.NFTGeneration): a resync of
 	// nf_tables families skips reading the tables when it has not moved
 	// since the kernel was known to hold what the Proxier wrote (see
 	// genTracker). nil means the current namespace's when Run is nil, and
@@ -149,7 +149,7 @@ func (s *SyncStats) add(o SyncStats) {
 // family is the Proxier's state for one address family.
 type family struct {
 	fc      famConfig
-	backend rules.Backend
+	backend xtables.Backend
 	svcs    map[client.ServiceKey]*rendered // as last written to the kernel
 	eps     int                             // sum of svcs' eps
 	large   bool
@@ -175,7 +175,7 @@ type family struct {
 type Proxier struct {
 	mu     sync.Mutex
 	cfg    Config
-	run    rules.Runner
+	run    xtables.Runner
 	fams   []*family
 	last   *client.Snapshot
 	totals SyncStats
@@ -200,29 +200,29 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	}
 	p := &Proxier{cfg: cfg, run: cfg.Run, largeAt: largeClusterEndpoints, gen: newGenTracker(&cfg)}
 	if p.run == nil {
-		p.run = rules.Exec
+		p.run = xtables.Exec
 	}
-	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		if f == rules.IPv4 && !cfg.IPv4 || f == rules.IPv6 && !cfg.IPv6 {
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+		if f == xtables.IPv4 && !cfg.IPv4 || f == xtables.IPv6 && !cfg.IPv6 {
 			continue
 		}
 		fc := famConfig{fam: f, mark: hexMark(cfg.MasqueradeBit), masqueradeAll: cfg.MasqueradeAll, scratch: &renderScratch{}}
 		for _, c := range cfg.ClusterCIDRs {
-			if c.Addr().Is6() == (f == rules.IPv6) && !fc.localCIDR.IsValid() {
+			if c.Addr().Is6() == (f == xtables.IPv6) && !fc.localCIDR.IsValid() {
 				fc.localCIDR = c.Masked()
 			}
 		}
 		for _, a := range cfg.NodeIPs {
-			if a.Is6() == (f == rules.IPv6) && !fc.nodeIP.IsValid() {
+			if a.Is6() == (f == xtables.IPv6) && !fc.nodeIP.IsValid() {
 				fc.nodeIP = a
 			}
 		}
 		fam := &family{fc: fc, backend: cfg.Backend, svcs: map[client.ServiceKey]*rendered{}, full: true}
 		if fam.backend == "" {
 			if cfg.DryRun != nil {
-				fam.backend = rules.NFT
+				fam.backend = xtables.NFT
 			} else {
-				b, err := rules.Detect(f, p.run)
+				b, err := xtables.Detect(f, p.run)
 				if err != nil {
 					return nil, fmt.Errorf("iptables: detect backend: %w", err)
 				}
@@ -236,8 +236,8 @@ func NewProxier(cfg Config) (*Proxier, error) {
 
 // Backends returns the iptables backend of each enabled family (IPv4
 // first).
-func (p *Proxier) Backends() []rules.Backend {
-	var out []rules.Backend
+func (p *Proxier) Backends() []xtables.Backend {
+	var out []xtables.Backend
 	for _, f := range p.fams {
 		out = append(out, f.backend)
 	}

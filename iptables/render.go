@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // largeClusterEndpoints is kube-proxy's threshold: above this many endpoints
@@ -16,7 +16,7 @@ const largeClusterEndpoints = 1000
 
 // famConfig is what rendering needs to know about the node, for one family.
 type famConfig struct {
-	fam           rules.Family
+	fam           xtables.Family
 	mark          string       // "0x4000"
 	masqueradeAll bool         // masquerade every packet to a cluster IP
 	localCIDR     netip.Prefix // pods of this node's cluster; invalid: no local detection
@@ -125,7 +125,7 @@ func protoName(p client.Protocol) string {
 // service's port order.
 func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints, large bool) error {
 	svc := se.Service
-	v6 := fc.fam == rules.IPv6
+	v6 := fc.fam == xtables.IPv6
 	cips := svc.ClusterIPs.Family(v6)
 	if len(cips) == 0 {
 		return nil
@@ -162,16 +162,16 @@ func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints
 }
 
 // rejectWith is the ICMP answer of a REJECT rule, as iptables-save prints it.
-func rejectWith(f rules.Family) string {
-	if f == rules.IPv6 {
+func rejectWith(f xtables.Family) string {
+	if f == xtables.IPv6 {
 		return "icmp6-port-unreachable"
 	}
 	return "icmp-port-unreachable"
 }
 
 // hostMask is the recent match's default mask, as iptables-save prints it.
-func hostMask(f rules.Family) string {
-	if f == rules.IPv6 {
+func hostMask(f xtables.Family) string {
+	if f == xtables.IPv6 {
 		return "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
 	}
 	return "255.255.255.255"

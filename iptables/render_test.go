@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // renderLines renders one service and returns its lines by chain: its own
@@ -33,14 +33,14 @@ func renderLines(t *testing.T, fc famConfig, s svcSpec) map[string][]string {
 	return out
 }
 
-var v4 = famConfig{fam: rules.IPv4, mark: "0x4000", localCIDR: netip.MustParsePrefix("10.244.0.0/16"), nodeIP: netip.MustParseAddr("192.168.50.2")}
+var v4 = famConfig{fam: xtables.IPv4, mark: "0x4000", localCIDR: netip.MustParsePrefix("10.244.0.0/16"), nodeIP: netip.MustParseAddr("192.168.50.2")}
 
 func TestRender(t *testing.T) {
 	web := "default/web:http"
 	svcWeb, sepWeb := ServiceChain(web, "tcp"), EndpointChain(web, "tcp", "10.244.1.5:8080")
 	masqAll := v4
 	masqAll.masqueradeAll = true
-	v6 := famConfig{fam: rules.IPv6, mark: "0x4000"}
+	v6 := famConfig{fam: xtables.IPv6, mark: "0x4000"}
 	sep6 := EndpointChain(web, "tcp", "[fd00:244::5]:8080")
 	dns := "default/dns"
 	lb := "default/lb"
@@ -213,7 +213,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // proxier.go. go test -run TestGoldenBroad -update rewrites it.
 func TestGoldenBroad(t *testing.T) {
 	var out strings.Builder
-	p, err := NewProxier(Config{IPv4: true, IPv6: true, MasqueradeBit: 14, DryRun: &out, Backend: rules.NFT, LocalhostNodePorts: true, MaxRestoreRules: -1,
+	p, err := NewProxier(Config{IPv4: true, IPv6: true, MasqueradeBit: 14, DryRun: &out, Backend: xtables.NFT, LocalhostNodePorts: true, MaxRestoreRules: -1,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")},
 		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.50.2")}})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/host/conntrack"
 )
 
 // staleFlows returns the conntrack targets of a full sync: every service

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // jump is a rule in a built-in chain that sends traffic to one of ours, in
@@ -16,7 +16,7 @@ type jump struct {
 // jumps returns kube-proxy's jumps from the built-in chains, in its order.
 // A missing jump is inserted at the top of its chain, so the last one ends
 // up first, as with kube-proxy.
-func jumps(localhostNodePorts bool, fam rules.Family) []jump {
+func jumps(localhostNodePorts bool, fam xtables.Family) []jump {
 	ext := "kubernetes externally-visible service portals"
 	portals := "kubernetes service portals"
 	fw := "kubernetes load balancer firewall"
@@ -34,7 +34,7 @@ func jumps(localhostNodePorts bool, fam rules.Family) []jump {
 		{"nat", "PREROUTING", "-m comment --comment \"" + portals + "\" -j " + chainServices},
 		{"nat", "POSTROUTING", "-m comment --comment \"kubernetes postrouting rules\" -j " + chainPostrouting},
 	}
-	if localhostNodePorts && fam == rules.IPv4 {
+	if localhostNodePorts && fam == xtables.IPv4 {
 		js = append(js,
 			jump{"filter", "INPUT", "-j " + chainKubeletFirewall},
 			jump{"filter", "OUTPUT", "-j " + chainKubeletFirewall})
@@ -60,18 +60,18 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 	comment := "-m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\""
 	restricted := false
 	for _, p := range c.NodePortCIDRs {
-		restricted = restricted || p.Addr().Is6() == (fc.fam == rules.IPv6)
+		restricted = restricted || p.Addr().Is6() == (fc.fam == xtables.IPv6)
 	}
 	var ips []netip.Addr
 	for _, a := range c.NodePortIPs {
-		if restricted && a.Is6() == (fc.fam == rules.IPv6) {
+		if restricted && a.Is6() == (fc.fam == xtables.IPv6) {
 			ips = append(ips, a)
 		}
 	}
 	if !restricted {
 		dst := ""
 		switch {
-		case fc.fam == rules.IPv6:
+		case fc.fam == xtables.IPv6:
 			dst = "! -d ::1 "
 		case !c.LocalhostNodePorts:
 			dst = "! -d 127.0.0.0/8 "
@@ -79,7 +79,7 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 		nodePorts = append(nodePorts, "-A "+chainServices+" "+dst+comment+" -m addrtype --dst-type LOCAL -j "+chainNodePorts)
 	}
 	for _, a := range ips {
-		if a.IsLoopback() && (fc.fam == rules.IPv6 || !c.LocalhostNodePorts) {
+		if a.IsLoopback() && (fc.fam == xtables.IPv6 || !c.LocalhostNodePorts) {
 			continue
 		}
 		nodePorts = append(nodePorts, "-A "+chainServices+" -d "+a.String()+" "+comment+" -j "+chainNodePorts)
@@ -103,7 +103,7 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 		{"filter", chainProxyFirewall, nil, topFilterFirewall},
 		{"filter", chainCanary, nil, -1},
 	}
-	if c.LocalhostNodePorts && fc.fam == rules.IPv4 {
+	if c.LocalhostNodePorts && fc.fam == xtables.IPv4 {
 		out = append(out, staticChain{"filter", chainKubeletFirewall, []string{
 			"-A " + chainKubeletFirewall + " ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment \"block incoming localnet connections\" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"}, -1})
 	}

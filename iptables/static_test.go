@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // TestNodePortRulesPerFamily: --nodeport-addresses restricts node ports
@@ -38,9 +38,9 @@ func TestNodePortRulesPerFamily(t *testing.T) {
 	for _, tt := range tests {
 		c := Config{IPv4: true, IPv6: true, NodePortCIDRs: tt.cidrs, NodePortIPs: tt.ips}
 		for _, f := range []struct {
-			fam  rules.Family
+			fam  xtables.Family
 			want []string
-		}{{rules.IPv4, tt.want4}, {rules.IPv6, tt.want6}} {
+		}{{xtables.IPv4, tt.want4}, {xtables.IPv6, tt.want6}} {
 			var got []string
 			for _, sc := range staticChains(&c, &famConfig{fam: f.fam, mark: "0x4000"}) {
 				if sc.table == "nat" && sc.chain == chainServices {

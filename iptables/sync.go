@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // sameMultiset reports whether two chains hold the same rules, in any
@@ -76,7 +76,7 @@ func (p *Proxier) renderFull(f *family, s *client.Snapshot) (list []*rendered, s
 	}
 	total := 0
 	for se := range s.All() {
-		if total += countEndpoints(se, f.fc.fam == rules.IPv6); total > p.largeAt {
+		if total += countEndpoints(se, f.fc.fam == xtables.IPv6); total > p.largeAt {
 			break
 		}
 	}
@@ -146,7 +146,7 @@ func (w *fullWrite) bound() {
 		w.existing += len(l)
 	}
 	w.limit = w.p.cfg.MaxRestoreRules
-	legacy := w.f.backend == rules.Legacy
+	legacy := w.f.backend == xtables.Legacy
 	w.adaptive = w.limit == 0 && !legacy
 	if w.limit == 0 && legacy {
 		// Legacy rewrites the whole table on every restore: one

@@ -61,6 +61,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/proxysinks/proxysinks/host v0.0.0
 	github.com/proxysinks/proxysinks/iptables v0.0.0
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
@@ -106,3 +107,5 @@ replace github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
 replace github.com/proxysinks/proxysinks/incremental => ../incremental
 
 replace github.com/proxysinks/proxysinks/iptables => ../iptables
+
+replace github.com/proxysinks/proxysinks/host => ../host

@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/proxysinks/proxysinks/dataplane"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset/ipsettest"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs/ipvstest"
 )
 
 // Families are the IP families a Node serves unless told otherwise: both.
-var Families = []rules.Family{rules.IPv4, rules.IPv6}
+var Families = []xtables.Family{xtables.IPv4, xtables.IPv6}
 
 // Node is one fake node for the IPVS sinks: IPVS and ipsets on
 // netlinkraw's fakes (the sinks' sets made, as Node.Setup makes them) and
@@ -22,12 +22,12 @@ type Node struct {
 	Sets  *ipsettest.Fake
 	Links *Links
 	// Families are the families the sets are made for and Reader reads.
-	Families []rules.Family
+	Families []xtables.Family
 }
 
 // NewNode returns a node serving families (nil: Families), its IPVS fake
 // made with opts.
-func NewNode(tb testing.TB, families []rules.Family, opts ...ipvstest.Option) *Node {
+func NewNode(tb testing.TB, families []xtables.Family, opts ...ipvstest.Option) *Node {
 	tb.Helper()
 	if families == nil {
 		families = Families

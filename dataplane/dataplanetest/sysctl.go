@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
+	"github.com/proxysinks/proxysinks/host/kernel"
 )
 
 // HostSysctl returns a kernel.Sysctl over a /proc/sys of the test's own

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // SchedulerAnnotation overrides the IPVS scheduler for one service.
@@ -31,7 +32,7 @@ type Config struct {
 	// Families are the IP families the node serves (its kube-proxy ipsets
 	// and iptables rules exist for them); an address of another family is
 	// rejected. Empty means both.
-	Families []rules.Family
+	Families []xtables.Family
 }
 
 // serves reports whether the node serves addresses of a's family.
@@ -107,11 +108,11 @@ func protocol(p client.Protocol) (Protocol, bool) {
 	return 0, false
 }
 
-func familyOf(a netip.Addr) rules.Family {
+func familyOf(a netip.Addr) xtables.Family {
 	if a.Is4() {
-		return rules.IPv4
+		return xtables.IPv4
 	}
-	return rules.IPv6
+	return xtables.IPv6
 }
 
 // Render emits every kernel object the service needs on this node into sink
@@ -141,8 +142,8 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 	}
 	// The families the service lives in, in a fixed order: those of its
 	// cluster IPs.
-	var families []rules.Family
-	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
+	var families []xtables.Family
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
 		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
 			families = append(families, f)
 		}
@@ -166,7 +167,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		for _, ip := range clusterIPs {
 			r.server(VirtualServer{proto, ip, port}, p, internal)
 			r.bind(ip)
-			sink.Entry(SetEntry{Set: familyOf(ip).SetName(rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
+			sink.Entry(SetEntry{Set: rules.SetName(familyOf(ip), rules.SetClusterIP), Addr: ip, Protocol: proto, Port: port})
 		}
 		// ExternalIPs: bound unless the node holds them, external endpoints.
 		for _, ip := range externalIPs {
@@ -184,7 +185,7 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 
 	if svc.ExternalTrafficLocal && svc.HealthCheckNodePort > 0 && svc.HealthCheckNodePort <= 65535 {
 		for _, f := range families {
-			sink.Entry(SetEntry{Set: f.SetName(rules.SetHealthCheckNodePort), Port: uint16(svc.HealthCheckNodePort)})
+			sink.Entry(SetEntry{Set: rules.SetName(f, rules.SetHealthCheckNodePort), Port: uint16(svc.HealthCheckNodePort)})
 		}
 	}
 	return errs
@@ -227,7 +228,7 @@ func (r *renderer) externalIP(p client.Port, proto Protocol, port uint16, ip net
 	if r.svc.ExternalTrafficLocal {
 		set = rules.SetExternalIPLocal
 	}
-	r.sink.Entry(SetEntry{Set: familyOf(ip).SetName(set), Addr: ip, Protocol: proto, Port: port})
+	r.sink.Entry(SetEntry{Set: rules.SetName(familyOf(ip), set), Addr: ip, Protocol: proto, Port: port})
 }
 
 // bound reports whether a is bound on kube-ipvs0: it is not one of the
@@ -244,23 +245,23 @@ func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip n
 	if r.bound(ip) {
 		r.bind(ip)
 	}
-	entry := SetEntry{Set: f.SetName(rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
+	entry := SetEntry{Set: rules.SetName(f, rules.SetLoadBalancer), Addr: ip, Protocol: proto, Port: port}
 	sink.Entry(entry)
 	if svc.ExternalTrafficLocal {
-		entry.Set = f.SetName(rules.SetLoadBalancerLocal)
+		entry.Set = rules.SetName(f, rules.SetLoadBalancerLocal)
 		sink.Entry(entry)
 	}
 	if len(svc.LoadBalancerSourceRanges) == 0 {
 		return
 	}
-	entry.Set = f.SetName(rules.SetLoadBalancerFW)
+	entry.Set = rules.SetName(f, rules.SetLoadBalancerFW)
 	sink.Entry(entry)
 	fromNode := false
 	for _, src := range svc.LoadBalancerSourceRanges {
 		if src.Addr().Is4() != ip.Is4() {
 			continue
 		}
-		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
+		sink.Entry(SetEntry{Set: rules.SetName(f, rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
 		for _, n := range r.nodeAddrs {
 			if src.Contains(n) {
 				fromNode = true
@@ -271,23 +272,23 @@ func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip n
 	// short-circuited to the local VIP) is allowed when the node is in an
 	// allowed range.
 	if fromNode {
-		sink.Entry(SetEntry{Set: f.SetName(rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
+		sink.Entry(SetEntry{Set: rules.SetName(f, rules.SetLoadBalancerSrcIP), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
 	}
 }
 
 // nodePort emits the node-port set entries and a virtual server on every
 // node address of the service's families.
-func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16, families []rules.Family) {
+func (r *renderer) nodePort(p client.Port, proto Protocol, np uint16, families []xtables.Family) {
 	for _, f := range families {
 		for _, set := range nodePortSets(proto, r.svc.ExternalTrafficLocal) {
 			if proto == SCTP {
 				for _, n := range r.nodeAddrs {
 					if familyOf(n) == f && !n.IsLoopback() {
-						r.sink.Entry(SetEntry{Set: f.SetName(set), Addr: n, Protocol: proto, Port: np})
+						r.sink.Entry(SetEntry{Set: rules.SetName(f, set), Addr: n, Protocol: proto, Port: np})
 					}
 				}
 			} else {
-				r.sink.Entry(SetEntry{Set: f.SetName(set), Port: np})
+				r.sink.Entry(SetEntry{Set: rules.SetName(f, set), Port: np})
 			}
 		}
 	}
@@ -339,7 +340,7 @@ func (r *renderer) server(vs VirtualServer, p client.Port, sc scope) {
 	f := familyOf(vs.Addr)
 	// The record that the virtual server is the sink's (see
 	// rules.SetVirtualServers).
-	r.sink.Entry(SetEntry{Set: f.SetName(rules.SetVirtualServers), Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port})
+	r.sink.Entry(SetEntry{Set: rules.SetName(f, rules.SetVirtualServers), Addr: vs.Addr, Protocol: vs.Protocol, Port: vs.Port})
 	in := func(ep *client.Endpoint) bool { return r.serves(ep, sc) }
 	if !r.any(p, f, in) {
 		in = r.fallback(sc)
@@ -375,7 +376,7 @@ func (r *renderer) fallback(sc scope) func(*client.Endpoint) bool {
 
 // each calls f with every address of family fam and backend port of port p
 // of the endpoints in.
-func (r *renderer) each(p client.Port, fam rules.Family, in func(*client.Endpoint) bool, f func(ip netip.Addr, port uint16)) {
+func (r *renderer) each(p client.Port, fam xtables.Family, in func(*client.Endpoint) bool, f func(ip netip.Addr, port uint16)) {
 	for _, ep := range r.eps {
 		if !in(ep) {
 			continue
@@ -384,7 +385,7 @@ func (r *renderer) each(p client.Port, fam rules.Family, in func(*client.Endpoin
 		if !ok || port <= 0 || port > 65535 {
 			continue
 		}
-		for _, ip := range ep.IPs.Family(fam == rules.IPv6) {
+		for _, ip := range ep.IPs.Family(fam == xtables.IPv6) {
 			f(ip, uint16(port))
 		}
 	}
@@ -392,7 +393,7 @@ func (r *renderer) each(p client.Port, fam rules.Family, in func(*client.Endpoin
 
 // any reports whether some endpoint in has an address of family fam and a
 // backend port for p.
-func (r *renderer) any(p client.Port, fam rules.Family, in func(*client.Endpoint) bool) bool {
+func (r *renderer) any(p client.Port, fam xtables.Family, in func(*client.Endpoint) bool) bool {
 	found := false
 	r.each(p, fam, in, func(netip.Addr, uint16) { found = true })
 	return found
@@ -402,15 +403,15 @@ func (r *renderer) any(p client.Port, fam rules.Family, in func(*client.Endpoint
 // reaching itself through the service) of port p in family fam: as
 // kube-proxy, one for every endpoint on this node, whether or not it is a
 // destination (a terminating or not-ready one too).
-func (r *renderer) loopBack(p client.Port, proto Protocol, fam rules.Family) {
+func (r *renderer) loopBack(p client.Port, proto Protocol, fam xtables.Family) {
 	local := func(ep *client.Endpoint) bool { return ep.Local }
 	r.each(p, fam, local, func(ip netip.Addr, port uint16) {
-		r.sink.Entry(SetEntry{Set: fam.SetName(rules.SetLoopBack), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
+		r.sink.Entry(SetEntry{Set: rules.SetName(fam, rules.SetLoopBack), Addr: ip, Protocol: proto, Port: port, Addr2: ip})
 	})
 }
 
 // bind emits an address binding on kube-ipvs0 and its KUBE-IPVS-IPS entry.
 func (r *renderer) bind(addr netip.Addr) {
 	r.sink.Bind(addr)
-	r.sink.Entry(SetEntry{Set: familyOf(addr).SetName(rules.SetIPVSIPs), Addr: addr})
+	r.sink.Entry(SetEntry{Set: rules.SetName(familyOf(addr), rules.SetIPVSIPs), Addr: addr})
 }

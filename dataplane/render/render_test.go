@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // recorder keeps what Render emitted as sorted, de-duplicated lines; the
@@ -34,7 +35,7 @@ func (r *recorder) Destination(d Destination, o DestOptions) {
 }
 func (r *recorder) Bind(a netip.Addr) { r.add("bind " + a.String()) }
 func (r *recorder) Entry(e SetEntry) {
-	if e.Set == rules.SetVirtualServers || e.Set == rules.IPv6.SetName(rules.SetVirtualServers) {
+	if e.Set == rules.SetVirtualServers || e.Set == rules.SetName(xtables.IPv6, rules.SetVirtualServers) {
 		if r.records == nil {
 			r.records = map[string]bool{}
 		}

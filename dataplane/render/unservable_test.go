@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // TestUnservableAddresses: a cluster, external or load-balancer IP that
@@ -22,7 +22,7 @@ func TestUnservableAddresses(t *testing.T) {
 		name     string
 		field    string
 		bad      string
-		families []rules.Family
+		families []xtables.Family
 	}{
 		{"node address as cluster IP", "clusterIPs", "192.168.1.10", nil},
 		{"loopback cluster IP", "clusterIPs", "127.0.0.1", nil},
@@ -31,7 +31,7 @@ func TestUnservableAddresses(t *testing.T) {
 		{"unspecified IPv6 cluster IP", "clusterIPs", "::", nil},
 		{"multicast cluster IP", "clusterIPs", "224.0.0.1", nil},
 		{"link-local cluster IP", "clusterIPs", "169.254.1.1", nil},
-		{"IPv6 cluster IP on an IPv4-only node", "clusterIPs", "fd00::10", []rules.Family{rules.IPv4}},
+		{"IPv6 cluster IP on an IPv4-only node", "clusterIPs", "fd00::10", []xtables.Family{xtables.IPv4}},
 		{"loopback external IP", "externalIPs", "127.0.0.2", nil},
 		{"unspecified external IP", "externalIPs", "0.0.0.0", nil},
 		{"link-local IPv6 external IP", "externalIPs", "fe80::1", nil},

@@ -2,125 +2,18 @@ package rules
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
-
-// Runner runs a command with stdin and returns its standard output. Tests run
-// it inside a network namespace; Exec runs it directly.
-type Runner func(name string, args []string, stdin []byte) ([]byte, error)
-
-// Exec runs commands on the host.
-func Exec(name string, args []string, stdin []byte) ([]byte, error) {
-	cmd := exec.Command(name, args...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
-
-// Backend names the iptables variant the node uses: "nft" or "legacy".
-type Backend string
-
-// The iptables variants.
-const (
-	NFT    Backend = "nft"
-	Legacy Backend = "legacy"
-)
-
-// command returns the binary for a tool ("save" or "restore") of the family.
-func (b Backend) command(f Family, tool string) string {
-	base := "iptables"
-	if f == IPv6 {
-		base = "ip6tables"
-	}
-	return base + "-" + string(b) + "-" + tool
-}
-
-// Command returns the binary of a tool ("save" or "restore") of the
-// variant for the family, for other packages that drive iptables-restore
-// themselves (the iptables sink).
-func (b Backend) Command(f Family, tool string) string { return b.command(f, tool) }
-
-// RestoreArgs returns the iptables-restore flags that keep every chain not
-// named in the input (and, with legacy, wait for the xtables lock).
-func (b Backend) RestoreArgs() []string { return b.restoreArgs() }
-
-// restoreArgs returns the flags for iptables-restore: keep other chains, and
-// with legacy, wait for the xtables lock (nft needs none).
-func (b Backend) restoreArgs() []string {
-	if b == Legacy {
-		return []string{"-w", "5", "--noflush"}
-	}
-	return []string{"--noflush"}
-}
-
-// hintChains are the chains kubelet creates in the mangle table of the
-// variant it uses; when present they decide the variant.
-var hintChains = []string{"KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"}
-
-// Detect returns the iptables variant the node already uses for the family:
-// the one holding kubelet's hint chains, else the one holding more rules,
-// else nft (the default of current distributions). A variant whose tools are
-// missing is not considered.
-func Detect(f Family, run Runner) (Backend, error) {
-	type seen struct {
-		b     Backend
-		hint  bool
-		rules int
-	}
-	var found []seen
-	var errs []error
-	for _, b := range []Backend{NFT, Legacy} {
-		out, err := run(b.command(f, "save"), nil, nil)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		s := seen{b: b}
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, "-A ") {
-				s.rules++
-			}
-			for _, h := range hintChains {
-				if strings.HasPrefix(line, ":"+h+" ") {
-					s.hint = true
-				}
-			}
-		}
-		found = append(found, s)
-	}
-	if len(found) == 0 {
-		return "", fmt.Errorf("rules: no usable iptables for %s: %w", f, errors.Join(errs...))
-	}
-	for _, s := range found {
-		if s.hint {
-			return s.b, nil
-		}
-	}
-	best := found[0]
-	for _, s := range found[1:] {
-		if s.rules > best.rules {
-			best = s
-		}
-	}
-	return best.b, nil
-}
 
 // Installer keeps a family's rules installed with one backend.
 type Installer struct {
-	Backend Backend
-	Run     Runner
+	Backend xtables.Backend
+	Run     xtables.Runner
 	// Writes counts iptables-restore runs, for metrics and tests.
 	Writes int
 }
@@ -131,8 +24,8 @@ type table struct {
 	rules  map[string][]string // chain -> rule lines in order
 }
 
-func (in *Installer) read(f Family, name string) (table, error) {
-	out, err := in.Run(in.Backend.command(f, "save"), []string{"-t", name}, nil)
+func (in *Installer) read(f xtables.Family, name string) (table, error) {
+	out, err := in.Run(in.Backend.Command(f, "save"), []string{"-t", name}, nil)
 	if err != nil {
 		return table{}, fmt.Errorf("rules: read %s table %s: %w", f, name, err)
 	}
@@ -218,7 +111,7 @@ func (in *Installer) Ensure(rs Ruleset) (bool, error) {
 		return false, err
 	}
 	in.Writes++
-	if _, err := in.Run(in.Backend.command(rs.Family, "restore"), in.Backend.restoreArgs(), input); err != nil {
+	if _, err := in.Run(in.Backend.Command(rs.Family, "restore"), in.Backend.RestoreArgs(), input); err != nil {
 		return true, fmt.Errorf("rules: install %s rules: %w", rs.Family, err)
 	}
 	left, err := in.pending(rs)
@@ -272,7 +165,7 @@ func (in *Installer) Remove(rs Ruleset) error {
 		b.WriteString("COMMIT\n")
 	}
 	in.Writes++
-	if _, err := in.Run(in.Backend.command(rs.Family, "restore"), in.Backend.restoreArgs(), b.Bytes()); err != nil {
+	if _, err := in.Run(in.Backend.Command(rs.Family, "restore"), in.Backend.RestoreArgs(), b.Bytes()); err != nil {
 		return fmt.Errorf("rules: remove %s rules: %w", rs.Family, err)
 	}
 	return nil

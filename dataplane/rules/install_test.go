@@ -6,23 +6,24 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
 // nsRunner runs commands inside the test's namespace.
-func nsRunner(ns *nstest.NetNS) Runner {
+func nsRunner(ns *nstest.NetNS) xtables.Runner {
 	return func(name string, args []string, stdin []byte) ([]byte, error) {
 		var out []byte
 		err := ns.Do(func() error {
 			var err error
-			out, err = Exec(name, args, stdin)
+			out, err = xtables.Exec(name, args, stdin)
 			return err
 		})
 		return out, err
@@ -31,16 +32,16 @@ func nsRunner(ns *nstest.NetNS) Runner {
 
 // kernelSetup makes a namespace with every kube-proxy ipset of the family
 // (the rules refer to them) and returns its runner.
-func kernelSetup(t *testing.T, f Family, b Backend) (*nstest.NetNS, Runner) {
+func kernelSetup(t *testing.T, f xtables.Family, b xtables.Backend) (*nstest.NetNS, xtables.Runner) {
 	t.Helper()
 	nstest.LookPath(t, "ipset")
-	nstest.LookPath(t, b.command(f, "restore"))
+	nstest.LookPath(t, b.Command(f, "restore"))
 	ns := nstest.New(t)
 	for _, s := range Sets(f) {
 		args := []string{"create", s, SetType(s)}
 		if SetType(s) == "bitmap:port" {
 			args = append(args, "range", "0-65535")
-		} else if f == IPv6 {
+		} else if f == xtables.IPv6 {
 			args = append(args, "family", "inet6")
 		}
 		ns.MustRun(t, "ipset", args...)
@@ -48,9 +49,9 @@ func kernelSetup(t *testing.T, f Family, b Backend) (*nstest.NetNS, Runner) {
 	return ns, nsRunner(ns)
 }
 
-func save(t *testing.T, run Runner, f Family, b Backend, table string) string {
+func save(t *testing.T, run xtables.Runner, f xtables.Family, b xtables.Backend, table string) string {
 	t.Helper()
-	out, err := run(b.command(f, "save"), []string{"-t", table}, nil)
+	out, err := run(b.Command(f, "save"), []string{"-t", table}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +82,14 @@ func TestEnsureKernel(t *testing.T) {
 		// and family on its kernel, the host runs the whole matrix.
 		configs = map[string]Config{"default": configs["default"]}
 	}
-	for _, b := range []Backend{NFT, Legacy} {
-		for _, f := range []Family{IPv4, IPv6} {
+	for _, b := range []xtables.Backend{xtables.NFT, xtables.Legacy} {
+		for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
 			for name, cfg := range configs {
 				t.Run(fmt.Sprintf("%s/%s/%s", b, f, name), func(t *testing.T) {
 					_, run := kernelSetup(t, f, b)
 					// Someone else's rules, which must survive.
 					foreign := "*nat\n:FOREIGN - [0:0]\n-A FOREIGN -p tcp -j RETURN\n-A PREROUTING -p udp -j FOREIGN\nCOMMIT\n"
-					if _, err := run(b.command(f, "restore"), []string{"--noflush"}, []byte(foreign)); err != nil {
+					if _, err := run(b.Command(f, "restore"), []string{"--noflush"}, []byte(foreign)); err != nil {
 						t.Fatal(err)
 					}
 
@@ -118,7 +119,7 @@ func TestEnsureKernel(t *testing.T) {
 
 					// Drift: a rule deleted by hand is restored.
 					before := ours(nat)
-					if _, err := run(b.command(f, "restore"), []string{"--noflush"}, []byte("*nat\n-D KUBE-SERVICES 1\n-D OUTPUT 1\nCOMMIT\n")); err != nil {
+					if _, err := run(b.Command(f, "restore"), []string{"--noflush"}, []byte("*nat\n-D KUBE-SERVICES 1\n-D OUTPUT 1\nCOMMIT\n")); err != nil {
 						t.Fatal(err)
 					}
 					if changed, err := in.Ensure(rs); err != nil || !changed {
@@ -146,36 +147,13 @@ func TestEnsureKernel(t *testing.T) {
 	}
 }
 
-func TestDetectKernel(t *testing.T) {
-	nstest.LookPath(t, "iptables-legacy-save")
-	nstest.LookPath(t, "iptables-nft-save")
-	ns := nstest.New(t)
-	run := nsRunner(ns)
-	if got, err := Detect(IPv4, run); err != nil || got != NFT {
-		t.Errorf("empty node: Detect = %q, %v; want nft", got, err)
-	}
-	ns.MustRun(t, "iptables-legacy", "-t", "mangle", "-N", "KUBE-IPTABLES-HINT")
-	if got, err := Detect(IPv4, run); err != nil || got != Legacy {
-		t.Errorf("legacy hint chain: Detect = %q, %v; want legacy", got, err)
-	}
-	ns2 := nstest.New(t)
-	ns2.MustRun(t, "iptables-legacy", "-A", "INPUT", "-p", "tcp", "-j", "ACCEPT")
-	if got, err := Detect(IPv4, nsRunner(ns2)); err != nil || got != Legacy {
-		t.Errorf("rules only in legacy: Detect = %q, %v; want legacy", got, err)
-	}
-	fail := func(string, []string, []byte) ([]byte, error) { return nil, exec.ErrNotFound }
-	if _, err := Detect(IPv4, fail); err == nil || !strings.Contains(err.Error(), "no usable iptables for IPv4") {
-		t.Errorf("no tools: Detect error = %v", err)
-	}
-}
-
 // TestIPVSFilterTraffic sends real connections through KUBE-IPVS-FILTER: a
 // bound service address answers on its service port and rejects every other
 // port, even one with a listener.
 func TestIPVSFilterTraffic(t *testing.T) {
-	ns, run := kernelSetup(t, IPv4, NFT)
-	in := &Installer{Backend: NFT, Run: run}
-	if _, err := in.Ensure(Build(Config{MasqueradeBit: 14}, IPv4)); err != nil {
+	ns, run := kernelSetup(t, xtables.IPv4, xtables.NFT)
+	in := &Installer{Backend: xtables.NFT, Run: run}
+	if _, err := in.Ensure(Build(Config{MasqueradeBit: 14}, xtables.IPv4)); err != nil {
 		t.Fatal(err)
 	}
 	ns.MustRun(t, "ip", "addr", "add", "10.96.0.1/32", "dev", "lo")

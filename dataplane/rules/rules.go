@@ -8,7 +8,8 @@
 // them, so the installed state can be compared line by line and rewritten
 // only when it differs. Only the chains named here and the jumps to them from
 // the built-in chains are ever written; every other rule on the node is left
-// alone.
+// alone. The iptables tools it drives (family, back end, runner) are
+// host/xtables'.
 package rules
 
 import (
@@ -17,25 +18,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
-
-// Family selects IPv4 (iptables, KUBE-* sets) or IPv6 (ip6tables, KUBE-6-*
-// sets).
-type Family int
-
-// The families.
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
-// String returns "IPv4" or "IPv6".
-func (f Family) String() string {
-	if f == IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
 
 // maxSetName is the longest ipset name the kernel takes (IPSET_MAXNAMELEN
 // minus the terminating NUL).
@@ -44,8 +29,8 @@ const maxSetName = 31
 // SetName returns the name of a kube-proxy ipset in the family: the name
 // itself for IPv4; for IPv6, KUBE- becomes KUBE-6- and the result is cut to
 // 31 characters, as kube-proxy does (KUBE-6-LOAD-BALANCER-SOURCE-CID).
-func (f Family) SetName(name string) string {
-	if f == IPv6 {
+func SetName(f xtables.Family, name string) string {
+	if f == xtables.IPv6 {
 		name = "KUBE-6-" + strings.TrimPrefix(name, "KUBE-")
 		if len(name) > maxSetName {
 			name = name[:maxSetName]
@@ -54,7 +39,7 @@ func (f Family) SetName(name string) string {
 	return name
 }
 
-// The kube-proxy ipsets the rules match (IPv4 names; see Family.SetName).
+// The kube-proxy ipsets the rules match (IPv4 names; see SetName).
 const (
 	SetLoopBack            = "KUBE-LOOP-BACK"
 	SetClusterIP           = "KUBE-CLUSTER-IP"
@@ -155,7 +140,7 @@ func (j Jump) Rule() Rule {
 
 // Ruleset is everything the rules install for one family.
 type Ruleset struct {
-	Family Family
+	Family xtables.Family
 	// Chains maps each table to the chains it owns, in order.
 	Chains map[string][]string
 	// Rules are the rules of the owned chains, in order.
@@ -166,86 +151,85 @@ type Ruleset struct {
 
 func hexMark(bit int) string { return fmt.Sprintf("0x%x", uint32(1)<<bit) }
 
+// builder appends the rules of one family's ruleset in order.
+type builder struct {
+	rs   *Ruleset
+	mark string // the masquerade mark, as "0x4000"
+}
+
+func (b builder) nat(chain string, args ...string) {
+	b.rs.Rules = append(b.rs.Rules, Rule{Table: "nat", Chain: chain, Args: args})
+}
+
+func (b builder) filter(chain string, args ...string) {
+	b.rs.Rules = append(b.rs.Rules, Rule{Table: "filter", Chain: chain, Args: args})
+}
+
+// matchSet matches the family's ipset of a kube-proxy set name.
+func (b builder) matchSet(name, dirs string) []string {
+	return []string{"-m", "set", "--match-set", SetName(b.rs.Family, name), dirs}
+}
+
+func comment(c string) []string { return []string{"-m", "comment", "--comment", c} }
+
+func jump(to string) []string { return []string{"-j", to} }
+
+func cat(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
 // Build returns the rules of kube-proxy's IPVS mode for one family.
-func Build(cfg Config, fam Family) Ruleset {
-	set := fam.SetName
-	mark := hexMark(cfg.MasqueradeBit)
+func Build(cfg Config, fam xtables.Family) Ruleset {
 	rs := Ruleset{
 		Family: fam,
 		Chains: map[string][]string{
 			"nat":    {ChainServices, ChainPostrouting, ChainNodePort, ChainLoadBalancer, ChainMarkMasq},
 			"filter": {ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangesFirewall, ChainIPVSFilter, ChainIPVSOutFilter},
 		},
+		Jumps: []Jump{
+			{"nat", "PREROUTING", "kubernetes service portals", ChainServices},
+			{"nat", "OUTPUT", "kubernetes service portals", ChainServices},
+			{"nat", "POSTROUTING", "kubernetes postrouting rules", ChainPostrouting},
+			{"filter", "INPUT", "kubernetes ipvs access filter", ChainIPVSFilter},
+			{"filter", "INPUT", "kube-proxy firewall rules", ChainProxyFirewall},
+			{"filter", "INPUT", "kubernetes health check rules", ChainNodePort},
+			{"filter", "FORWARD", "kube-proxy firewall rules", ChainProxyFirewall},
+			{"filter", "FORWARD", "kubernetes forwarding rules", ChainForward},
+			{"filter", "OUTPUT", "kubernetes ipvs access filter", ChainIPVSOutFilter},
+		},
 	}
-	nat := func(chain string, args ...string) {
-		rs.Rules = append(rs.Rules, Rule{Table: "nat", Chain: chain, Args: args})
-	}
-	filter := func(chain string, args ...string) {
-		rs.Rules = append(rs.Rules, Rule{Table: "filter", Chain: chain, Args: args})
-	}
-	comment := func(c string) []string { return []string{"-m", "comment", "--comment", c} }
-	matchSet := func(name, dirs string) []string { return []string{"-m", "set", "--match-set", set(name), dirs} }
-	cat := func(parts ...[]string) []string {
-		var out []string
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
-	jump := func(to string) []string { return []string{"-j", to} }
+	b := builder{rs: &rs, mark: hexMark(cfg.MasqueradeBit)}
+	b.natRules(cfg)
+	b.filterRules()
+	// KUBE-IPVS-OUT-FILTER holds the per-service drops of OutFilter.
+	return rs
+}
 
-	rs.Jumps = []Jump{
-		{"nat", "PREROUTING", "kubernetes service portals", ChainServices},
-		{"nat", "OUTPUT", "kubernetes service portals", ChainServices},
-		{"nat", "POSTROUTING", "kubernetes postrouting rules", ChainPostrouting},
-		{"filter", "INPUT", "kubernetes ipvs access filter", ChainIPVSFilter},
-		{"filter", "INPUT", "kube-proxy firewall rules", ChainProxyFirewall},
-		{"filter", "INPUT", "kubernetes health check rules", ChainNodePort},
-		{"filter", "FORWARD", "kube-proxy firewall rules", ChainProxyFirewall},
-		{"filter", "FORWARD", "kubernetes forwarding rules", ChainForward},
-		{"filter", "OUTPUT", "kubernetes ipvs access filter", ChainIPVSOutFilter},
-	}
-
+// natRules appends the nat table's rules.
+func (b builder) natRules(cfg Config) {
+	mark := b.mark
 	// nat KUBE-POSTROUTING: hairpin, then masquerade what is marked.
-	nat(ChainPostrouting, cat(comment("Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"), matchSet(SetLoopBack, "dst,dst,src"), jump("MASQUERADE"))...)
-	nat(ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
-	nat(ChainPostrouting, "-j", "MARK", "--set-xmark", mark+"/0x0")
+	b.nat(ChainPostrouting, cat(comment("Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"), b.matchSet(SetLoopBack, "dst,dst,src"), jump("MASQUERADE"))...)
+	b.nat(ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
+	b.nat(ChainPostrouting, "-j", "MARK", "--set-xmark", mark+"/0x0")
 	masq := cat(comment("kubernetes service traffic requiring SNAT"), jump("MASQUERADE"))
 	if cfg.RandomFully {
 		masq = append(masq, "--random-fully")
 	}
-	nat(ChainPostrouting, masq...)
+	b.nat(ChainPostrouting, masq...)
 
 	// nat KUBE-MARK-MASQ.
-	nat(ChainMarkMasq, "-j", "MARK", "--set-xmark", mark+"/"+mark)
+	b.nat(ChainMarkMasq, "-j", "MARK", "--set-xmark", mark+"/"+mark)
 
-	// nat KUBE-SERVICES.
-	nat(ChainServices, cat(comment("Kubernetes service lb portal"), matchSet(SetLoadBalancer, "dst,dst"), jump(ChainLoadBalancer))...)
-	clusterIPMasq := comment("Kubernetes service cluster ip + port for masquerade purpose")
-	switch cidrs := familyPrefixes(cfg.ClusterCIDRs, fam); {
-	case cfg.MasqueradeAll:
-		nat(ChainServices, cat(clusterIPMasq, matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
-	case len(cidrs) > 0:
-		for _, p := range cidrs {
-			nat(ChainServices, cat([]string{"!", "-s", p.String()}, clusterIPMasq, matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
-		}
-	default:
-		// Without the pod networks, masquerade at least the node's own
-		// traffic to a service it is an endpoint of.
-		nat(ChainServices, cat(clusterIPMasq, matchSet(SetClusterIP, "src,dst"), jump(ChainMarkMasq))...)
-	}
-	nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), matchSet(SetExternalIP, "dst,dst"), jump(ChainMarkMasq))...)
-	nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), matchSet(SetExternalIP, "dst,dst"), []string{"-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL"}, jump("ACCEPT"))...)
-	nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), matchSet(SetExternalIP, "dst,dst"), []string{"-m", "addrtype", "--dst-type", "LOCAL"}, jump("ACCEPT"))...)
-	nat(ChainServices, cat(comment("Kubernetes service external ip + port with externalTrafficPolicy=local"), matchSet(SetExternalIPLocal, "dst,dst"), []string{"-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL"}, jump("ACCEPT"))...)
-	nat(ChainServices, cat(comment("Kubernetes service external ip + port with externalTrafficPolicy=local"), matchSet(SetExternalIPLocal, "dst,dst"), []string{"-m", "addrtype", "--dst-type", "LOCAL"}, jump("ACCEPT"))...)
-	nat(ChainServices, "-m", "addrtype", "--dst-type", "LOCAL", "-j", ChainNodePort)
-	nat(ChainServices, cat(matchSet(SetClusterIP, "dst,dst"), jump("ACCEPT"))...)
-	nat(ChainServices, cat(matchSet(SetLoadBalancer, "dst,dst"), jump("ACCEPT"))...)
+	b.servicesRules(cfg)
 
 	// nat KUBE-LOAD-BALANCER: eTP=Local keeps the client address.
-	nat(ChainLoadBalancer, cat(comment("Kubernetes service load balancer ip + port with externalTrafficPolicy=local"), matchSet(SetLoadBalancerLocal, "dst,dst"), jump("RETURN"))...)
-	nat(ChainLoadBalancer, "-j", ChainMarkMasq)
+	b.nat(ChainLoadBalancer, cat(comment("Kubernetes service load balancer ip + port with externalTrafficPolicy=local"), b.matchSet(SetLoadBalancerLocal, "dst,dst"), jump("RETURN"))...)
+	b.nat(ChainLoadBalancer, "-j", ChainMarkMasq)
 
 	// nat KUBE-NODE-PORT: eTP=Local node ports return, the others masquerade.
 	for _, p := range []struct{ proto, local, all, dirs string }{
@@ -253,33 +237,61 @@ func Build(cfg Config, fam Family) Ruleset {
 		{"udp", SetNodePortLocalUDP, SetNodePortUDP, "dst"},
 		{"sctp", SetNodePortLocalSCTP, SetNodePortSCTP, "dst,dst"},
 	} {
-		nat(ChainNodePort, cat([]string{"-p", p.proto}, comment("Kubernetes nodeport "+strings.ToUpper(p.proto)+" port with externalTrafficPolicy=local"), matchSet(p.local, p.dirs), jump("RETURN"))...)
-		nat(ChainNodePort, cat([]string{"-p", p.proto}, comment("Kubernetes nodeport "+strings.ToUpper(p.proto)+" port for masquerade purpose"), matchSet(p.all, p.dirs), jump(ChainMarkMasq))...)
+		b.nat(ChainNodePort, cat([]string{"-p", p.proto}, comment("Kubernetes nodeport "+strings.ToUpper(p.proto)+" port with externalTrafficPolicy=local"), b.matchSet(p.local, p.dirs), jump("RETURN"))...)
+		b.nat(ChainNodePort, cat([]string{"-p", p.proto}, comment("Kubernetes nodeport "+strings.ToUpper(p.proto)+" port for masquerade purpose"), b.matchSet(p.all, p.dirs), jump(ChainMarkMasq))...)
 	}
+}
 
+// servicesRules appends nat KUBE-SERVICES.
+func (b builder) servicesRules(cfg Config) {
+	b.nat(ChainServices, cat(comment("Kubernetes service lb portal"), b.matchSet(SetLoadBalancer, "dst,dst"), jump(ChainLoadBalancer))...)
+	clusterIPMasq := comment("Kubernetes service cluster ip + port for masquerade purpose")
+	switch cidrs := familyPrefixes(cfg.ClusterCIDRs, b.rs.Family); {
+	case cfg.MasqueradeAll:
+		b.nat(ChainServices, cat(clusterIPMasq, b.matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
+	case len(cidrs) > 0:
+		for _, p := range cidrs {
+			b.nat(ChainServices, cat([]string{"!", "-s", p.String()}, clusterIPMasq, b.matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
+		}
+	default:
+		// Without the pod networks, masquerade at least the node's own
+		// traffic to a service it is an endpoint of.
+		b.nat(ChainServices, cat(clusterIPMasq, b.matchSet(SetClusterIP, "src,dst"), jump(ChainMarkMasq))...)
+	}
+	b.nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), b.matchSet(SetExternalIP, "dst,dst"), jump(ChainMarkMasq))...)
+	b.nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), b.matchSet(SetExternalIP, "dst,dst"), []string{"-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL"}, jump("ACCEPT"))...)
+	b.nat(ChainServices, cat(comment("Kubernetes service external ip + port for masquerade and filter purpose"), b.matchSet(SetExternalIP, "dst,dst"), []string{"-m", "addrtype", "--dst-type", "LOCAL"}, jump("ACCEPT"))...)
+	b.nat(ChainServices, cat(comment("Kubernetes service external ip + port with externalTrafficPolicy=local"), b.matchSet(SetExternalIPLocal, "dst,dst"), []string{"-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL"}, jump("ACCEPT"))...)
+	b.nat(ChainServices, cat(comment("Kubernetes service external ip + port with externalTrafficPolicy=local"), b.matchSet(SetExternalIPLocal, "dst,dst"), []string{"-m", "addrtype", "--dst-type", "LOCAL"}, jump("ACCEPT"))...)
+	b.nat(ChainServices, "-m", "addrtype", "--dst-type", "LOCAL", "-j", ChainNodePort)
+	b.nat(ChainServices, cat(b.matchSet(SetClusterIP, "dst,dst"), jump("ACCEPT"))...)
+	b.nat(ChainServices, cat(b.matchSet(SetLoadBalancer, "dst,dst"), jump("ACCEPT"))...)
+}
+
+// filterRules appends the filter table's rules.
+func (b builder) filterRules() {
+	mark := b.mark
 	// filter KUBE-FORWARD.
-	filter(ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
-	filter(ChainForward, cat(comment("kubernetes forwarding rules"), []string{"-m", "mark", "--mark", mark + "/" + mark}, jump("ACCEPT"))...)
-	filter(ChainForward, cat(comment("kubernetes forwarding conntrack rule"), []string{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, jump("ACCEPT"))...)
+	b.filter(ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	b.filter(ChainForward, cat(comment("kubernetes forwarding rules"), []string{"-m", "mark", "--mark", mark + "/" + mark}, jump("ACCEPT"))...)
+	b.filter(ChainForward, cat(comment("kubernetes forwarding conntrack rule"), []string{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, jump("ACCEPT"))...)
 
 	// filter KUBE-NODE-PORT: health-check node ports are accepted.
-	filter(ChainNodePort, cat(comment("Kubernetes health check node port"), matchSet(SetHealthCheckNodePort, "dst"), jump("ACCEPT"))...)
+	b.filter(ChainNodePort, cat(comment("Kubernetes health check node port"), b.matchSet(SetHealthCheckNodePort, "dst"), jump("ACCEPT"))...)
 
 	// filter KUBE-PROXY-FIREWALL and KUBE-SOURCE-RANGES-FIREWALL.
-	filter(ChainProxyFirewall, cat(comment("Kubernetes service load balancer with source ranges"), matchSet(SetLoadBalancerFW, "dst,dst"), jump(ChainSourceRangesFirewall))...)
-	filter(ChainSourceRangesFirewall, cat(comment("Kubernetes service load balancer allowed source CIDR"), matchSet(SetLoadBalancerSrcNet, "dst,dst,src"), jump("RETURN"))...)
-	filter(ChainSourceRangesFirewall, cat(comment("Kubernetes service load balancer allowed source IP"), matchSet(SetLoadBalancerSrcIP, "dst,dst,src"), jump("RETURN"))...)
-	filter(ChainSourceRangesFirewall, "-j", "DROP")
+	b.filter(ChainProxyFirewall, cat(comment("Kubernetes service load balancer with source ranges"), b.matchSet(SetLoadBalancerFW, "dst,dst"), jump(ChainSourceRangesFirewall))...)
+	b.filter(ChainSourceRangesFirewall, cat(comment("Kubernetes service load balancer allowed source CIDR"), b.matchSet(SetLoadBalancerSrcNet, "dst,dst,src"), jump("RETURN"))...)
+	b.filter(ChainSourceRangesFirewall, cat(comment("Kubernetes service load balancer allowed source IP"), b.matchSet(SetLoadBalancerSrcIP, "dst,dst,src"), jump("RETURN"))...)
+	b.filter(ChainSourceRangesFirewall, "-j", "DROP")
 
 	// filter KUBE-IPVS-FILTER: new connections to a bound address on a port
 	// no service uses are rejected.
 	for _, s := range []string{SetLoadBalancer, SetClusterIP, SetExternalIP, SetExternalIPLocal} {
-		filter(ChainIPVSFilter, cat(matchSet(s, "dst,dst"), jump("RETURN"))...)
+		b.filter(ChainIPVSFilter, cat(b.matchSet(s, "dst,dst"), jump("RETURN"))...)
 	}
-	filter(ChainIPVSFilter, cat(matchSet(SetHealthCheckNodePort, "dst"), jump("RETURN"))...)
-	filter(ChainIPVSFilter, cat([]string{"-m", "conntrack", "--ctstate", "NEW"}, matchSet(SetIPVSIPs, "dst"), jump("REJECT"), []string{"--reject-with", rejectWith(fam)})...)
-	// KUBE-IPVS-OUT-FILTER holds the per-service drops of OutFilter.
-	return rs
+	b.filter(ChainIPVSFilter, cat(b.matchSet(SetHealthCheckNodePort, "dst"), jump("RETURN"))...)
+	b.filter(ChainIPVSFilter, cat([]string{"-m", "conntrack", "--ctstate", "NEW"}, b.matchSet(SetIPVSIPs, "dst"), jump("REJECT"), []string{"--reject-with", rejectWith(b.rs.Family)})...)
 }
 
 // OutFilterDrop is a load-balancer virtual server (an ingress IP with
@@ -327,7 +339,7 @@ func (rs Ruleset) WithOutFilter(drops []OutFilterDrop) Ruleset {
 	out := rs
 	out.Rules = slices.Clone(rs.Rules)
 	for _, d := range drops {
-		if d.Addr.Is4() != (rs.Family == IPv4) {
+		if d.Addr.Is4() != (rs.Family == xtables.IPv4) {
 			continue
 		}
 		out.Rules = append(out.Rules, Rule{Table: "filter", Chain: ChainIPVSOutFilter, Args: []string{
@@ -338,17 +350,17 @@ func (rs Ruleset) WithOutFilter(drops []OutFilterDrop) Ruleset {
 	return out
 }
 
-func rejectWith(f Family) string {
-	if f == IPv6 {
+func rejectWith(f xtables.Family) string {
+	if f == xtables.IPv6 {
 		return "icmp6-port-unreachable"
 	}
 	return "icmp-port-unreachable"
 }
 
-func familyPrefixes(ps []netip.Prefix, f Family) []netip.Prefix {
+func familyPrefixes(ps []netip.Prefix, f xtables.Family) []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range ps {
-		if p.Addr().Is4() == (f == IPv4) {
+		if p.Addr().Is4() == (f == xtables.IPv4) {
 			out = append(out, p.Masked())
 		}
 	}
@@ -356,20 +368,20 @@ func familyPrefixes(ps []netip.Prefix, f Family) []netip.Prefix {
 }
 
 // Sets returns the names of the ipsets the rules match, for the family.
-func Sets(f Family) []string {
+func Sets(f xtables.Family) []string {
 	names := []string{SetLoopBack, SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerLocal,
 		SetLoadBalancerFW, SetLoadBalancerSrcIP, SetLoadBalancerSrcNet, SetNodePortTCP, SetNodePortLocalTCP,
 		SetNodePortUDP, SetNodePortLocalUDP, SetNodePortSCTP, SetNodePortLocalSCTP, SetHealthCheckNodePort, SetIPVSIPs, SetVirtualServers}
 	for i, n := range names {
-		names[i] = f.SetName(n)
+		names[i] = SetName(f, n)
 	}
 	return names
 }
 
 // SetType returns the ipset type of a kube-proxy set (IPv4 or IPv6 name).
 func SetType(name string) string {
-	for _, n := range Sets(IPv4) {
-		if IPv6.SetName(n) == name {
+	for _, n := range Sets(xtables.IPv4) {
+		if SetName(xtables.IPv6, n) == name {
 			name = n
 		}
 	}

@@ -7,26 +7,28 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 func TestSetName(t *testing.T) {
 	tests := []struct {
 		name string
-		f    Family
+		f    xtables.Family
 		want string
 	}{
-		{SetClusterIP, IPv4, "KUBE-CLUSTER-IP"},
-		{SetClusterIP, IPv6, "KUBE-6-CLUSTER-IP"},
+		{SetClusterIP, xtables.IPv4, "KUBE-CLUSTER-IP"},
+		{SetClusterIP, xtables.IPv6, "KUBE-6-CLUSTER-IP"},
 		// Cut to the kernel's 31 characters, as kube-proxy does.
-		{SetLoadBalancerSrcNet, IPv6, "KUBE-6-LOAD-BALANCER-SOURCE-CID"},
-		{SetNodePortLocalSCTP, IPv6, "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS"},
+		{SetLoadBalancerSrcNet, xtables.IPv6, "KUBE-6-LOAD-BALANCER-SOURCE-CID"},
+		{SetNodePortLocalSCTP, xtables.IPv6, "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS"},
 	}
 	for _, tt := range tests {
-		if got := tt.f.SetName(tt.name); got != tt.want {
-			t.Errorf("%s.SetName(%s) = %s, want %s", tt.f, tt.name, got, tt.want)
+		if got := SetName(tt.f, tt.name); got != tt.want {
+			t.Errorf("SetName(%s, %s) = %s, want %s", tt.f, tt.name, got, tt.want)
 		}
 	}
-	for _, f := range []Family{IPv4, IPv6} {
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
 		for _, s := range Sets(f) {
 			if len(s) > maxSetName {
 				t.Errorf("set name %s is longer than %d", s, maxSetName)
@@ -48,24 +50,24 @@ func TestBuild(t *testing.T) {
 		}
 		return out
 	}
-	def := Build(Config{MasqueradeBit: 14, RandomFully: true}, IPv4)
+	def := Build(Config{MasqueradeBit: 14, RandomFully: true}, xtables.IPv4)
 	if diff := cmp.Diff([]string{"-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000"}, find(def, ChainMarkMasq, "")); diff != "" {
 		t.Errorf("mark rule (-want +got):\n%s", diff)
 	}
 	if got := find(def, ChainPostrouting, "--random-fully"); len(got) != 1 {
 		t.Errorf("random-fully MASQUERADE rules: %q", got)
 	}
-	if got := find(Build(Config{MasqueradeBit: 0}, IPv4), ChainMarkMasq, "0x1/0x1"); len(got) != 1 {
-		t.Errorf("bit 0 mark rule: %q", find(Build(Config{}, IPv4), ChainMarkMasq, ""))
+	if got := find(Build(Config{MasqueradeBit: 0}, xtables.IPv4), ChainMarkMasq, "0x1/0x1"); len(got) != 1 {
+		t.Errorf("bit 0 mark rule: %q", find(Build(Config{}, xtables.IPv4), ChainMarkMasq, ""))
 	}
 
 	cidr := Build(Config{MasqueradeBit: 14, ClusterCIDRs: []netip.Prefix{
-		netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00::/64")}}, IPv4)
+		netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00::/64")}}, xtables.IPv4)
 	want := []string{`-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ`}
 	if diff := cmp.Diff(want, find(cidr, ChainServices, "cluster ip + port for masquerade")); diff != "" {
 		t.Errorf("cluster CIDR masquerade (-want +got):\n%s", diff)
 	}
-	all := Build(Config{MasqueradeBit: 14, MasqueradeAll: true}, IPv6)
+	all := Build(Config{MasqueradeBit: 14, MasqueradeAll: true}, xtables.IPv6)
 	if got := find(all, ChainServices, "KUBE-6-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ"); len(got) != 1 || strings.Contains(got[0], "! -s") {
 		t.Errorf("masquerade-all rule: %q", got)
 	}
@@ -73,7 +75,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("IPv6 reject rule: %q", got)
 	}
 	// Every set a rule matches is one the sink creates.
-	for _, f := range []Family{IPv4, IPv6} {
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
 		for _, r := range Build(Config{MasqueradeBit: 14}, f).Rules {
 			if i := slices.Index(r.Args, "--match-set"); i >= 0 && !slices.Contains(Sets(f), r.Args[i+1]) {
 				t.Errorf("%s rule matches unknown set %s", f, r.Args[i+1])
@@ -101,7 +103,7 @@ func TestOutFilterDrops(t *testing.T) {
 		t.Errorf("drops (-want +got):\n%s", diff)
 	}
 	var lines []string
-	for _, r := range Build(Config{MasqueradeBit: 14}, IPv4).WithOutFilter(got).Rules {
+	for _, r := range Build(Config{MasqueradeBit: 14}, xtables.IPv4).WithOutFilter(got).Rules {
 		if r.Chain == ChainIPVSOutFilter {
 			lines = append(lines, r.String())
 		}

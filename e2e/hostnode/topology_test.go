@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/e2e/netexec"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -162,12 +162,12 @@ func mustFail(t *testing.T, ns *nstest.NetNS, proto string, addr netip.AddrPort)
 }
 
 // runner runs the iptables tools in a namespace.
-func runner(ns *nstest.NetNS) rules.Runner {
+func runner(ns *nstest.NetNS) xtables.Runner {
 	return func(name string, args []string, stdin []byte) ([]byte, error) {
 		var out []byte
 		err := ns.Do(func() error {
 			var err error
-			out, err = rules.Exec(name, args, stdin)
+			out, err = xtables.Exec(name, args, stdin)
 			return err
 		})
 		return out, err

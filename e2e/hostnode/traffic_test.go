@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
@@ -44,7 +44,7 @@ func newProxier(t *testing.T, n *network) *iptables.Proxier {
 		Run:          runner(n.node),
 		// Resyncs skip reading the tables while the node namespace's
 		// nf_tables generation stands still (drift-repaired moves it).
-		Generation: func() (uint32, error) { return rules.NFTGeneration(n.node.FD()) },
+		Generation: func() (uint32, error) { return xtables.NFTGeneration(n.node.FD()) },
 		Conntrack:  ct,
 	})
 	if err != nil {
@@ -53,9 +53,9 @@ func newProxier(t *testing.T, n *network) *iptables.Proxier {
 	return p
 }
 
-func save(t *testing.T, n *network, b rules.Backend, table string) string {
+func save(t *testing.T, n *network, b xtables.Backend, table string) string {
 	t.Helper()
-	out, err := runner(n.node)(b.Command(rules.IPv4, "save"), []string{"-t", table}, nil)
+	out, err := runner(n.node)(b.Command(xtables.IPv4, "save"), []string{"-t", table}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
+	"github.com/proxysinks/proxysinks/dataplane"
 	kcluster "github.com/proxysinks/proxysinks/e2e/cluster"
+	"github.com/proxysinks/proxysinks/host/kernel"
 )
 
 // kernelState is the node's kernel state as the sink and a foreign owner
@@ -45,7 +46,7 @@ func (c *cluster) kernel() kernelState {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range kernel.IPVSSysctls(v, false) {
+	for _, s := range dataplane.IPVSSysctls(v, false) {
 		out := c.node.MustRun(t, "sysctl", "-n", strings.ReplaceAll(s.Name, "/", "."))
 		st["sysctl"] = append(st["sysctl"], s.Name+"="+strings.TrimSpace(out))
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // Controller is the seed's Controller: the full-state controller, with
@@ -117,16 +118,16 @@ const (
 
 // GetNatRules returns the nat table rules of IPVS mode for a family, with
 // the default masquerade bit (14).
-func GetNatRules(supportsFullyRandomized bool, family rules.Family) []rules.Rule {
+func GetNatRules(supportsFullyRandomized bool, family xtables.Family) []rules.Rule {
 	return tableRules(supportsFullyRandomized, family, "nat")
 }
 
 // GetFilterRules returns the filter table rules of IPVS mode for a family.
-func GetFilterRules(supportsFullyRandomized bool, family rules.Family) []rules.Rule {
+func GetFilterRules(supportsFullyRandomized bool, family xtables.Family) []rules.Rule {
 	return tableRules(supportsFullyRandomized, family, "filter")
 }
 
-func tableRules(randomFully bool, f rules.Family, table string) []rules.Rule {
+func tableRules(randomFully bool, f xtables.Family, table string) []rules.Rule {
 	rs := rules.Build(rules.Config{MasqueradeBit: 14, RandomFully: randomFully}, f)
 	var out []rules.Rule
 	for _, j := range rs.Jumps {

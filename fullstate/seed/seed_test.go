@@ -15,7 +15,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
 // TestCallback: the seed's Callback writes a snapshot received on a
@@ -87,7 +87,7 @@ func TestManagerNames(t *testing.T) {
 }
 
 func TestSeedRules(t *testing.T) {
-	nat := GetNatRules(true, rules.IPv4)
+	nat := GetNatRules(true, xtables.IPv4)
 	var jumps, masq int
 	for _, r := range nat {
 		if r.Table != "nat" {
@@ -103,7 +103,7 @@ func TestSeedRules(t *testing.T) {
 	if jumps != 2 || masq != 1 {
 		t.Errorf("nat: %d jumps to KUBE-SERVICES (want PREROUTING and OUTPUT), %d random-fully rules", jumps, masq)
 	}
-	for _, r := range GetFilterRules(false, rules.IPv6) {
+	for _, r := range GetFilterRules(false, xtables.IPv6) {
 		if r.Table != "filter" || strings.Contains(r.String(), "KUBE-CLUSTER-IP ") {
 			t.Errorf("IPv6 filter rule %q", r)
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 )
 
@@ -48,8 +48,8 @@ func CanUseIPTablesProxier(iptver IPTablesVersioner, kcompat KernelCompatTester)
 }
 
 // CleanupLeftovers removes every rule and chain the Proxier creates
-// (iptables.CleanupLeftovers); run nil means rules.Exec.
-func CleanupLeftovers(run rules.Runner) error {
+// (iptables.CleanupLeftovers); run nil means xtables.Exec.
+func CleanupLeftovers(run xtables.Runner) error {
 	return iptables.CleanupLeftovers(run)
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 )
 
@@ -150,7 +150,7 @@ func TestSyncLoop(t *testing.T) {
 	t.Run("reports errors", func(t *testing.T) {
 		boom := errors.New("boom")
 		run := func(string, []string, []byte) ([]byte, error) { return nil, boom }
-		p, err := NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: rules.NFT, Run: run,
+		p, err := NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: xtables.NFT, Run: run,
 			SyncPeriod: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

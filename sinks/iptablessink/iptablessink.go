@@ -17,8 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
@@ -142,8 +142,8 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 // ip6tables does, the sink then programs IPv6 even when the node has no
 // IPv6 address: pods with IPv6 addresses reach IPv6 cluster IPs through
 // it (kube-proxy differential test, e2e/hostnode).
-func ipv6Usable(run rules.Runner) bool {
-	_, err := rules.Detect(rules.IPv6, run)
+func ipv6Usable(run xtables.Runner) bool {
+	_, err := xtables.Detect(xtables.IPv6, run)
 	return err == nil
 }
 
@@ -169,12 +169,12 @@ func build(env runtime.Env) (runtime.Built, error) {
 	if len(env.Config.NodePortAddresses) > 0 && len(env.NodeAddresses) == 0 {
 		return runtime.Built{}, errors.New("--nodeport-addresses: no node address is in these CIDRs")
 	}
-	if ok, err := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: rules.NFT}, iptables.LinuxKernelCompatTester{}); !ok {
-		if ok, err2 := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: rules.Legacy}, iptables.LinuxKernelCompatTester{}); !ok {
+	if ok, err := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: xtables.NFT}, iptables.LinuxKernelCompatTester{}); !ok {
+		if ok, err2 := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: xtables.Legacy}, iptables.LinuxKernelCompatTester{}); !ok {
 			return runtime.Built{}, fmt.Errorf("this node cannot run the iptables proxier: %w", errors.Join(err, err2))
 		}
 	}
-	if !cfg.IPv6 && ipv6Usable(rules.Exec) {
+	if !cfg.IPv6 && ipv6Usable(xtables.Exec) {
 		cfg.IPv6 = true
 	}
 	cfg.TCPBeLiberal = tcpBeLiberal("/proc/sys")

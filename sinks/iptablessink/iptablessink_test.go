@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
@@ -53,7 +53,7 @@ func (f *fakeTables) run(name string, _ []string, _ []byte) ([]byte, error) {
 // from the Proxier, and reports the sync to the runtime.
 func TestMetrics(t *testing.T) {
 	ft := &fakeTables{}
-	p, err := iptables.NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: rules.NFT, Run: ft.run})
+	p, err := iptables.NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: xtables.NFT, Run: ft.run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestMetricsReadsSkipped(t *testing.T) {
 		}
 		return nil, nil
 	}
-	p, err := iptables.NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: rules.NFT, Run: run,
+	p, err := iptables.NewProxier(iptables.Config{IPv4: true, MasqueradeBit: 14, Backend: xtables.NFT, Run: run,
 		Generation: func() (uint32, error) { return gen, nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
+	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
 
@@ -19,10 +19,10 @@ func TestFamiliesFromHost(t *testing.T) {
 	v4only := []netip.Addr{netip.MustParseAddr("192.168.1.10")}
 	for _, tt := range []struct {
 		ipv6 bool
-		want []rules.Family
+		want []xtables.Family
 	}{
-		{true, []rules.Family{rules.IPv4, rules.IPv6}},
-		{false, []rules.Family{rules.IPv4}},
+		{true, []xtables.Family{xtables.IPv4, xtables.IPv6}},
+		{false, []xtables.Family{xtables.IPv4}},
 	} {
 		rc := renderConfig(Config{}, v4only, dataplanetest.HostSysctl(t, tt.ipv6))
 		nc := nodeConfig(runtime.Config{}, Config{}, v4only, rc.Families)

@@ -14,12 +14,13 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
 	"github.com/proxysinks/proxysinks/dataplane/controller"
-	"github.com/proxysinks/proxysinks/dataplane/kernel"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/incremental"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -133,7 +134,7 @@ func cleanup(c runtime.Config, log *slog.Logger) error {
 
 // nodeConfig is the node's setup from the runtime's flags (c) and the IPVS
 // sinks' (ic).
-func nodeConfig(c runtime.Config, ic Config, addrs []netip.Addr, families []rules.Family) dataplane.NodeConfig {
+func nodeConfig(c runtime.Config, ic Config, addrs []netip.Addr, families []xtables.Family) dataplane.NodeConfig {
 	return dataplane.NodeConfig{
 		Families: families, Dummy: link.DefaultDummy, Scheduler: ic.Scheduler,
 		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},

@@ -12,6 +12,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
 
@@ -41,7 +42,7 @@ func TestKernelReads(t *testing.T) {
 		out[7] = &se
 		return out
 	}()
-	sets := len(rules.Sets(rules.IPv4)) + len(rules.Sets(rules.IPv6))
+	sets := len(rules.Sets(xtables.IPv4)) + len(rules.Sets(xtables.IPv6))
 	steps := []struct {
 		name  string
 		do    func(t *testing.T, fn *fakeNode, mk Make)
@@ -194,7 +195,7 @@ func BenchmarkResync(b *testing.B) {
 // staticController is a controller of mk on fn's kernel that reads st.
 // onSync, when set, gets every sync's stats.
 func staticController(fn *fakeNode, mk Make, st *dataplane.State, onSync func(dataplane.SyncStats)) runtime.Controller {
-	fams := []rules.Family{rules.IPv4, rules.IPv6}
+	fams := []xtables.Family{xtables.IPv4, xtables.IPv6}
 	return mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: []netip.Addr{faultNodeIP}, Families: fams},
 		Applier: kernelApplier(fn.node.Kernel), Reader: staticReader{st}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OnSync: onSync})
 }

@@ -33,51 +33,6 @@ func TestParseVersion(t *testing.T) {
 	}
 }
 
-func TestRequiredIPVSModules(t *testing.T) {
-	tests := []struct {
-		v     Version
-		sched string
-		want  []string
-	}{
-		{Version{4, 18, 0}, "rr", []string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack_ipv4"}},
-		{Version{4, 19, 0}, "rr", []string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack"}},
-		{Version{6, 1, 0}, "mh", []string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack", "ip_vs_mh"}},
-	}
-	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, RequiredIPVSModules(tt.v, tt.sched)); diff != "" {
-			t.Errorf("RequiredIPVSModules(%v, %s) (-want +got):\n%s", tt.v, tt.sched, diff)
-		}
-	}
-}
-
-func TestIPVSSysctls(t *testing.T) {
-	names := func(s []Setting) (out []string) {
-		for _, x := range s {
-			out = append(out, x.Name)
-		}
-		return out
-	}
-	has := func(v Version, strict bool, name string) bool {
-		for _, n := range names(IPVSSysctls(v, strict)) {
-			if n == name {
-				return true
-			}
-		}
-		return false
-	}
-	for _, tt := range []struct {
-		v     Version
-		reuse bool
-	}{{Version{4, 0, 0}, false}, {Version{4, 1, 0}, true}, {Version{5, 8, 0}, true}, {Version{5, 9, 0}, false}, {Version{6, 1, 0}, false}} {
-		if got := has(tt.v, false, "net/ipv4/vs/conn_reuse_mode"); got != tt.reuse {
-			t.Errorf("kernel %v: conn_reuse_mode set = %v, want %v", tt.v, got, tt.reuse)
-		}
-	}
-	if !has(Version{6, 1, 0}, true, "net/ipv4/conf/all/arp_ignore") || has(Version{6, 1, 0}, false, "net/ipv4/conf/all/arp_ignore") {
-		t.Error("arp_ignore must be set exactly when strict ARP is on")
-	}
-}
-
 func TestModulesEnsure(t *testing.T) {
 	root := t.TempDir()
 	write := func(p, s string) {
@@ -97,7 +52,7 @@ func TestModulesEnsure(t *testing.T) {
 		}
 		return nil
 	}}
-	err := m.Ensure(RequiredIPVSModules(Version{6, 1, 0}, "mh"))
+	err := m.Ensure([]string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack", "ip_vs_mh"})
 	if diff := cmp.Diff([]string{"ip_vs_sh", "ip_vs_mh"}, probed); diff != "" {
 		t.Errorf("modprobe calls (-want +got):\n%s", diff)
 	}
@@ -152,47 +107,30 @@ func TestSysctlKernel(t *testing.T) {
 	}
 }
 
-// TestIPVSSetupKernel loads the IPVS modules with modprobe and applies the
-// IPVS sysctls in a fresh namespace. It needs a kernel with IPVS: the VM.
-func TestIPVSSetupKernel(t *testing.T) {
-	v, err := Running()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (Modules{}).Ensure(RequiredIPVSModules(v, "mh")); err != nil {
-		nstest.Missing(t, "IPVS modules: %v", err)
-	}
-	have, err := Modules{}.Present()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []string{"ip_vs", "ip_vs_mh", "nf_conntrack"} {
-		if !have[m] {
-			t.Errorf("module %s not present after Ensure", m)
+func TestEnsureAll(t *testing.T) {
+	root := t.TempDir()
+	for name, v := range map[string]string{"net/ipv4/ip_forward": "0\n", "net/ipv4/conf/all/arp_ignore": "1\n"} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	ns := nstest.New(t)
-	err = ns.Do(func() error {
-		s := Sysctl{}
-		settings := IPVSSysctls(v, true)
-		n, err := EnsureAll(s, settings)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errors.New("a fresh namespace needed no sysctl change")
-		}
-		if n, err := EnsureAll(s, settings); err != nil || n != 0 {
-			return errors.Join(err, errors.New("second EnsureAll wrote again"))
-		}
-		for _, st := range settings {
-			if got, err := s.Get(st.Name); err != nil || got != st.Value {
-				return errors.Join(err, errors.New(st.Name+" not set"))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	s := Sysctl{Root: root}
+	settings := []Setting{{"net/ipv4/ip_forward", 1}, {"net.ipv4.conf.all.arp_ignore", 1}}
+	if n, err := EnsureAll(s, settings); err != nil || n != 1 {
+		t.Fatalf("first EnsureAll = %d, %v; want 1 write", n, err)
+	}
+	if n, err := EnsureAll(s, settings); err != nil || n != 0 {
+		t.Fatalf("second EnsureAll = %d, %v; want no write", n, err)
+	}
+	if got, err := s.Get("net/ipv4/ip_forward"); err != nil || got != 1 {
+		t.Errorf("ip_forward = %d, %v; want 1", got, err)
+	}
+	_, err := EnsureAll(s, append(settings, Setting{"net/ipv4/missing", 1}))
+	if err == nil || !strings.Contains(err.Error(), "net/ipv4/missing") {
+		t.Errorf("missing sysctl: EnsureAll error = %v, want one naming it", err)
 	}
 }

@@ -57,30 +57,10 @@ func EnsureSysctl(s Sysctl, name string, value int) (bool, error) {
 	return true, s.Set(name, value)
 }
 
-// Setting is one sysctl and the value IPVS mode needs.
+// Setting is one sysctl and the value a sink needs in it.
 type Setting struct {
 	Name  string
 	Value int
-}
-
-// IPVSSysctls returns the sysctls kube-proxy's IPVS mode sets on a kernel of
-// the given version. The vs/* ones exist only once ip_vs is loaded.
-func IPVSSysctls(v Version, strictARP bool) []Setting {
-	s := []Setting{
-		{"net/ipv4/vs/conntrack", 1},
-		{"net/ipv4/vs/expire_nodest_conn", 1},
-		{"net/ipv4/vs/expire_quiescent_template", 1},
-		{"net/ipv4/ip_forward", 1},
-	}
-	// Between 4.1 and 5.9, conn_reuse_mode=1 delays reused connections by a
-	// second; later kernels fixed it.
-	if v.AtLeast(4, 1) && !v.AtLeast(5, 9) {
-		s = append(s, Setting{"net/ipv4/vs/conn_reuse_mode", 0})
-	}
-	if strictARP {
-		s = append(s, Setting{"net/ipv4/conf/all/arp_ignore", 1}, Setting{"net/ipv4/conf/all/arp_announce", 2})
-	}
-	return s
 }
 
 // EnsureAll applies settings in order and returns the number written. It

@@ -1,6 +1,8 @@
-// Package kernel prepares a node's kernel for the IPVS sinks: the modules
-// they need (loaded with modprobe when missing, with a clear error naming
-// what could not be loaded) and the sysctls kube-proxy's IPVS mode sets.
+// Package kernel reads and prepares the running kernel for any sink: its
+// version, the modules it has (loaded with modprobe when missing, with a
+// clear error naming what could not be loaded and how to load it) and
+// integer sysctls, written only when they differ. Which modules and
+// sysctls a sink needs is the sink's (dataplane for the IPVS sinks).
 package kernel
 
 import (

@@ -4,7 +4,7 @@ import (
 	"log"
 	"net/netip"
 
-	"github.com/proxysinks/proxysinks/dataplane/conntrack"
+	"github.com/proxysinks/proxysinks/host/conntrack"
 )
 
 // Endpoint 10.244.1.5:5353 of the UDP service 10.96.0.10:53 is gone: its

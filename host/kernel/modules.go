@@ -12,43 +12,12 @@ import (
 	"strings"
 )
 
-// Module names the sinks need.
+// The conntrack modules: nf_conntrack_ipv4 was merged into nf_conntrack in
+// Linux 4.19, so a kernel with nf_conntrack has what nf_conntrack_ipv4 gave.
 const (
-	ModuleIPVS            = "ip_vs"
-	ModuleIPVSRR          = "ip_vs_rr"
-	ModuleIPVSWRR         = "ip_vs_wrr"
-	ModuleIPVSSH          = "ip_vs_sh"
 	ModuleNFConntrack     = "nf_conntrack"
 	ModuleNFConntrackIPv4 = "nf_conntrack_ipv4"
 )
-
-// RequiredIPVSModules returns the modules IPVS mode needs on a kernel of the
-// given version, as kube-proxy checks them: IPVS with the rr, wrr and sh
-// schedulers, and conntrack (nf_conntrack_ipv4 before 4.19, nf_conntrack
-// since), plus the module of the configured scheduler when it is another.
-func RequiredIPVSModules(v Version, scheduler string) []string {
-	mods := []string{ModuleIPVS, ModuleIPVSRR, ModuleIPVSWRR, ModuleIPVSSH}
-	if v.AtLeast(4, 19) {
-		mods = append(mods, ModuleNFConntrack)
-	} else {
-		mods = append(mods, ModuleNFConntrackIPv4)
-	}
-	if scheduler != "" {
-		if m := "ip_vs_" + scheduler; !contains(mods, m) {
-			mods = append(mods, m)
-		}
-	}
-	return mods
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // Modules reports which modules the running kernel has: loaded ones from
 // /proc/modules and built-in ones from modules.builtin.
@@ -101,7 +70,7 @@ type MissingError struct {
 
 func (e *MissingError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "kernel: required modules missing: %s (load them with: modprobe -a %s; to load them at boot, list them in /etc/modules-load.d/ipvs.conf)",
+	fmt.Fprintf(&b, "kernel: required modules missing: %s (load them with: modprobe -a %s; to load them at boot, list them in a file in /etc/modules-load.d/)",
 		strings.Join(e.Modules, ", "), strings.Join(e.Modules, " "))
 	for _, m := range e.Modules {
 		if c := e.Causes[m]; c != nil {

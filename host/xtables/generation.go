@@ -1,4 +1,4 @@
-package rules
+package xtables
 
 import (
 	"encoding/binary"
@@ -25,7 +25,7 @@ const (
 func NFTGeneration(netns int) (uint32, error) {
 	c, err := netfilter.Dial(&netlink.Config{NetNS: netns})
 	if err != nil {
-		return 0, fmt.Errorf("rules: read nf_tables generation: dial nfnetlink: %w", err)
+		return 0, fmt.Errorf("xtables: read nf_tables generation: dial nfnetlink: %w", err)
 	}
 	defer c.Close()
 	req, err := netfilter.MarshalNetlink(netfilter.Header{
@@ -35,11 +35,11 @@ func NFTGeneration(netns int) (uint32, error) {
 		Flags:       netlink.Request,
 	}, nil)
 	if err != nil {
-		return 0, fmt.Errorf("rules: read nf_tables generation: encode request: %w", err)
+		return 0, fmt.Errorf("xtables: read nf_tables generation: encode request: %w", err)
 	}
 	msgs, err := c.Query(req)
 	if err != nil {
-		return 0, fmt.Errorf("rules: read nf_tables generation: %w", err)
+		return 0, fmt.Errorf("xtables: read nf_tables generation: %w", err)
 	}
 	return parseGeneration(msgs)
 }
@@ -50,7 +50,7 @@ func parseGeneration(msgs []netlink.Message) (uint32, error) {
 	for _, m := range msgs {
 		_, attrs, err := netfilter.UnmarshalNetlink(m)
 		if err != nil {
-			return 0, fmt.Errorf("rules: read nf_tables generation: decode answer: %w", err)
+			return 0, fmt.Errorf("xtables: read nf_tables generation: decode answer: %w", err)
 		}
 		for _, a := range attrs {
 			if a.Type == nftaGenID && len(a.Data) == 4 {
@@ -58,5 +58,5 @@ func parseGeneration(msgs []netlink.Message) (uint32, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("rules: read nf_tables generation: no NFTA_GEN_ID in %d answer messages", len(msgs))
+	return 0, fmt.Errorf("xtables: read nf_tables generation: no NFTA_GEN_ID in %d answer messages", len(msgs))
 }
