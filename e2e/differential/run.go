@@ -3,7 +3,6 @@ package differential
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,7 +90,7 @@ func Run(t *testing.T, m Mode) {
 	for _, sink := range m.Sinks {
 		t.Run(sink, func(t *testing.T) {
 			se := &Env{T: t, Cluster: c, Work: e.Work}
-			got := m.Capture(se, Build(t, root, sink),
+			got := m.Capture(se, vm.BuildSink(t, sink),
 				"--kubeconfig="+m.Where.path(e.Work, "sink.kubeconfig"), "--node-name="+cluster.BroadNode,
 				"--nodeport-addresses="+cluster.BroadNodeCIDR)
 			compare(t, m, sink, ref, got, intended)
@@ -124,20 +123,6 @@ func compare(t *testing.T, m Mode, sink string, ref, got Capture, intended []clu
 		n += len(l)
 	}
 	t.Logf("%d kube-proxy lines compared, %d differences, %d of them intended", n, len(diffs), len(diffs)-len(unexplained))
-}
-
-// Build builds a sink's main package (sinks/<sink>) as a static binary,
-// as make build does (cgo off).
-func Build(t testing.TB, root, sink string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), sink)
-	cmd := exec.Command("go", "build", "-o", out, "./sinks/"+sink)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./sinks/%s: %v\n%s", sink, err, b)
-	}
-	return out
 }
 
 // tail returns the last n lines of s.
