@@ -19,19 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client/logbuf"
+	"github.com/proxysinks/proxysinks/e2e/vm"
 )
-
-// buildSink builds the iptables sink binary as make build does (cgo off).
-func buildSink(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "iptables")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/proxysinks/proxysinks/sinks/iptables")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build sinks/iptables: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // sinkProcess is the iptables sink binary running in node A's namespace.
 type sinkProcess struct {
@@ -196,12 +185,13 @@ endpoints:
 // with --from-file: real traffic to a cluster IP (TCP and UDP, from a pod)
 // and a node port (from outside, masqueraded), /proxyMode and the
 // iptables metrics; a restart with the same cluster writes nothing, nor do
-// its resyncs until a chain is flushed by hand, which one repairs; an
+// its resyncs until a chain is flushed and the jump to it deleted by
+// hand, which one repairs; an
 // edit of the manifest is a partial sync; and
 // --cleanup removes every KUBE- chain and jump and leaves a foreign chain
 // and its jump alone.
 func TestBinary(t *testing.T) {
-	bin := buildSink(t)
+	bin := vm.BuildSink(t, "iptables")
 	n := newNetwork(t)
 	pod0 := n.pods[0]
 	must(t, n.node, "iptables", "-t", "nat", "-N", "FOREIGN")
@@ -276,7 +266,9 @@ func TestBinary(t *testing.T) {
 			t.Errorf("resyncs of an unchanged cluster on nf_tables read the tables (%v):\n%s", err, m)
 		}
 	}
+	// Drift: a chain flushed and the jump to it deleted by hand.
 	must(t, n.node, "iptables", "-t", "nat", "-F", "KUBE-SERVICES")
+	must(t, n.node, "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m, err := p.get("/metrics"); err == nil && metric(m, "proxysinks_kernel_operations_total") > 0 {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/e2e/netexec"
-	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -19,13 +18,12 @@ import (
 //	                           |  pod0 10.244.1.2          |  pod2 10.244.2.2
 //	                           |  pod1 10.244.1.6
 //
-// Node A runs the Proxier; node B only routes to its pod. Every pod has a
+// Node A runs the sink; node B only routes to its pod. Every pod has a
 // routed /30 (and /64) link to its node, as with a routed CNI: all pod
 // traffic crosses the node's IP stack, so no br_netfilter is needed.
 var (
 	nodeA      = netip.MustParseAddr("192.168.50.2")
 	nodeA6     = netip.MustParseAddr("fd00:50::2")
-	nodeAtoB   = netip.MustParseAddr("192.168.60.2")
 	clientAddr = netip.MustParseAddr("192.168.50.10")
 )
 
@@ -158,19 +156,6 @@ func mustFail(t *testing.T, ns *nstest.NetNS, proto string, addr netip.AddrPort)
 	t.Helper()
 	if r, err := get(ns, proto, addr, 700*time.Millisecond); err == nil {
 		t.Fatalf("%s %s: answered by %s (client %s), want no answer", proto, addr, r.Name, r.Client)
-	}
-}
-
-// runner runs the iptables tools in a namespace.
-func runner(ns *nstest.NetNS) xtables.Runner {
-	return func(name string, args []string, stdin []byte) ([]byte, error) {
-		var out []byte
-		err := ns.Do(func() error {
-			var err error
-			out, err = xtables.Exec(name, args, stdin)
-			return err
-		})
-		return out, err
 	}
 }
 

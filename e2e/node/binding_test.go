@@ -69,6 +69,7 @@ func arpAnswered(t *testing.T, from *nstest.NetNS, ip string) bool {
 // removing the old, so that no request fails across the switch; a restart
 // with nothing changed writes nothing; a route deleted by hand comes back.
 func TestVIPBindingSwitch(t *testing.T) {
+	requireIPVS(t)
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	client := c.addPod("client")

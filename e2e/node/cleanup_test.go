@@ -10,6 +10,7 @@ import (
 // kube-ipvs0 and its addresses, the KUBE-* ipsets, the KUBE-* chains and
 // jumps) and leaves a foreign virtual server, ipset and chain alone.
 func TestCleanup(t *testing.T) {
+	requireIPVS(t)
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	client := c.addPod("client")

@@ -126,6 +126,7 @@ func deleteJumps(chain, target string) string {
 // as their owner left them. The cases run in order on one node and one
 // sink; each starts from the repaired state of the one before.
 func TestHostileKernel(t *testing.T) {
+	requireIPVS(t)
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	client := c.addPod("client")

@@ -164,6 +164,22 @@ func CompileTests(t *testing.T, pkg string) (bin, dir string) {
 	return bin, dir
 }
 
+// BuildSink builds a sink's main package (sinks/<sink> of the workspace)
+// as a static binary, as make build does, for this host or the guest, and
+// returns its path; it fails t if it cannot.
+func BuildSink(t testing.TB, sink string) string {
+	t.Helper()
+	root, err := WorkspaceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), sink)
+	if _, err := goOutput(root, "build", "-o", bin, "./sinks/"+sink); err != nil {
+		t.Fatalf("vm: build sink %s: %v", sink, err)
+	}
+	return bin
+}
+
 // goOutput runs the go command in dir with cgo off (the guest has no libc
 // for Go binaries) and returns its trimmed output.
 func goOutput(dir string, args ...string) (string, error) {

@@ -15,9 +15,9 @@ import (
 func TestHostileKernelVM(t *testing.T) {
 	t.Parallel()
 	longVM(t)
-	for _, sink := range []string{"fullstate", "incremental"} {
+	for _, sink := range ipvsSinks {
 		t.Run(sink, func(t *testing.T) {
-			vm.RunTests(t, "github.com/proxysinks/proxysinks/e2e/node", "-test.run", "^"+hostileSuite+"$", "-test.v", "-test.timeout", "10m", "-sink", sink)
+			vm.RunTestsWith(t, nodePkg, vm.Options{Files: sinkFiles(t, sink)}, "-test.run", "^"+hostileSuite+"$", "-test.v", "-test.timeout", "10m", "-sink", sink)
 		})
 	}
 }

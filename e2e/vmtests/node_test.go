@@ -20,31 +20,44 @@ const nodePkg = "github.com/proxysinks/proxysinks/e2e/node"
 // instead of the VM being killed with nothing to show why.
 const guestTimeout = "11m"
 
-// TestNodeE2EVM runs the node end-to-end traffic tests in the VM, once
-// with each IPVS sink, fed from manifest files (the hostile suite apart:
-// TestHostileKernelVM).
+// ipvsSinks are the sinks whose node tests run in the VM: those of
+// node.Sinks whose kernel needs it (IPVS).
+var ipvsSinks = []string{"ipvs-fullstate", "ipvs-incremental"}
+
+// sinkFiles builds a sink's binary for the guest, where the node tests
+// find it on $PATH (/job/bin) by its name.
+func sinkFiles(t *testing.T, sink string) map[string]string {
+	return map[string]string{sink: vm.BuildSink(t, sink)}
+}
+
+// TestNodeE2EVM runs the node end-to-end tests in the VM, the traffic
+// case table (e2e/node's TestTraffic) and the IPVS sinks' kernel-side
+// tests, once with each IPVS sink's binary, fed from manifest files (the
+// hostile suite apart: TestHostileKernelVM).
 func TestNodeE2EVM(t *testing.T) {
 	t.Parallel()
-	for _, sink := range []string{"fullstate", "incremental"} {
+	for _, sink := range ipvsSinks {
 		t.Run(sink, func(t *testing.T) {
 			t.Parallel()
-			vm.RunTests(t, nodePkg, "-test.v", "-test.skip", "^"+hostileSuite+"$", "-test.timeout", guestTimeout, "-sink", sink)
+			vm.RunTestsWith(t, nodePkg, vm.Options{Files: sinkFiles(t, sink)},
+				"-test.v", "-test.skip", "^"+hostileSuite+"$", "-test.timeout", guestTimeout, "-sink", sink)
 		})
 	}
 }
 
 // routesCases are the node cases TestNodeE2ERoutesVM runs again with
 // --ipvs-vip-binding=routes: every kind of VIP (cluster, node port,
-// external, load-balancer, dual-stack), hairpin, type changes, a restart,
-// cleanup.
-const routesCases = "^(TestBasicEndpoint|TestNodePortFromOutside|TestExternalIPAndLoadBalancerSourceRanges|TestHairpin|TestTypeChanges|TestRestartNoWritesNoDrops|TestDualStack|TestCleanup|TestExternalTrafficLocalKeepsClientAddress)$"
+// external, load-balancer, dual-stack), hairpin, type changes, a restart
+// (traffic cases, subtests of TestTraffic), cleanup.
+const routesCases = "^(TestTraffic|TestCleanup)$/^(BasicEndpoint|NodePortFromOutside|ExternalIPAndLoadBalancerSourceRanges|Hairpin|TypeChanges|RestartNoWritesNoDrops|DualStack|ExternalTrafficLocalKeepsClientAddress)$"
 
 // TestNodeE2ERoutesVM runs routesCases with ipvs-incremental binding
 // IPv4 VIPs as local routes instead of addresses (TestVIPBindingSwitch,
 // in both sinks' runs above, switches between the two).
 func TestNodeE2ERoutesVM(t *testing.T) {
 	t.Parallel()
-	vm.RunTests(t, nodePkg, "-test.v", "-test.run", routesCases, "-test.timeout", guestTimeout, "-sink", "incremental",
+	vm.RunTestsWith(t, nodePkg, vm.Options{Files: sinkFiles(t, "ipvs-incremental")},
+		"-test.v", "-test.run", routesCases, "-test.timeout", guestTimeout, "-sink", "ipvs-incremental",
 		"-sink-args", "--ipvs-vip-binding=routes")
 }
 
@@ -80,14 +93,15 @@ func TestNodeE2EAPIVM(t *testing.T) {
 	if err := os.Rename(sinkKC, filepath.Join(work, "sink.kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	for _, sink := range []string{"fullstate", "incremental"} {
+	for _, sink := range ipvsSinks {
 		t.Run(sink, func(t *testing.T) {
-			if sink == "fullstate" {
+			if sink == "ipvs-fullstate" {
 				// make test runs ipvs-fullstate's cases from manifests
 				// and ipvs-incremental's (the event path) from the API.
 				longVM(t)
 			}
 			vm.RunTestsWith(t, nodePkg, vm.Options{
+				Files:   sinkFiles(t, sink),
 				WorkDir: work,
 				NIC:     &vm.NIC{Forwards: []vm.Forward{{Guest: cluster.GuestAPIAddr, Host: fmt.Sprintf("127.0.0.1:%d", c.APIPort)}}},
 			}, "-test.v", "-test.timeout", guestTimeout, "-test.skip", apiSkipped, "-sink", sink,

@@ -2,55 +2,28 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/proxysinks/proxysinks/sinks/iptablessink"
+	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestDryRunGolden runs the dry run on the demo cluster as its node and
 // compares the iptables-restore input it prints.
 func TestDryRunGolden(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml",
+	sinktest.Golden(t, run, filepath.Join("testdata", "dryrun.golden"), "iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml",
 		"--node-name", "demo-node", "--node-address", "192.168.1.10", "--cluster-cidr", "10.244.0.0/16",
-		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
-	if status != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
-	}
-	golden := filepath.Join("testdata", "dryrun.golden")
-	if *update {
-		if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), stdout.String()); diff != "" {
-		t.Errorf("dry-run output (-want +got):\n%s", diff)
-	}
+		"--metrics-bind-address", "", "--healthz-bind-address", "")
 }
 
 // TestDryRunDualStack: a node with an IPv6 address gets the IPv6 ruleset
 // too, after the IPv4 one.
 func TestDryRunDualStack(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/cluster",
+	out := sinktest.DryRun(t, run, "iptables", "--dry-run", "--from-file", "../../examples/cluster",
 		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
-		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
-	if status != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
-	}
-	out := stdout.String()
+		"--metrics-bind-address", "", "--healthz-bind-address", "")
 	v4, v6 := strings.Index(out, "(IPv4)\n"), strings.Index(out, "(IPv6)\n")
 	if v4 < 0 || v6 < v4 || !strings.Contains(out[v4:v6], "-A KUBE-SVC-") || !strings.Contains(out[v6:], "-A KUBE-SVC-") {
 		t.Errorf("want an IPv4 then an IPv6 restore input with services:\n%s", out)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,9 +13,8 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestDryRunGolden runs the dry run on the example cluster, as a node with
 // an IPv4 and an IPv6 address, and compares the kernel operations it prints.
@@ -25,26 +23,9 @@ func TestDryRunGolden(t *testing.T) {
 	// dual-stack host here, whatever this machine has.
 	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
 	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
-	var stdout, stderr bytes.Buffer
-	status := run([]string{"ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
+	sinktest.Golden(t, run, filepath.Join("testdata", "dryrun.golden"), "ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
 		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
-		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
-	if status != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
-	}
-	golden := filepath.Join("testdata", "dryrun.golden")
-	if *update {
-		if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), stdout.String()); diff != "" {
-		t.Errorf("dry-run output (-want +got):\n%s", diff)
-	}
+		"--metrics-bind-address", "", "--healthz-bind-address", "")
 }
 
 // TestBadFlags shows each bad value is a clear error naming the flag, at
@@ -90,13 +71,9 @@ func TestMissingSource(t *testing.T) {
 func TestDryRunRoutes(t *testing.T) {
 	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
 	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
-	var stdout, stderr bytes.Buffer
-	status := run([]string{"ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
+	out := sinktest.DryRun(t, run, "ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
 		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10", "--ipvs-vip-binding", "routes",
-		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
-	if status != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
-	}
+		"--metrics-bind-address", "", "--healthz-bind-address", "")
 	golden, err := os.ReadFile(filepath.Join("testdata", "dryrun.golden"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +90,7 @@ func TestDryRunRoutes(t *testing.T) {
 	if routes == 0 {
 		t.Fatal("the golden output binds no IPv4 address")
 	}
-	got := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	slices.Sort(want)
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {

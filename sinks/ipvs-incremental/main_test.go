@@ -2,16 +2,14 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
 	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
 
 // TestDryRunSameAsFullState runs the dry run on the example cluster, as a
@@ -22,20 +20,9 @@ func TestDryRunSameAsFullState(t *testing.T) {
 	// dual-stack host here, whatever this machine has.
 	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
 	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
-	var stdout, stderr bytes.Buffer
-	status := run([]string{"ipvs-incremental", "--dry-run", "--from-file", "../../examples/cluster",
+	sinktest.Same(t, run, filepath.Join("..", "ipvs-fullstate", "testdata", "dryrun.golden"), "ipvs-incremental", "--dry-run", "--from-file", "../../examples/cluster",
 		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
-		"--metrics-bind-address", "", "--healthz-bind-address", ""}, &stdout, &stderr)
-	if status != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", status, stderr.String())
-	}
-	want, err := os.ReadFile(filepath.Join("..", "ipvs-fullstate", "testdata", "dryrun.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), stdout.String()); diff != "" {
-		t.Errorf("dry-run output (-full-state +incremental):\n%s", diff)
-	}
+		"--metrics-bind-address", "", "--healthz-bind-address", "")
 }
 
 // TestBadFlags: the flags are the runtime's, with its errors.

@@ -6,14 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 )
-
-func signalNotify(ch chan os.Signal) { signal.Notify(ch, syscall.SIGTERM, os.Interrupt) }
 
 // httpGet fetches http://addr/path. It dials on the calling goroutine, so
 // that inside nstest's Do the socket belongs to the namespace (an

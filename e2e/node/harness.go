@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,88 +18,78 @@ import (
 	"github.com/proxysinks/proxysinks/client/logbuf"
 	"github.com/proxysinks/proxysinks/e2e/netexec"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
-	"github.com/proxysinks/proxysinks/sinks/ipvssink"
-	"github.com/proxysinks/proxysinks/sinks/runtime"
-	"github.com/urfave/cli/v2"
 )
 
-// roleEnv makes the test binary act as a pod server or as the sink, so the
-// VM needs no other binary.
+// roleEnv makes a test binary using this harness act as a pod server, so
+// the VM needs no other binary than the test's and the sink's.
 const roleEnv = "PROXYSINKS_E2E_ROLE"
 
-func TestMain(m *testing.M) {
-	switch os.Getenv(roleEnv) {
-	case "pod":
-		port, _ := strconv.Atoi(os.Getenv("POD_PORT"))
-		ports := []int{port}
-		for _, p := range strings.Fields(os.Getenv("POD_EXTRA_PORTS")) {
-			n, _ := strconv.Atoi(p)
-			ports = append(ports, n)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		defer stop()
-		var wg sync.WaitGroup
-		for _, p := range ports {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := netexec.Serve(ctx, os.Getenv("POD_NAME"), p); err != nil {
-					fmt.Fprintln(os.Stderr, "pod:", err)
-					os.Exit(1)
-				}
-			}()
-		}
-		wg.Wait()
-		os.Exit(0)
-	case "sink":
-		sink := sinkUnderTest(os.Getenv(sinkEnv))
-		app := &cli.App{Name: sink.Name, Flags: runtime.Flags(sink), Action: func(c *cli.Context) error {
-			cfg, _, err := runtime.FromContext(c, sink)
-			if err != nil {
-				return err
-			}
-			if cfg.Cleanup {
-				return sink.Cleanup(cfg, cfg.Logger(os.Stderr))
-			}
-			return runtime.Run(c.Context, cfg, sink, os.Stdout, cfg.Logger(os.Stderr))
-		}}
-		ctx, stop := context.WithCancel(context.Background())
-		go func() {
-			ch := make(chan os.Signal, 1)
-			signalNotify(ch)
-			<-ch
-			stop()
-		}()
-		if err := app.RunContext(ctx, append([]string{"sink"}, strings.Fields(os.Getenv("SINK_ARGS"))...)); err != nil {
-			fmt.Fprintln(os.Stderr, "sink:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+// Main is the TestMain of every test package using this harness: in a
+// pod's process (started by the harness from the test binary) it serves
+// and exits; otherwise it runs the tests.
+func Main(m *testing.M) {
+	if os.Getenv(roleEnv) == "pod" {
+		servePod()
 	}
 	os.Exit(m.Run())
 }
 
-// sinkEnv names the sink the "sink" role runs, from -sink.
-const sinkEnv = "PROXYSINKS_E2E_SINK"
-
-var sinkFlag = flag.String("sink", "fullstate", "the IPVS sink under test: fullstate or incremental")
-
-// sinkArgsFlag adds flags to every sink the cases start (before a case's
-// own), e.g. "--ipvs-vip-binding=routes".
-var sinkArgsFlag = flag.String("sink-args", "", "extra flags for every sink started, space-separated")
-
-// sinkUnderTest returns the sink named by -sink; an unknown name fails the
-// child at start.
-func sinkUnderTest(name string) runtime.Sink {
-	switch name {
-	case "", "fullstate":
-		return ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState)
-	case "incremental":
-		return ipvssink.Sink("ipvs-incremental", "", ipvssink.Incremental)
+// servePod runs a pod server on POD_PORT and POD_EXTRA_PORTS until killed.
+func servePod() {
+	port, _ := strconv.Atoi(os.Getenv("POD_PORT"))
+	ports := []int{port}
+	for _, p := range strings.Fields(os.Getenv("POD_EXTRA_PORTS")) {
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
 	}
-	fmt.Fprintf(os.Stderr, "sink: unknown -sink %q (want fullstate or incremental)\n", name)
-	os.Exit(2)
-	panic("unreachable")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	for _, p := range ports {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := netexec.Serve(ctx, os.Getenv("POD_NAME"), p); err != nil {
+				fmt.Fprintln(os.Stderr, "pod:", err)
+				os.Exit(1)
+			}
+		}()
+	}
+	wg.Wait()
+	os.Exit(0)
+}
+
+// Options is the sink under test and where its cluster state comes from.
+type Options struct {
+	// Sink names the sink (a key of Sinks); "fullstate" and
+	// "incremental" name the IPVS sinks too.
+	Sink string
+	// Bin is the sink's binary; empty: Sink looked up on $PATH (the VM
+	// runners put it in the guest's /job/bin).
+	Bin string
+	// SinkArgs are added to every sink a case starts (before the case's
+	// own), e.g. "--ipvs-vip-binding=routes".
+	SinkArgs []string
+	// Kubeconfig, when set, is the admin kubeconfig of a control plane
+	// (e2e/cluster): the cases write through its API instead of manifest
+	// files, and the sink reads SinkKubeconfig (its server
+	// https://<nodeAPIAddr>, a relay in the node's namespace).
+	Kubeconfig, SinkKubeconfig string
+}
+
+// options are the Options of the running test binary (Use).
+var options = Options{Sink: "ipvs-fullstate"}
+
+// Use sets the sink under test and the source of every cluster built
+// afterwards.
+func Use(o Options) {
+	switch o.Sink {
+	case "", "fullstate":
+		o.Sink = "ipvs-fullstate"
+	case "incremental":
+		o.Sink = "ipvs-incremental"
+	}
+	options = o
 }
 
 // Addresses of the test node.
@@ -151,13 +139,19 @@ const (
 // started yet.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	if !nstest.InVM() {
+	kernel, ok := Sinks[options.Sink]
+	if !ok {
+		t.Fatalf("unknown sink %q: not in node.Sinks", options.Sink)
+	}
+	if kernel.NeedsVM() && !nstest.InVM() {
 		nstest.Missing(t, "the test VM (IPVS and dummy links): make test-vm runs this")
 	}
 	nstest.LookPath(t, "ip")
 	c := &cluster{t: t, node: nstest.New(t), ext: nstest.New(t), ext2: nstest.New(t), dir: t.TempDir(), pods: map[string]*pod{}}
 	// br_netfilter is loaded once for the VM; its sysctls are per namespace.
-	c.node.MustRun(t, "modprobe", "br_netfilter")
+	if _, err := os.Stat("/proc/sys/net/bridge"); err != nil {
+		c.node.MustRun(t, "modprobe", "br_netfilter")
+	}
 	c.node.MustRun(t, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1", "net.bridge.bridge-nf-call-ip6tables=1")
 	c.bridge("br0", nodeAddr.String()+"/24")
 	c.port("br0", "ext0", c.ext, "192.168.1.100/24", nodeAddr.String())
@@ -172,6 +166,13 @@ func newCluster(t *testing.T) *cluster {
 		c.startAPI()
 	}
 	return c
+}
+
+// defaultRoute gives the node a default route via the external client,
+// as a real node has one: a service address that no rule or VIP catches
+// is then routed away rather than unreachable.
+func (c *cluster) defaultRoute() {
+	c.node.MustRun(c.t, "ip", "route", "add", "default", "via", extAddr.String())
 }
 
 // bridge creates a bridge in the node's namespace holding addrs.
@@ -269,24 +270,26 @@ func (c *cluster) addIPv6(p *pod) netip.Addr {
 // drift may last.
 const syncPeriod = 3 * time.Second
 
-// startSink runs the sink in the node's namespace on the manifest
+// startSink runs the sink's binary in the node's namespace on the manifest
 // directory, or with its kubeconfig in the real-API mode.
 func (c *cluster) startSink(extra ...string) {
 	t := c.t
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	bin := options.Bin
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath(options.Sink); err != nil {
+			t.Fatalf("the sink under test: %v", err)
+		}
 	}
 	source := []string{"--from-file", c.dir}
 	if c.api != nil {
-		source = []string{"--kubeconfig", *sinkKCFlag}
+		source = []string{"--kubeconfig", options.SinkKubeconfig}
 	}
 	args := append(append(append(source, "--node-name", "node-1", "--node-address", nodeAddr.String()+",192.168.2.10",
 		"--min-sync-period", "50ms", "--sync-period", syncPeriod.String(), "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="),
-		strings.Fields(*sinkArgsFlag)...), extra...)
+		options.SinkArgs...), extra...)
 	c.sinkArgs = args
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), roleEnv+"=sink", sinkEnv+"="+*sinkFlag, "SINK_ARGS="+strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
 	if c.sinkLog == nil {
 		c.sinkLog = &logbuf.Buffer{}
 	}
@@ -476,5 +479,3 @@ func (c *cluster) metric(name string) (float64, error) {
 	}
 	return 0, fmt.Errorf("metric %s not found", name)
 }
-
-var _ = io.Discard

@@ -1,12 +1,8 @@
 package node
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +15,7 @@ func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 var web = []port{{"http", "TCP", 80, 8080, 0}}
 
 // Conformance: should serve a basic endpoint from pods.
-func TestBasicEndpoint(t *testing.T) {
+func caseBasicEndpoint(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	client := c.addPod("client")
@@ -40,7 +36,7 @@ func TestBasicEndpoint(t *testing.T) {
 }
 
 // Conformance: should serve multiport endpoints from pods.
-func TestMultiport(t *testing.T) {
+func caseMultiport(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 0}, {"admin", "TCP", 81, 9090, 0}}
 	a := c.addPod("pod-a", 8080, 9090)
@@ -53,11 +49,9 @@ func TestMultiport(t *testing.T) {
 }
 
 // Conformance: should serve endpoints on same port and different protocols.
-func TestSamePortDifferentProtocols(t *testing.T) {
+func caseSamePortDifferentProtocols(t *testing.T) {
 	c := newCluster(t)
-	if out, err := exec.Command("modprobe", "sctp").CombinedOutput(); err != nil {
-		t.Fatalf("modprobe sctp: %v: %s", err, out)
-	}
+	requireSCTP(t)
 	ports := []port{{"dns-tcp", "TCP", 53, 8053, 0}, {"dns-udp", "UDP", 53, 8053, 0}, {"dns-sctp", "SCTP", 53, 8053, 0}}
 	a := c.addPod("pod-a", 8053)
 	client := c.addPod("client")
@@ -71,7 +65,7 @@ func TestSamePortDifferentProtocols(t *testing.T) {
 
 // Conformance: should be able to create a functioning NodePort service;
 // and the backend sees the node's address (masqueraded) without eTP=Local.
-func TestNodePortFromOutside(t *testing.T) {
+func caseNodePortFromOutside(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 30080}}
 	a := c.addPod("pod-a", 8080)
@@ -85,7 +79,7 @@ func TestNodePortFromOutside(t *testing.T) {
 }
 
 // externalTrafficPolicy=Local: the backend sees the client's own address.
-func TestExternalTrafficLocalKeepsClientAddress(t *testing.T) {
+func caseExternalTrafficLocalKeepsClientAddress(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 30081}}
 	a := c.addPod("pod-a", 8080)
@@ -100,7 +94,7 @@ func TestExternalTrafficLocalKeepsClientAddress(t *testing.T) {
 
 // Conformance: session affinity for a ClusterIP and a NodePort service, and
 // switching it off and on.
-func TestSessionAffinity(t *testing.T) {
+func caseSessionAffinity(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 30082}}
 	a := c.addPod("pod-a", 8080)
@@ -158,7 +152,7 @@ func TestSessionAffinity(t *testing.T) {
 
 // ExternalIPs and a LoadBalancer ingress IP with source ranges: an allowed
 // client is served, another is dropped.
-func TestExternalIPAndLoadBalancerSourceRanges(t *testing.T) {
+func caseExternalIPAndLoadBalancerSourceRanges(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 30083}}
 	a := c.addPod("pod-a", 8080)
@@ -179,7 +173,7 @@ func TestExternalIPAndLoadBalancerSourceRanges(t *testing.T) {
 
 // internalTrafficPolicy=Local: cluster IP traffic goes to local endpoints
 // only.
-func TestInternalTrafficLocal(t *testing.T) {
+func caseInternalTrafficLocal(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	b := c.addPod("pod-b", 8080)
@@ -196,74 +190,8 @@ func TestInternalTrafficLocal(t *testing.T) {
 	c.expectNoAnswer(client.ns, "tcp", ap("10.96.0.18:80"))
 }
 
-// Endpoint removal: new connections stop going there, an open TCP
-// connection survives (graceful termination), and the destination is
-// removed once the connection ends.
-func TestEndpointRemovalGraceful(t *testing.T) {
-	c := newCluster(t)
-	a := c.addPod("pod-a", 8080)
-	b := c.addPod("pod-b", 8080)
-	client := c.addPod("client")
-	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.19", ports: web}.yaml(),
-		slice("web", web, ep{ip: a.ip.String(), ready: true}))
-	c.startSink()
-	c.expectFrom(client.ns, "tcp", ap("10.96.0.19:80"), "pod-a")
-
-	var conn net.Conn
-	if err := client.ns.Do(func() error {
-		var err error
-		conn, err = net.DialTimeout("tcp", "10.96.0.19:80", 2*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
-	ask := func() (string, error) {
-		conn.SetDeadline(time.Now().Add(3 * time.Second))
-		if _, err := io.WriteString(conn, "hello\n"); err != nil {
-			return "", err
-		}
-		line, err := r.ReadString('\n')
-		return strings.Fields(line + " ")[0], err
-	}
-	if name, err := ask(); err != nil || name != "pod-a" {
-		t.Fatalf("open connection: %q, %v", name, err)
-	}
-
-	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.19", ports: web}.yaml(),
-		slice("web", web, ep{ip: b.ip.String(), ready: true}))
-	c.expectFrom(client.ns, "tcp", ap("10.96.0.19:80"), "pod-b")
-	for i := 0; i < 5; i++ {
-		if name := c.expectFrom(client.ns, "tcp", ap("10.96.0.19:80"), "pod-a", "pod-b").Name; name != "pod-b" {
-			t.Fatalf("new connection went to the removed endpoint")
-		}
-	}
-	if name, err := ask(); err != nil || name != "pod-a" {
-		t.Fatalf("the open connection did not survive the endpoint's removal: %q, %v", name, err)
-	}
-	out := c.node.MustRun(t, "ipvsadm", "-Ln", "-t", "10.96.0.19:80")
-	if !strings.Contains(out, a.ip.String()+":8080") {
-		t.Errorf("the terminating destination is gone while a connection is open:\n%s", out)
-	}
-	if !strings.Contains(out, a.ip.String()+":8080              Masq    0") {
-		t.Errorf("the terminating destination does not have weight 0:\n%s", out)
-	}
-	// Closing with a reset ends the connection at once (a FIN would leave
-	// IPVS's TIME_WAIT entry for two minutes, which it also waits out).
-	conn.(*net.TCPConn).SetLinger(0)
-	conn.Close()
-	c.eventually(60*time.Second, func() error {
-		out := c.node.MustRun(t, "ipvsadm", "-Ln", "-t", "10.96.0.19:80")
-		if strings.Contains(out, a.ip.String()+":8080") {
-			return fmt.Errorf("terminated destination still there:\n%s", out)
-		}
-		return nil
-	})
-}
-
 // Hairpin: a pod reaches itself through its service.
-func TestHairpin(t *testing.T) {
+func caseHairpin(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	c.write(nodeManifest, svc{name: "web", typ: "ClusterIP", clusterIP: "10.96.0.20", ports: web}.yaml(),
@@ -274,7 +202,7 @@ func TestHairpin(t *testing.T) {
 
 // Conformance: changing the type ClusterIP -> NodePort -> ClusterIP, and to
 // and from ExternalName.
-func TestTypeChanges(t *testing.T) {
+func caseTypeChanges(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 30084}}
 	a := c.addPod("pod-a", 8080)
@@ -304,37 +232,12 @@ func TestTypeChanges(t *testing.T) {
 	c.expectNoAnswer(c.ext, "tcp", ap("192.168.1.10:30084"))
 }
 
-// Without br_netfilter calling iptables, pods on the bridge would not get
-// replies from backends on the same bridge: the sink says so at start, and
-// is silent when it is on.
-func TestBridgeNetfilterWarning(t *testing.T) {
-	const warning = "bridge-nf-call-iptables is not 1"
-	for _, on := range []bool{true, false} {
-		c := newCluster(t)
-		if !on {
-			c.node.MustRun(t, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0")
-		}
-		c.write(nodeManifest)
-		c.startSink()
-		c.eventually(20*time.Second, func() error {
-			if !strings.Contains(c.sinkLog.String(), "node ready") {
-				return fmt.Errorf("sink not ready yet")
-			}
-			return nil
-		})
-		if got := strings.Contains(c.sinkLog.String(), warning); got == on {
-			t.Errorf("bridge-nf-call-iptables=%v: warning logged = %v\n%s", on, got, c.sinkLog.String())
-		}
-		c.stopAll()
-	}
-}
-
 // Network programming latency, as kube-proxy measures it: from the
 // EndpointSlice's last-change-trigger-time to the kernel being programmed.
 // A trigger time from before the sink started is not counted. In the
 // real-API mode the controller writes the trigger times (the manifests'
 // annotations are not used).
-func TestNetworkProgrammingLatency(t *testing.T) {
+func caseNetworkProgrammingLatency(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	b := c.addPod("pod-b", 8080)
@@ -378,7 +281,7 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 
 // Restart: killing and restarting the sink drops no request and the new
 // process writes nothing to the kernel.
-func TestRestartNoWritesNoDrops(t *testing.T) {
+func caseRestartNoWritesNoDrops(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	client := c.addPod("client")
@@ -416,7 +319,7 @@ func TestRestartNoWritesNoDrops(t *testing.T) {
 
 // Dual stack: one service with an IPv4 and an IPv6 cluster IP, each family
 // served by the same pod's address of that family, from a dual-stack client.
-func TestDualStack(t *testing.T) {
+func caseDualStack(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 8080)
 	client := c.addPod("client")
@@ -455,69 +358,11 @@ endpoints:
 	if !r.Client.Addr().Is6() {
 		t.Errorf("the IPv6 service reached the backend over %s", r.Client.Addr())
 	}
+	if sinkKernel() != IPVS {
+		return
+	}
 	out := c.node.MustRun(t, "ipset", "list", "KUBE-6-CLUSTER-IP")
 	if !strings.Contains(out, "fd00:96::24,tcp:80") {
 		t.Errorf("KUBE-6-CLUSTER-IP lacks the IPv6 cluster IP:\n%s", out)
-	}
-}
-
-// Terminating endpoints: one still serving gets no new connection while a
-// ready endpoint exists, yet keeps its KUBE-LOOP-BACK entry (kube-proxy
-// lists every endpoint on the node there), and serves alone once it is
-// the last (kube-proxy's fallback to serving terminating endpoints). In
-// the real-API mode the pod is deleted gracefully and the controller
-// marks it terminating.
-func TestTerminatingEndpoints(t *testing.T) {
-	c := newCluster(t)
-	a := c.addPod("pod-a", 8080)
-	b := c.addPod("pod-b", 8080)
-	client := c.addPod("client")
-	s := svc{name: "term", typ: "ClusterIP", clusterIP: "10.96.0.26", ports: web}.yaml()
-	vip := ap("10.96.0.26:80")
-	c.write(nodeManifest, s, slice("term", web, ep{ip: a.ip.String(), ready: true}, ep{ip: b.ip.String(), ready: true}))
-	c.startSink()
-	c.expectFrom(client.ns, "tcp", vip, "pod-a")
-
-	c.write(nodeManifest, s, slice("term", web, ep{ip: a.ip.String(), terminating: true}, ep{ip: b.ip.String(), ready: true}))
-	c.eventually(20*time.Second, func() error {
-		for i := 0; i < 10; i++ {
-			r, err := c.get(client.ns, "tcp", vip)
-			if err != nil {
-				return err
-			}
-			if r.Name != "pod-b" {
-				return fmt.Errorf("new connection %d answered by %s, want pod-b only", i, r.Name)
-			}
-		}
-		return nil
-	})
-	loop := a.ip.String() + ",tcp:8080," + a.ip.String()
-	if out := c.node.MustRun(t, "ipset", "list", "KUBE-LOOP-BACK"); !strings.Contains(out, loop) {
-		t.Errorf("KUBE-LOOP-BACK lacks the terminating local endpoint's %s:\n%s", loop, out)
-	}
-
-	c.write(nodeManifest, s, slice("term", web, ep{ip: a.ip.String(), terminating: true}))
-	for i := 0; i < 5; i++ {
-		c.expectFrom(client.ns, "tcp", vip, "pod-a")
-	}
-}
-
-// externalTrafficPolicy=Local without an endpoint on this node: as
-// kube-proxy's IPVS mode, the node port gets the cluster endpoints, so a
-// pod on the node still reaches the service through it (the endpoint
-// "on node-2" is a pod of this test's bridge, so it answers).
-func TestExternalTrafficLocalNoLocalEndpoint(t *testing.T) {
-	c := newCluster(t)
-	ports := []port{{"http", "TCP", 80, 8080, 30085}}
-	b := c.addPod("pod-b", 8080)
-	client := c.addPod("client")
-	c.write(nodeManifest, svc{name: "remote", typ: "NodePort", clusterIP: "10.96.0.27", ports: ports, etpLocal: true}.yaml(),
-		slice("remote", ports, ep{ip: b.ip.String(), ready: true, node: "node-2"}))
-	c.startSink()
-	c.expectFrom(client.ns, "tcp", ap("10.96.0.27:80"), "pod-b")
-	c.expectFrom(client.ns, "tcp", ap("192.168.1.10:30085"), "pod-b")
-	out := c.node.MustRun(t, "ipvsadm", "-Ln", "-t", "192.168.1.10:30085")
-	if !strings.Contains(out, b.ip.String()+":8080") {
-		t.Errorf("the node port has not the cluster endpoint:\n%s", out)
 	}
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"net"
@@ -28,17 +27,12 @@ import (
 // Ready, a graceful delete for a terminating one, labels selecting it into
 // its services); kube-controller-manager's EndpointSlice controller writes
 // the slices the sink reads. The sink runs with --kubeconfig.
-var (
-	kubeconfigFlag = flag.String("kubeconfig", "", "admin kubeconfig of a control plane (e2e/cluster) reachable from the VM: the cases run against its API instead of manifest files")
-	sinkKCFlag     = flag.String("sink-kubeconfig", "", "with -kubeconfig: the sink's kubeconfig, its server "+"https://"+nodeAPIAddr+" (a relay in the node's namespace)")
-)
-
 // nodeAPIAddr is where the sink, in the node's namespace, reaches the
 // apiserver: a relay there to kube.GuestAPIAddr.
 const nodeAPIAddr = "127.0.0.1:6443"
 
 // apiMode tells whether the cases run against a real control plane.
-func apiMode() bool { return *kubeconfigFlag != "" }
+func apiMode() bool { return options.Kubeconfig != "" }
 
 // testNamespace is where the cases' objects live.
 const testNamespace = "default"
@@ -143,42 +137,8 @@ func (w *apiWriter) apply(ctx context.Context, docs ...string) error {
 			if err := yaml.UnmarshalStrict([]byte(doc), &es); err != nil {
 				return fmt.Errorf("manifest EndpointSlice: %w", err)
 			}
-			svc := es.Labels[discoveryv1.LabelServiceName]
-			if endpoints[svc] == nil {
-				endpoints[svc] = map[string]wantEndpoint{}
-			}
-			for _, e := range es.Endpoints {
-				node := ""
-				if e.NodeName != nil {
-					node = *e.NodeName
-				}
-				ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-				term := e.Conditions.Terminating != nil && *e.Conditions.Terminating
-				// A pod's Ready condition is what the controller writes as
-				// serving; a live pod serves when ready.
-				serving := ready
-				if term && e.Conditions.Serving != nil {
-					serving = *e.Conditions.Serving
-				}
-				for _, a := range e.Addresses {
-					name, ok := w.podName(a)
-					if !ok {
-						return fmt.Errorf("EndpointSlice %s: address %s is no pod's", es.Name, a)
-					}
-					p := pods[name]
-					if p == nil {
-						p = &wantPod{name: name, node: node, ready: serving, term: term, labels: map[string]string{}}
-						pods[name] = p
-					}
-					if p.node != node || p.ready != serving || p.term != term {
-						return fmt.Errorf("EndpointSlice %s: pod %s (%s) is another endpoint elsewhere with other conditions", es.Name, name, a)
-					}
-					if !slices.Contains(p.ips, a) {
-						p.ips = append(p.ips, a)
-					}
-					p.labels[selectorKey(svc)] = "y"
-					endpoints[svc][a] = wantEndpoint{ready: ready && !term, serving: serving, terminating: term}
-				}
+			if err := w.slicePods(&es, pods, endpoints); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("manifest: unexpected kind %q", tm.Kind)
@@ -214,6 +174,12 @@ func (w *apiWriter) apply(ctx context.Context, docs ...string) error {
 			}
 		}
 	}
+	return w.waitEndpoints(ctx, order, services, endpoints)
+}
+
+// waitEndpoints waits until the EndpointSlice controller has written, for
+// every service in order but ExternalName ones, exactly its endpoints.
+func (w *apiWriter) waitEndpoints(ctx context.Context, order []string, services map[string]*corev1.Service, endpoints map[string]map[string]wantEndpoint) error {
 	for _, name := range order {
 		if services[name].Spec.Type == corev1.ServiceTypeExternalName {
 			continue
@@ -260,11 +226,50 @@ func (w *apiWriter) ensureNode(ctx context.Context, name, zone string) error {
 	return nil
 }
 
-// applyService creates or updates a service as the manifest has it, with
-// a selector of its own; an update keeps what the apiserver allocated
-// and changes the fields the cases set. Node ports are dropped where the
-// type has none (the manifests keep them across type changes), and so is
-// a health-check node port.
+// slicePods adds the pods a manifest EndpointSlice's endpoints call for to
+// pods, labelled into its service, and the endpoints the controller must
+// write to endpoints (service -> address -> conditions).
+func (w *apiWriter) slicePods(es *discoveryv1.EndpointSlice, pods map[string]*wantPod, endpoints map[string]map[string]wantEndpoint) error {
+	svc := es.Labels[discoveryv1.LabelServiceName]
+	if endpoints[svc] == nil {
+		endpoints[svc] = map[string]wantEndpoint{}
+	}
+	for _, e := range es.Endpoints {
+		node := ""
+		if e.NodeName != nil {
+			node = *e.NodeName
+		}
+		ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+		term := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+		// A pod's Ready condition is what the controller writes as
+		// serving; a live pod serves when ready.
+		serving := ready
+		if term && e.Conditions.Serving != nil {
+			serving = *e.Conditions.Serving
+		}
+		for _, a := range e.Addresses {
+			name, ok := w.podName(a)
+			if !ok {
+				return fmt.Errorf("EndpointSlice %s: address %s is no pod's", es.Name, a)
+			}
+			p := pods[name]
+			if p == nil {
+				p = &wantPod{name: name, node: node, ready: serving, term: term, labels: map[string]string{}}
+				pods[name] = p
+			}
+			if p.node != node || p.ready != serving || p.term != term {
+				return fmt.Errorf("EndpointSlice %s: pod %s (%s) is another endpoint elsewhere with other conditions", es.Name, name, a)
+			}
+			if !slices.Contains(p.ips, a) {
+				p.ips = append(p.ips, a)
+			}
+			p.labels[selectorKey(svc)] = "y"
+			endpoints[svc][a] = wantEndpoint{ready: ready && !term, serving: serving, terminating: term}
+		}
+	}
+	return nil
+}
+
 func (w *apiWriter) applyService(ctx context.Context, s *corev1.Service) error {
 	api := w.c.Admin.CoreV1().Services(testNamespace)
 	s.Namespace = testNamespace
@@ -444,11 +449,11 @@ var apiClient *kube.Client
 // nodeAPIAddr takes the sink's connections to the apiserver.
 func (c *cluster) startAPI() {
 	t := c.t
-	if *sinkKCFlag == "" {
-		t.Fatal("-kubeconfig needs -sink-kubeconfig")
+	if options.SinkKubeconfig == "" {
+		t.Fatal("a kubeconfig without the sink's (Options.SinkKubeconfig)")
 	}
 	if apiClient == nil {
-		cl, err := kube.NewClient(*kubeconfigFlag)
+		cl, err := kube.NewClient(options.Kubeconfig)
 		if err != nil {
 			t.Fatal(err)
 		}

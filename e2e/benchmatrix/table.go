@@ -1,0 +1,219 @@
+package benchmatrix
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// sinkOrder is the rows' order.
+var sinkOrder = []string{"ipvs-fullstate", "ipvs-incremental", "ipvs-fullstate routes", "ipvs-incremental routes", "kube-proxy ipvs", "iptables", "kube-proxy iptables", "kube-proxy nftables"}
+
+// scenarioOrder is the tables' order.
+var scenarioOrder = []string{ScInitial, ScRestart, ScEndpointAdd, ScEndpointRemove, ScServiceAdd, ScServiceRemove, ScOnePercent, ScSteady}
+
+// baseline returns the kube-proxy row a sink is compared with.
+func baseline(kind string) string {
+	switch kind {
+	case KindIPVS:
+		return "kube-proxy ipvs"
+	case KindIPTables:
+		return "kube-proxy iptables"
+	}
+	return ""
+}
+
+type sizeKey struct{ n, m int }
+
+func (k sizeKey) String() string { return fmt.Sprintf("%s x %d", thousands(k.n), k.m) }
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// cell is the samples of one sink, size and scenario.
+type cell struct {
+	ok     []Sample
+	failed []Sample // with Error set, and what they measured before it
+}
+
+// straceBound is the most socket message calls strace counted in a cell
+// whose strace run timed out: a lower bound of the proxy's (0: none).
+func (c *cell) straceBound() float64 {
+	var most int64
+	for _, s := range c.failed {
+		most = max(most, s.MessageSyscalls)
+	}
+	return float64(most)
+}
+
+// table indexes the samples of one size.
+type table struct {
+	cells map[string]map[string]*cell // sink, scenario
+	kinds map[string]string
+	runOf map[string]map[string]*Results // sink, scenario: the run of the samples
+}
+
+// mergedWith lists the scenarios whose samples a run's sample of scenario
+// sc replaces: its own, and the IPVS floor and the initial sync together.
+func mergedWith(sc string) []string {
+	switch sc {
+	case ScInitial, ScFloor:
+		return []string{ScInitial, ScFloor}
+	}
+	return []string{sc}
+}
+
+// group is the set of proxies measured together: in the VM or on the host.
+func group(kind string) string {
+	if kind == KindIPVS {
+		return "VM"
+	}
+	return "host"
+}
+
+// labels lists the runs a table's rows come from.
+func (t *table) labels() string {
+	var l []string
+	for _, s := range sinkOrder {
+		for _, r := range t.runOf[s] {
+			if !slices.Contains(l, r.Label) {
+				l = append(l, r.Label)
+			}
+		}
+	}
+	slices.Sort(l)
+	return strings.Join(l, ", ")
+}
+
+// label is the run of one sink's samples of scenario sc.
+func (t *table) label(sink, sc string) string {
+	if r := t.runOf[sink][sc]; r != nil {
+		return r.Label
+	}
+	return "—"
+}
+
+// from reports whether any of the table's samples come from run r.
+func (t *table) from(r *Results) bool {
+	for _, scs := range t.runOf {
+		for _, x := range scs {
+			if x == r {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (t *table) get(sink, sc string) *cell {
+	if c := t.cells[sink][sc]; c != nil {
+		return c
+	}
+	return &cell{}
+}
+
+func (c *cell) values(f func(Sample) float64) []float64 {
+	var v []float64
+	for _, s := range c.ok {
+		v = append(v, f(s))
+	}
+	slices.Sort(v)
+	return v
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t / float64(len(v))
+}
+
+// percentile is the nearest-rank percentile of sorted v.
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(p/100*float64(len(v)))) - 1
+	return v[max(0, min(i, len(v)-1))]
+}
+
+func seconds(s Sample) float64  { return s.Seconds }
+func cpu(s Sample) float64      { return s.CPUSeconds }
+func syscalls(s Sample) float64 { return float64(s.Syscalls) }
+func messages(s Sample) float64 { return float64(s.MessageSyscalls) }
+
+// merge indexes the samples of runs, oldest first: each size, group of
+// proxies (the VM's, the host's) and scenario from the newest run that
+// measured it, so that a sink and the kube-proxy it is compared with
+// always come from one run. The IPVS floor goes with the initial sync it
+// was measured beside.
+func merge(runs []*Results) map[sizeKey]*table {
+	tables := map[sizeKey]*table{}
+	for _, r := range runs {
+		type part struct {
+			size      sizeKey
+			group, sc string
+		}
+		fresh := map[part]bool{} // replaced by r
+		for _, s := range r.Samples {
+			k := sizeKey{s.Services, s.Endpoints}
+			t := tables[k]
+			if t == nil {
+				t = &table{cells: map[string]map[string]*cell{}, kinds: map[string]string{}, runOf: map[string]map[string]*Results{}}
+				tables[k] = t
+			}
+			g := group(s.Kind)
+			for _, sc := range mergedWith(s.Scenario) {
+				if p := (part{k, g, sc}); !fresh[p] {
+					fresh[p] = true
+					for sink, kind := range t.kinds {
+						if group(kind) == g {
+							delete(t.cells[sink], sc)
+							delete(t.runOf[sink], sc)
+						}
+					}
+				}
+			}
+			if t.cells[s.Sink] == nil {
+				t.cells[s.Sink] = map[string]*cell{}
+				t.runOf[s.Sink] = map[string]*Results{}
+			}
+			c := t.cells[s.Sink][s.Scenario]
+			if c == nil {
+				c = &cell{}
+				t.cells[s.Sink][s.Scenario] = c
+			}
+			t.kinds[s.Sink] = s.Kind
+			t.runOf[s.Sink][s.Scenario] = r
+			if s.Error != "" {
+				c.failed = append(c.failed, s)
+			} else {
+				c.ok = append(c.ok, s)
+			}
+		}
+	}
+	return tables
+}
