@@ -174,3 +174,21 @@ func (c *Config) initialReps() int {
 	}
 	return 1
 }
+
+// Rows are the matrix's rows in their default order: every sink binary
+// (the IPVS sinks twice, the second time binding virtual IPs with routes)
+// and kube-proxy v1.37.2 in each of its modes. bin returns the path of the
+// binary built from sinks/<sink>; kubeProxy is kube-proxy's path. A sink
+// added under sinks/ adds its row here (docs/adding-a-sink.md).
+func Rows(bin func(sink string) string, kubeProxy string) []Sink {
+	return []Sink{
+		{Name: "ipvs-fullstate", Kind: KindIPVS, Bin: bin("ipvs-fullstate")},
+		{Name: "ipvs-incremental", Kind: KindIPVS, Bin: bin("ipvs-incremental")},
+		{Name: "ipvs-fullstate routes", Kind: KindIPVS, Bin: bin("ipvs-fullstate"), Args: []string{"--ipvs-vip-binding=routes"}},
+		{Name: "ipvs-incremental routes", Kind: KindIPVS, Bin: bin("ipvs-incremental"), Args: []string{"--ipvs-vip-binding=routes"}},
+		{Name: "kube-proxy ipvs", Kind: KindIPVS, KubeProxy: true, Bin: kubeProxy, Args: []string{"--proxy-mode=ipvs"}},
+		{Name: "iptables", Kind: KindIPTables, Bin: bin("iptables")},
+		{Name: "kube-proxy iptables", Kind: KindIPTables, KubeProxy: true, Bin: kubeProxy, Args: []string{"--proxy-mode=iptables"}},
+		{Name: "kube-proxy nftables", Kind: KindNFTables, KubeProxy: true, Bin: kubeProxy, Args: []string{"--proxy-mode=nftables"}},
+	}
+}

@@ -186,16 +186,14 @@ func TestMatrix(t *testing.T) {
 	}
 	guestBin := build("benchmatrix.test", "test", "-c", "./e2e/benchmatrix")
 	floorBin := build("ipvs.test", "test", "-c", "./netlinkraw/ipvs")
-	sinks := []Sink{
-		{Name: "ipvs-fullstate", Kind: KindIPVS, Bin: build("ipvs-fullstate", "build", "./sinks/ipvs-fullstate")},
-		{Name: "ipvs-incremental", Kind: KindIPVS, Bin: build("ipvs-incremental", "build", "./sinks/ipvs-incremental")},
-		{Name: "ipvs-fullstate routes", Kind: KindIPVS, Bin: filepath.Join(tools, "ipvs-fullstate"), Args: []string{"--ipvs-vip-binding=routes"}},
-		{Name: "ipvs-incremental routes", Kind: KindIPVS, Bin: filepath.Join(tools, "ipvs-incremental"), Args: []string{"--ipvs-vip-binding=routes"}},
-		{Name: "kube-proxy ipvs", Kind: KindIPVS, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=ipvs"}},
-		{Name: "iptables", Kind: KindIPTables, Bin: build("iptables", "build", "./sinks/iptables")},
-		{Name: "kube-proxy iptables", Kind: KindIPTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=iptables"}},
-		{Name: "kube-proxy nftables", Kind: KindNFTables, KubeProxy: true, Bin: filepath.Join(kubeBin, "kube-proxy"), Args: []string{"--proxy-mode=nftables"}},
+	built := map[string]string{}
+	bin := func(sink string) string {
+		if built[sink] == "" {
+			built[sink] = build(sink, "build", "./sinks/"+sink)
+		}
+		return built[sink]
 	}
+	sinks := Rows(bin, filepath.Join(kubeBin, "kube-proxy"))
 	changeArgs := map[bool][]string{
 		// kube-proxy takes --ipvs-sync-period in its ipvs mode and
 		// --iptables-sync-period in the others (nftables included).

@@ -9,7 +9,13 @@ import (
 )
 
 // sinkOrder is the rows' order.
-var sinkOrder = []string{"ipvs-fullstate", "ipvs-incremental", "ipvs-fullstate routes", "ipvs-incremental routes", "kube-proxy ipvs", "iptables", "kube-proxy iptables", "kube-proxy nftables"}
+var sinkOrder = func() []string {
+	var names []string
+	for _, r := range Rows(func(string) string { return "" }, "") {
+		names = append(names, r.Name)
+	}
+	return names
+}()
 
 // scenarioOrder is the tables' order.
 var scenarioOrder = []string{ScInitial, ScRestart, ScEndpointAdd, ScEndpointRemove, ScServiceAdd, ScServiceRemove, ScOnePercent, ScSteady}
