@@ -167,17 +167,14 @@ func BenchmarkFullStateOnePercent(b *testing.B) {
 			var m metrics
 			b.StopTimer()
 			b.ResetTimer()
-			for i := range b.N {
-				// Alternate between the two snapshots: each sync replaces
-				// one endpoint in each of the 100 services.
-				snap := changed
-				if i%2 == 1 {
-					snap = base
+			m.alternate(b, want, func(toChanged bool) (r syncResult) {
+				snap := base
+				if toChanged {
+					snap = changed
 				}
-				var r syncResult
 				m.timed(b, func() { r = s.sync(b, snap) })
-				m.expect(b, "1% sync", r, want)
-			}
+				return r
+			})
 			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})

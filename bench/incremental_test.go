@@ -139,14 +139,13 @@ func BenchmarkIncrementalOnePercent(b *testing.B) {
 			var m metrics
 			b.StopTimer()
 			b.ResetTimer()
-			for i := range b.N {
-				ses := toChanged
-				if i%2 == 1 {
-					ses = toBase
+			m.alternate(b, want, func(changed bool) syncResult {
+				ses := toBase
+				if changed {
+					ses = toChanged
 				}
-				r := s.sync(b, s.set(ses...), &m, b)
-				m.expect(b, "1% sync", r, want)
-			}
+				return s.sync(b, s.set(ses...), &m, b)
+			})
 			m.report(b, &s.ipvsSink, true)
 		})
 	}

@@ -200,6 +200,16 @@ func (m *metrics) report(b *testing.B, s *ipvsSink, cpuMicros bool) {
 }
 
 // timed runs f between StartTimer and StopTimer and adds its CPU time.
+// alternate runs the 1% benchmark's b.N syncs: sync(true) moves to the
+// changed state, sync(false) back to the base, in turn (each replaces one
+// endpoint in each of the changed services), and every sync must write
+// want.
+func (m *metrics) alternate(b *testing.B, want writeCounts, sync func(toChanged bool) syncResult) {
+	for i := range b.N {
+		m.expect(b, "1% sync", sync(i%2 == 0), want)
+	}
+}
+
 func (m *metrics) timed(b *testing.B, f func()) {
 	c0 := cpuTime()
 	b.StartTimer()

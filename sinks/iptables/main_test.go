@@ -21,9 +21,7 @@ func TestDryRunGolden(t *testing.T) {
 // TestDryRunDualStack: a node with an IPv6 address gets the IPv6 ruleset
 // too, after the IPv4 one.
 func TestDryRunDualStack(t *testing.T) {
-	out := sinktest.DryRun(t, run, "iptables", "--dry-run", "--from-file", "../../examples/cluster",
-		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
-		"--metrics-bind-address", "", "--healthz-bind-address", "")
+	out := sinktest.DryRun(t, run, sinktest.ExampleNode("iptables")...)
 	v4, v6 := strings.Index(out, "(IPv4)\n"), strings.Index(out, "(IPv6)\n")
 	if v4 < 0 || v6 < v4 || !strings.Contains(out[v4:v6], "-A KUBE-SVC-") || !strings.Contains(out[v6:], "-A KUBE-SVC-") {
 		t.Errorf("want an IPv4 then an IPv6 restore input with services:\n%s", out)

@@ -10,22 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/host/kernel"
-	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/proxysinks/proxysinks/sinks/ipvssink/ipvssinktest"
 	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
 
 // TestDryRunGolden runs the dry run on the example cluster, as a node with
 // an IPv4 and an IPv6 address, and compares the kernel operations it prints.
 func TestDryRunGolden(t *testing.T) {
-	// The host's IPv6 decides the families (dataplane.HostFamilies): a
-	// dual-stack host here, whatever this machine has.
-	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
-	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
-	sinktest.Golden(t, run, filepath.Join("testdata", "dryrun.golden"), "ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
-		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
-		"--metrics-bind-address", "", "--healthz-bind-address", "")
+	ipvssinktest.DualStackHost(t)
+	sinktest.Golden(t, run, filepath.Join("testdata", "dryrun.golden"), sinktest.ExampleNode("ipvs-fullstate")...)
 }
 
 // TestBadFlags shows each bad value is a clear error naming the flag, at
@@ -69,11 +62,8 @@ func TestMissingSource(t *testing.T) {
 // TestDryRunRoutes: with --ipvs-vip-binding=routes the dry run prints the
 // golden operations, each IPv4 address binding a local route instead.
 func TestDryRunRoutes(t *testing.T) {
-	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
-	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
-	out := sinktest.DryRun(t, run, "ipvs-fullstate", "--dry-run", "--from-file", "../../examples/cluster",
-		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10", "--ipvs-vip-binding", "routes",
-		"--metrics-bind-address", "", "--healthz-bind-address", "")
+	ipvssinktest.DualStackHost(t)
+	out := sinktest.DryRun(t, run, append(sinktest.ExampleNode("ipvs-fullstate"), "--ipvs-vip-binding", "routes")...)
 	golden, err := os.ReadFile(filepath.Join("testdata", "dryrun.golden"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxysinks/proxysinks/dataplane/dataplanetest"
-	"github.com/proxysinks/proxysinks/host/kernel"
-	"github.com/proxysinks/proxysinks/sinks/ipvssink"
+	"github.com/proxysinks/proxysinks/sinks/ipvssink/ipvssinktest"
 	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
 
@@ -16,13 +14,8 @@ import (
 // node with an IPv4 and an IPv6 address, and requires exactly the kernel
 // operations the full-state sink prints (its golden file).
 func TestDryRunSameAsFullState(t *testing.T) {
-	// The host's IPv6 decides the families (dataplane.HostFamilies): a
-	// dual-stack host here, whatever this machine has.
-	ipvssink.HostSysctl = dataplanetest.HostSysctl(t, true)
-	t.Cleanup(func() { ipvssink.HostSysctl = kernel.Sysctl{} })
-	sinktest.Same(t, run, filepath.Join("..", "ipvs-fullstate", "testdata", "dryrun.golden"), "ipvs-incremental", "--dry-run", "--from-file", "../../examples/cluster",
-		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
-		"--metrics-bind-address", "", "--healthz-bind-address", "")
+	ipvssinktest.DualStackHost(t)
+	sinktest.Same(t, run, filepath.Join("..", "ipvs-fullstate", "testdata", "dryrun.golden"), sinktest.ExampleNode("ipvs-incremental")...)
 }
 
 // TestBadFlags: the flags are the runtime's, with its errors.

@@ -63,3 +63,12 @@ func compare(t *testing.T, golden, got string) {
 		t.Errorf("dry-run output (-%s +got):\n%s", golden, diff)
 	}
 }
+
+// ExampleNode returns the arguments of a dry run of the sink binary name
+// on examples/cluster, run from sinks/<name>, as the cluster's node-1 with
+// an IPv4 and an IPv6 address and no HTTP listener.
+func ExampleNode(name string) []string {
+	return []string{name, "--dry-run", "--from-file", "../../examples/cluster",
+		"--node-name", "node-1", "--node-address", "192.168.1.10,fd00:1::10",
+		"--metrics-bind-address", "", "--healthz-bind-address", ""}
+}
