@@ -82,17 +82,10 @@ func BenchmarkFullStateInitial(b *testing.B) {
 				k.new(b).sync(b, snap)
 			}
 			var m metrics
-			var s *fsSink
-			b.StopTimer()
-			b.ResetTimer()
-			for range b.N {
-				s = nil
-				runtime.GC()
-				s = k.new(b)
-				var r syncResult
+			s := initialRounds(b, &m, want, k.new, func(s *fsSink) (r syncResult) {
 				m.timed(b, func() { r = s.sync(b, snap) })
-				m.expect(b, "initial sync", r, want)
-			}
+				return r
+			})
 			m.done(b, &s.ipvsSink, false, mem)
 			runtime.KeepAlive(s)
 		})

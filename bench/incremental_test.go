@@ -74,17 +74,9 @@ func BenchmarkIncrementalInitial(b *testing.B) {
 			b.ReportAllocs()
 			mem := startMem()
 			var m metrics
-			var s *incSink
-			b.StopTimer()
-			b.ResetTimer()
-			for range b.N {
-				s = nil
-				runtime.GC()
-				s = k.new(b)
-				first := s.set(snap...)
-				r := s.sync(b, first, &m, b)
-				m.expect(b, "initial sync", r, want)
-			}
+			s := initialRounds(b, &m, want, k.new, func(s *incSink) syncResult {
+				return s.sync(b, s.set(snap...), &m, b)
+			})
 			m.done(b, &s.ipvsSink, true, mem)
 			runtime.KeepAlive(s)
 		})

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -200,6 +201,23 @@ func (m *metrics) report(b *testing.B, s *ipvsSink, cpuMicros bool) {
 }
 
 // timed runs f between StartTimer and StopTimer and adds its CPU time.
+// initialRounds runs the initial-sync benchmark's b.N rounds: each builds
+// a new sink with newSink after a GC (the last round's sink is garbage by
+// then) and makes its first sync, which must write want. It returns the
+// last sink.
+func initialRounds[S any](b *testing.B, m *metrics, want writeCounts, newSink func(testing.TB) S, sync func(S) syncResult) S {
+	var s, none S
+	b.StopTimer()
+	b.ResetTimer()
+	for range b.N {
+		s = none
+		runtime.GC()
+		s = newSink(b)
+		m.expect(b, "initial sync", sync(s), want)
+	}
+	return s
+}
+
 // alternate runs the 1% benchmark's b.N syncs: sync(true) moves to the
 // changed state, sync(false) back to the base, in turn (each replaces one
 // endpoint in each of the changed services), and every sync must write
