@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -63,9 +62,6 @@ type Env struct {
 	// DryRun, when not nil, is where a dry run prints the kernel
 	// operations; the controller then touches no kernel.
 	DryRun io.Writer
-	// Handler is the metrics address's handler (/metrics, /proxyMode,
-	// /healthz); nil in a dry run.
-	Handler http.Handler
 	// Registry is where the controller registers metrics of its own
 	// (served on /metrics with the runtime's); nil in a dry run.
 	Registry prometheus.Registerer
