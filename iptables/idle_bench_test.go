@@ -32,7 +32,7 @@ func BenchmarkKernelIdleResync(b *testing.B) {
 				}
 				defer ns.Close()
 				c := &toolCounter{}
-				cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: xtables.NFT, Run: c.wrap(nsRunner(ns))}
+				cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: xtables.NFT, Run: c.wrap(xtables.ExecWith(ns.Do))}
 				if mode != "compare" {
 					cfg.Generation = nsGeneration(ns)
 				}

@@ -12,19 +12,6 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
-// nsRunner runs the iptables tools inside a test's namespace.
-func nsRunner(ns *nstest.NetNS) xtables.Runner {
-	return func(name string, args []string, stdin []byte) ([]byte, error) {
-		var out []byte
-		err := ns.Do(func() error {
-			var err error
-			out, err = xtables.Exec(name, args, stdin)
-			return err
-		})
-		return out, err
-	}
-}
-
 // kernelProxier returns a Proxier for both families working in a fresh
 // namespace with the given backend.
 func kernelProxier(t *testing.T, b xtables.Backend, mod func(*Config)) (*Proxier, *nstest.NetNS) {
@@ -39,7 +26,7 @@ func kernelProxier(t *testing.T, b xtables.Backend, mod func(*Config)) (*Proxier
 // given backend (a second one stands for the sink restarted).
 func proxierIn(t *testing.T, ns *nstest.NetNS, b xtables.Backend, mod func(*Config)) *Proxier {
 	t.Helper()
-	cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: b, Run: nsRunner(ns), Generation: nsGeneration(ns),
+	cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: b, Run: xtables.ExecWith(ns.Do), Generation: nsGeneration(ns),
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")},
 		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.50.2")}}
 	if mod != nil {

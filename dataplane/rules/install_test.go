@@ -17,19 +17,6 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
-// nsRunner runs commands inside the test's namespace.
-func nsRunner(ns *nstest.NetNS) xtables.Runner {
-	return func(name string, args []string, stdin []byte) ([]byte, error) {
-		var out []byte
-		err := ns.Do(func() error {
-			var err error
-			out, err = xtables.Exec(name, args, stdin)
-			return err
-		})
-		return out, err
-	}
-}
-
 // kernelSetup makes a namespace with every kube-proxy ipset of the family
 // (the rules refer to them) and returns its runner.
 func kernelSetup(t *testing.T, f xtables.Family, b xtables.Backend) (*nstest.NetNS, xtables.Runner) {
@@ -46,7 +33,7 @@ func kernelSetup(t *testing.T, f xtables.Family, b xtables.Backend) (*nstest.Net
 		}
 		ns.MustRun(t, "ipset", args...)
 	}
-	return ns, nsRunner(ns)
+	return ns, xtables.ExecWith(ns.Do)
 }
 
 func save(t *testing.T, run xtables.Runner, f xtables.Family, b xtables.Backend, table string) string {

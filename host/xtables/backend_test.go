@@ -10,19 +10,6 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
-// nsRunner runs commands inside the test's namespace.
-func nsRunner(ns *nstest.NetNS) Runner {
-	return func(name string, args []string, stdin []byte) ([]byte, error) {
-		var out []byte
-		err := ns.Do(func() error {
-			var err error
-			out, err = Exec(name, args, stdin)
-			return err
-		})
-		return out, err
-	}
-}
-
 func TestCommand(t *testing.T) {
 	tests := []struct {
 		b    Backend
@@ -87,7 +74,7 @@ func TestDetectKernel(t *testing.T) {
 	nstest.LookPath(t, "iptables-legacy-save")
 	nstest.LookPath(t, "iptables-nft-save")
 	ns := nstest.New(t)
-	run := nsRunner(ns)
+	run := ExecWith(ns.Do)
 	if got, err := Detect(IPv4, run); err != nil || got != NFT {
 		t.Errorf("empty node: Detect = %q, %v; want nft", got, err)
 	}
@@ -97,7 +84,7 @@ func TestDetectKernel(t *testing.T) {
 	}
 	ns2 := nstest.New(t)
 	ns2.MustRun(t, "iptables-legacy", "-A", "INPUT", "-p", "tcp", "-j", "ACCEPT")
-	if got, err := Detect(IPv4, nsRunner(ns2)); err != nil || got != Legacy {
+	if got, err := Detect(IPv4, ExecWith(ns2.Do)); err != nil || got != Legacy {
 		t.Errorf("rules only in legacy: Detect = %q, %v; want legacy", got, err)
 	}
 	fail := func(string, []string, []byte) ([]byte, error) { return nil, exec.ErrNotFound }

@@ -25,3 +25,18 @@ func Exec(name string, args []string, stdin []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// ExecWith returns a Runner that runs each command through do, which calls
+// its function in the place the commands must run in: a network
+// namespace's Do (netlinkraw/nstest) in the kernel tests.
+func ExecWith(do func(func() error) error) Runner {
+	return func(name string, args []string, stdin []byte) ([]byte, error) {
+		var out []byte
+		err := do(func() error {
+			var err error
+			out, err = Exec(name, args, stdin)
+			return err
+		})
+		return out, err
+	}
+}

@@ -20,7 +20,7 @@ func TestNFTGeneration(t *testing.T) {
 	nstest.LookPath(t, "iptables-nft-restore")
 	nstest.LookPath(t, "ip6tables-nft-restore")
 	ns, other := nstest.New(t), nstest.New(t)
-	run, runOther := nsRunner(ns), nsRunner(other)
+	run, runOther := ExecWith(ns.Do), ExecWith(other.Do)
 	restore := func(r Runner, tool, input string) func() error {
 		return func() error { _, err := r(tool, []string{"--noflush"}, []byte(input)); return err }
 	}
