@@ -14,13 +14,17 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps build image demo test test-unit test-vm test-long bench bench-report soak soak-vm lint clean kind-deps kind-e2e
+.PHONY: all deps deps-vm build image demo test test-unit test-vm test-long bench bench-report soak soak-vm lint clean kind-deps kind-e2e
 
 all: build
 
-## deps: install what the tests need and is missing (apt packages, Debian's cloud kernel)
+## deps: install what the tests need and is missing (apt packages, Debian's cloud kernel, the pinned Kubernetes binaries)
 deps:
 	@./scripts/deps.sh
+
+## deps-vm: what the VM needs only (apt packages, Debian's cloud kernel), without building the Kubernetes binaries
+deps-vm:
+	@DEPS_KUBE=0 ./scripts/deps.sh
 
 ## build: every sink binary into bin/
 build:
@@ -33,7 +37,7 @@ image:
 	@VERSION=$(VERSION) ./scripts/image.sh
 
 ## demo: the ipvs-fullstate sink: dry run here, then for real in the VM with traffic
-demo: deps
+demo: deps-vm
 	@./scripts/demo.sh
 
 ## test: everything: lint, build, unit and host-kernel tests, VM tests
