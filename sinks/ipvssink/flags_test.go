@@ -1,6 +1,8 @@
 package ipvssink
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,40 +14,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// full sets every field the IPVS sinks take, as a kube-proxy ConfigMap
-// would.
-const full = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: ipvs
-hostnameOverride: node-a
-healthzBindAddress: 0.0.0.0:10256
-metricsBindAddress: 127.0.0.1:10249
-clientConnection:
-  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
-clusterCIDR: 10.244.0.0/16,fd00:244::/56
-nodePortAddresses: [192.168.0.0/16, fd00:1::/64]
-detectLocalMode: ClusterCIDR
-iptables:
-  masqueradeBit: 15
-  masqueradeAll: true
-ipvs:
-  scheduler: wrr
-  syncPeriod: 45s
-  minSyncPeriod: 2s
-  excludeCIDRs: [10.10.0.0/16]
-  strictARP: true
-  tcpTimeout: 15m
-  tcpFinTimeout: 30s
-  udpTimeout: 5s
-logging:
-  format: json
-  verbosity: 4
-`
-
 // TestConfigFileFields: the IPVS sinks' table maps every field they take
 // onto their flags, in the file's order of concerns.
 func TestConfigFileFields(t *testing.T) {
-	cfg, warnings, err := kpconfig.Decode([]byte(full), "full.yaml")
+	full, err := os.ReadFile(filepath.Join("..", "kpconfig", "testdata", "full-ipvs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, warnings, err := kpconfig.Decode(full, "full.yaml")
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("Decode: %v, warnings %v", err, warnings)
 	}

@@ -12,34 +12,15 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// full sets every field that maps onto a flag, as a kube-proxy ConfigMap would.
-const full = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: ipvs
-hostnameOverride: node-a
-healthzBindAddress: 0.0.0.0:10256
-metricsBindAddress: 127.0.0.1:10249
-clientConnection:
-  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
-clusterCIDR: 10.244.0.0/16,fd00:244::/56
-nodePortAddresses: [192.168.0.0/16, fd00:1::/64]
-detectLocalMode: ClusterCIDR
-iptables:
-  masqueradeBit: 15
-  masqueradeAll: true
-ipvs:
-  scheduler: wrr
-  syncPeriod: 45s
-  minSyncPeriod: 2s
-  excludeCIDRs: [10.10.0.0/16]
-  strictARP: true
-  tcpTimeout: 15m
-  tcpFinTimeout: 30s
-  udpTimeout: 5s
-logging:
-  format: json
-  verbosity: 4
-`
+// full sets every field that maps onto a flag, as a kube-proxy ConfigMap
+// would (testdata/full-ipvs.yaml, which the IPVS sinks' tests read too).
+var full = func() string {
+	b, err := os.ReadFile(filepath.Join("testdata", "full-ipvs.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func allFlags(string) bool { return true }
 
