@@ -40,11 +40,7 @@ func IPVSOnly() []runtime.Flag {
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"},
 		&cli.StringFlag{Name: "ipvs-vip-binding"},
 	}
-	out := make([]runtime.Flag, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, runtime.Flag{Flag: f, Class: kpconfig.Refused})
-	}
-	return out
+	return runtime.Classed(kpconfig.Refused, fs...)
 }
 
 // fields class the KubeProxyConfiguration fields of the modes: the

@@ -52,11 +52,7 @@ func flags() []runtime.Flag {
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "never touch virtual servers or addresses in these `CIDRs`"},
 		&cli.StringFlag{Name: "ipvs-vip-binding", Value: "addresses", Usage: "how virtual IPs are made local: addresses (each bound on kube-ipvs0, as kube-proxy does) or routes (IPv4: one local route each through lo, protocol 156, no address; much cheaper to program at scale)"},
 	}
-	out := make([]runtime.Flag, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, runtime.Flag{Flag: f, Class: kpconfig.Honoured})
-	}
-	return out
+	return runtime.Classed(kpconfig.Honoured, fs...)
 }
 
 // fields class the KubeProxyConfiguration fields of the modes: the ipvs

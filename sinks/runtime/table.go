@@ -25,6 +25,15 @@ type Flag struct {
 // Name returns the flag's name (its first: the one the sink reads).
 func (f Flag) Name() string { return f.Flag.Names()[0] }
 
+// Classed returns flags, each in class c.
+func Classed(c kpconfig.Class, flags ...cli.Flag) []Flag {
+	out := make([]Flag, 0, len(flags))
+	for _, f := range flags {
+		out = append(out, Flag{Flag: f, Class: c})
+	}
+	return out
+}
+
 // Table is a sink's classification of every kube-proxy flag and
 // KubeProxyConfiguration field it knows, which the runtime applies at
 // start: an honoured setting takes effect, an ignored one is logged once, a
@@ -41,10 +50,7 @@ type Table struct {
 // Table returns the sink's table. Each call defines new flags (a parse
 // sets them).
 func (s Sink) Table() Table {
-	var t Table
-	for _, f := range sharedFlags() {
-		t.Flags = append(t.Flags, Flag{Flag: f, Class: kpconfig.Honoured})
-	}
+	t := Table{Flags: Classed(kpconfig.Honoured, sharedFlags()...)}
 	if s.Flags != nil {
 		for _, f := range s.Flags() {
 			prepare(f.Flag, f.Class != kpconfig.Honoured)

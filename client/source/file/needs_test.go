@@ -115,21 +115,9 @@ func TestNeedsChangesDelivered(t *testing.T) {
 	write(t, path, join(svc, nodeYAML("192.0.2.10", "10.244.1.0/24"), serviceCIDRYAML("kubernetes", "10.96.0.0/16")))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	snaps := make(chan *client.Snapshot, 16)
-	done := make(chan error, 1)
-	src := New(Config{Path: path, NodeName: "node-1", MinInterval: 20 * time.Millisecond,
-		Needs: client.Needs{Node: true, ServiceCIDRs: true}})
-	go func() { done <- src.Run(ctx, func(s *client.Snapshot) { snaps <- s }) }()
-	next := func(what string) *client.Snapshot {
-		t.Helper()
-		select {
-		case s := <-snaps:
-			return s
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no snapshot", what)
-			return nil
-		}
-	}
+	snaps, done := runSource(t, ctx, New(Config{Path: path, NodeName: "node-1", MinInterval: 20 * time.Millisecond,
+		Needs: client.Needs{Node: true, ServiceCIDRs: true}}))
+	next := func(what string) *client.Snapshot { t.Helper(); return nextSnapshot(t, snaps, what) }
 	quiet := func(what string) {
 		t.Helper()
 		select {
