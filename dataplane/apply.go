@@ -10,6 +10,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/proxysinks/proxysinks/dataplane/quarantine"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
@@ -42,6 +43,12 @@ type Applier struct {
 	// members, for the families given, and reports whether it wrote
 	// (Node.EnsureRules).
 	EntryRules func(families []xtables.Family) (bool, error)
+	// Quarantine, when set, holds the objects the kernel refused alone
+	// (not as part of a batch that failed whole: WholeError): each is
+	// retried alone, with backoff, or at once when what a plan wants of it
+	// changes (a plan with RetryAll retries them all), and Result reports
+	// them (Result.Quarantined). Nil: a refused object is only a failure.
+	Quarantine *quarantine.Set[any]
 
 	mu sync.Mutex
 	// terminating holds TCP destinations set to weight 0 that are removed
@@ -77,6 +84,7 @@ func (a *Applier) Apply(p Plan) Result {
 	if a.Ordered {
 		p.sort()
 	}
+	held, nheld := a.hold(&p)
 	a.track(&p)
 	var res Result
 	var deleted map[render.VirtualServer]bool
@@ -91,6 +99,9 @@ func (a *Applier) Apply(p Plan) Result {
 	a.terminate(&res, &p, deleted)
 	a.flushUDP(&res, p.DeleteDests)
 	a.entryRules(&res, p)
+	a.settle(&res, &p, &held)
+	res.Failed.addAll(&held)
+	res.Held = nheld
 	return res
 }
 

@@ -28,6 +28,9 @@ type Plan struct {
 	DeleteDests                  []Dest
 	Bind, Unbind                 []netip.Addr
 	AddEntries, DelEntries       []render.SetEntry
+	// RetryAll writes every quarantined object of the plan, due or not
+	// (a resync: Applier.Quarantine).
+	RetryAll bool
 }
 
 // Empty reports whether the plan changes nothing.

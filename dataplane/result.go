@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/proxysinks/proxysinks/dataplane/quarantine"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
 
@@ -65,8 +66,15 @@ func copyInto[K comparable, V any](dst *map[K]V, src map[K]V) {
 
 // Result tells which objects failed.
 type Result struct {
-	// Failed holds the error of each object that failed.
+	// Failed holds the error of each object that failed, and of each
+	// held back by its quarantine (ErrHeld).
 	Failed ObjectMap[error]
+	// Held counts the objects held back (Applier.Quarantine).
+	Held int
+	// Quarantining is set when the applier quarantines refused objects;
+	// Quarantined is then its quarantine after the plan.
+	Quarantining bool
+	Quarantined  []quarantine.Entry
 	// Writes counts the objects written (kernel operations).
 	Writes int
 	// Flushed counts the conntrack flows deleted; ConntrackErr is a failure
@@ -99,6 +107,37 @@ func (r Result) Err() error {
 	return joinErrors(errs)
 }
 
+// WholeErr returns what failed the sync as a whole, or nil: with a
+// quarantine, the conntrack and rules failures and the objects of a batch
+// that failed whole (WholeError); without, every failure (Err).
+func (r Result) WholeErr() error {
+	if !r.Quarantining {
+		return r.Err()
+	}
+	var errs []error
+	errs = appendWhole(errs, r.Failed.Servers)
+	errs = appendWhole(errs, r.Failed.Dests)
+	errs = appendWhole(errs, r.Failed.Bindings)
+	errs = appendWhole(errs, r.Failed.Entries)
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	if r.ConntrackErr != nil {
+		errs = append(errs, r.ConntrackErr)
+	}
+	if r.RulesErr != nil {
+		errs = append(errs, r.RulesErr)
+	}
+	return joinErrors(errs)
+}
+
+func appendWhole[K comparable](l []error, m map[K]error) []error {
+	for _, e := range m {
+		if whole(e) {
+			l = append(l, e)
+		}
+	}
+	return l
+}
+
 func appendValues[K comparable](l []error, m map[K]error) []error {
 	for _, e := range m {
 		l = append(l, e)
@@ -124,7 +163,10 @@ type SyncStats struct {
 	// NoLocalEndpoints counts services with a Local traffic policy and no
 	// local endpoint (kube-proxy's metric).
 	NoLocalEndpoints int
-	Err              error
+	// Quarantined are the objects the kernel refused alone, retried with
+	// backoff (Applier.Quarantine); they do not fail the sync.
+	Quarantined []quarantine.Entry
+	Err         error
 }
 
 // LogAttrs returns the stats as log attributes: the services (when
@@ -142,6 +184,9 @@ func (s SyncStats) LogAttrs(withServices bool) []any {
 	}
 	if s.Err != nil {
 		attrs = append(attrs, "failed", s.Failed, "error", s.Err)
+	}
+	if len(s.Quarantined) > 0 {
+		attrs = append(attrs, "quarantined", len(s.Quarantined))
 	}
 	return attrs
 }

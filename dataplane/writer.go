@@ -124,8 +124,9 @@ func (k *Kernel) IPVS(ops []ipvs.Op) []error {
 	case errors.As(err, &be) && len(be.Errors) == len(ops):
 		copy(errs, be.Errors)
 	default:
+		w := &WholeError{Err: err}
 		for i := range errs {
-			errs[i] = err
+			errs[i] = w
 		}
 	}
 	return errs
@@ -143,8 +144,9 @@ func entryErrors(n int, err error) []error {
 			}
 		}
 	default:
+		w := &WholeError{Err: err}
 		for i := range errs {
-			errs[i] = err
+			errs[i] = w
 		}
 	}
 	return errs
@@ -162,8 +164,9 @@ func (k *Kernel) DelEntries(set string, entries []ipset.Entry) []error {
 
 // bindGroups splits addrs by how b makes each local, and calls f once per
 // non-empty group (routes, addresses) with the group's addresses, unmapped,
-// and the index of each in addrs. The error f returns is every one of the
-// group's. Addresses in BoundOtherWay's form go to the other group than b puts
+// and the index of each in addrs. When f fails for a group, f is called
+// again for each of its addresses alone, and each gets its own error (f
+// must take an address written already: the link batches do). Addresses in BoundOtherWay's form go to the other group than b puts
 // them in.
 func (b Binding) bindGroups(addrs []netip.Addr, f func(routes bool, group []netip.Addr) error) []error {
 	errs := make([]error, len(addrs))
@@ -185,10 +188,18 @@ func (b Binding) bindGroups(addrs []netip.Addr, f func(routes bool, group []neti
 		if len(groups[g]) == 0 {
 			continue
 		}
-		if err := f(g == 1, groups[g]); err != nil {
-			for _, i := range idx[g] {
-				errs[i] = err
-			}
+		err := f(g == 1, groups[g])
+		if err == nil {
+			continue
+		}
+		if len(groups[g]) == 1 {
+			errs[idx[g][0]] = err
+			continue
+		}
+		// A batch goes on past a refused address: find which by writing
+		// each again alone (those written already are no errors).
+		for j, a := range groups[g] {
+			errs[idx[g][j]] = f(g == 1, []netip.Addr{a})
 		}
 	}
 	return errs

@@ -84,6 +84,15 @@ func (c *Controller) Resync() dataplane.SyncStats {
 	return c.core.Resync(notYet, c.repair)
 }
 
+// Retry writes, alone, the objects the last rounds left unwritten whose
+// quarantine retry is due (controller.Core.Retry); it reads no snapshot
+// and no kernel.
+func (c *Controller) Retry() dataplane.SyncStats {
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	return c.core.Retry(c.repair)
+}
+
 // StartResync begins a resync whose kernel read runs apart from the
 // syncs, so that a snapshot arriving meanwhile waits for no read of the
 // whole kernel (controller.Core.StartResync). Before the first snapshot,

@@ -195,6 +195,15 @@ func (c *Controller) Resync() dataplane.SyncStats {
 	return c.core.Resync(c.first, c.decide)
 }
 
+// Retry writes, alone, the objects the last rounds left unwritten whose
+// quarantine retry is due (controller.Core.Retry), with the changes
+// touched since the last Sync, if any.
+func (c *Controller) Retry() dataplane.SyncStats {
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	return c.core.Retry(c.decide)
+}
+
 // first is a resync before the first successful Sync: that Sync, when
 // there is something to sync.
 func (c *Controller) first() dataplane.SyncStats {

@@ -82,6 +82,9 @@ type Core struct {
 	adopted bool
 	synced  bool
 	changes objects.Changes // reused between rounds
+	// retryAll is set during a resync: its plan writes every
+	// quarantined object, due or not.
+	retryAll bool
 }
 
 // Init sets the core's parts; log nil is slog.Default.
@@ -122,6 +125,18 @@ func (c *Core) Resync(first func() dataplane.SyncStats, decide func() Counts) da
 	return c.Round(st, "resync", k, err, decide)
 }
 
+// Retry runs a round ("retry") that writes only the changes the last
+// rounds left unwritten, whose retry is due (dataplane.Applier.Quarantine):
+// decide must add nothing new (a controller's resync decision, which reads
+// no snapshot). Before the first sync it does nothing.
+func (c *Core) Retry(decide func() Counts) dataplane.SyncStats {
+	st := dataplane.SyncStats{Start: time.Now()}
+	if !c.synced {
+		return st
+	}
+	return c.Round(st, "retry", nil, nil, decide)
+}
+
 // StartResync begins a resync whose kernel read runs apart from the
 // rounds, so that a change arriving meanwhile waits for no read of the
 // whole kernel (runtime.SplitResyncer): read (on any goroutine) reads the
@@ -158,7 +173,9 @@ func (c *Core) Round(st dataplane.SyncStats, what string, k *dataplane.State, er
 	c.adopted = true
 	n := decide()
 	st.Services, st.RenderErrors, st.NoLocalEndpoints = n.Services, n.RenderErrors, n.NoLocalEndpoints
+	c.retryAll = what == "resync"
 	c.apply(&st)
+	c.retryAll = false
 	c.synced = true
 	c.finish(&st, what)
 	return st
@@ -178,14 +195,18 @@ func (c *Core) Plan() dataplane.Plan {
 	ch.Dests, ch.DeletedDests = r.Dests.Changes(ch.Dests[:0], ch.DeletedDests[:0])
 	ch.Bindings, ch.DeletedBindings = r.Bindings.Changes(ch.Bindings[:0], ch.DeletedBindings[:0])
 	ch.Entries, ch.DeletedEntries = r.Entries.Changes(ch.Entries[:0], ch.DeletedEntries[:0])
-	return c.Keys.Plan(ch)
+	p := c.Keys.Plan(ch)
+	p.RetryAll = c.retryAll
+	return p
 }
 
 // ApplyPlan writes p, which Plan returned, and records what succeeded;
-// what failed stays a change, retried after the next round.
+// what failed, or was held back by its quarantine, stays a change,
+// retried after the next round.
 func (c *Core) ApplyPlan(p dataplane.Plan) dataplane.Result {
 	if p.Empty() {
-		return dataplane.Result{}
+		c.Applier.ClearQuarantine()
+		return dataplane.Result{Quarantining: c.Applier.Quarantine != nil}
 	}
 	res := c.Applier.Apply(p)
 	ch, r := &c.changes, &c.Records
@@ -207,8 +228,9 @@ func (c *Core) ApplyPlan(p dataplane.Plan) dataplane.Result {
 // apply writes the round's changes, counts them in st and reaps.
 func (c *Core) apply(st *dataplane.SyncStats) {
 	res := c.ApplyPlan(c.Plan())
-	st.Writes, st.Failed = res.Writes, res.Failed.Len()
-	if err := res.Err(); err != nil {
+	st.Writes, st.Failed = res.Writes, res.Failed.Len()-res.Held
+	st.Quarantined = res.Quarantined
+	if err := res.WholeErr(); err != nil {
 		st.Err = err
 	}
 	c.Applier.ReapInto(st)
@@ -229,6 +251,8 @@ func (c *Core) finish(st *dataplane.SyncStats, what string) {
 	switch {
 	case st.Err != nil:
 		c.Log.Error(what+" failed in part; failed objects are retried at the next sync", attrs...)
+	case st.Failed > 0:
+		c.Log.Warn(what+": objects refused are quarantined, retried alone with backoff", append(attrs, "duration", st.Duration)...)
 	case st.Writes > 0:
 		c.Log.Info(what, append(attrs, "duration", st.Duration)...)
 	default:

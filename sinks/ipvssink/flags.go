@@ -142,5 +142,5 @@ func ipvsTimeoutOK(d time.Duration) error {
 // syncStats is the runtime's view of an IPVS controller's sync.
 func syncStats(st dataplane.SyncStats) runtime.SyncStats {
 	return runtime.SyncStats{Start: st.Start, Duration: st.Duration, Services: st.Services, Writes: st.Writes,
-		Failed: st.Failed, NoLocalEndpoints: st.NoLocalEndpoints, Err: st.Err}
+		Failed: st.Failed, NoLocalEndpoints: st.NoLocalEndpoints, Quarantined: st.Quarantined, Err: st.Err}
 }

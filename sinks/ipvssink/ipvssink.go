@@ -15,6 +15,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/diff"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/dataplane/controller"
+	"github.com/proxysinks/proxysinks/dataplane/quarantine"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
@@ -45,6 +46,7 @@ type Deps struct {
 // snapshots: both controllers' resyncs (dataplane/controller.Core).
 type resyncer interface {
 	Resync() dataplane.SyncStats
+	Retry() dataplane.SyncStats
 	StartResync() (read func() (finish func() dataplane.SyncStats))
 }
 
@@ -67,6 +69,10 @@ func (a adapter) Resync() runtime.SyncStats {
 	st.Err = errors.Join(st.Err, err)
 	return syncStats(st)
 }
+
+// Retry writes, alone, the objects the kernel refused whose retry is due
+// (runtime.Retrier).
+func (a adapter) Retry() runtime.SyncStats { return syncStats(a.c.Retry()) }
 
 // StartResync repairs the node, then starts the controller's resync, whose
 // kernel read runs while snapshots go on being applied
@@ -201,6 +207,8 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		env.Log.Warn(w)
 	}
 	applier := kernelApplier(k)
+	// Refused objects are retried from 1 s up to the sync period.
+	applier.Quarantine = quarantine.New[any](quarantine.DefaultMin, c.SyncPeriod)
 	applier.EntryRules = node.EnsureRules
 	if ct, err := conntrack.Dial(nil); err != nil {
 		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
@@ -283,9 +291,12 @@ func Incremental(d Deps) runtime.Controller {
 
 // kernelApplier returns the applier the sinks write to the kernel with:
 // its writes overlap (dataplane.Applier.Overlap), which Kernel's separate
-// sockets allow.
+// sockets allow, and it quarantines the objects the kernel refuses
+// (dataplane.Applier.Quarantine; build bounds their backoff by the sync
+// period).
 func kernelApplier(k *dataplane.Kernel) *dataplane.Applier {
 	a := dataplane.NewApplier(k)
 	a.Overlap = true
+	a.Quarantine = quarantine.New[any](0, 0)
 	return a
 }

@@ -26,6 +26,9 @@ type running struct {
 	closers  []func()
 }
 
+// component is the source of the runtime's Events.
+const component = "proxysinks"
+
 // start builds what a running sink serves and its controller, and starts
 // the HTTP servers.
 func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []netip.Addr, log *slog.Logger) (*running, error) {
@@ -33,7 +36,14 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []
 	metrics.WatchSource(src.Stats)
 	health := newHealth(c, src)
 	handler := httpserve.Handler(metrics, health, sink.Mode)
-	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health}}
+	quarantined := newQuarantineReport(log, metrics.Registry)
+	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined}}
+	if ks, ok := src.(*kube.Source); ok {
+		// Events on the Services whose objects the kernel refuses.
+		ev := newKubeEvents(ks.Clientset(), component, c.NodeName)
+		quarantined.events = ev
+		r.closers = append(r.closers, ev.close)
+	}
 	r.services = healthcheck.NewServiceServer(healthcheck.ServiceConfig{
 		IPv4: true, IPv6: ipv6Supported(), Addresses: c.healthCheckAddresses(addrs), Health: health, Log: log})
 	r.closers = append(r.closers, r.services.Close)
@@ -96,6 +106,11 @@ func (r *running) loop(ctx context.Context) error {
 	}()
 	resync := newResyncSchedule(r.c.SyncPeriod)
 	defer resync.stop()
+	// retry retries the objects the kernel refused, alone, when the
+	// first is due (a Retrier).
+	retry := newRetryTimer()
+	defer retry.stop()
+	retrier, _ := r.ctl.(Retrier)
 	watch := newStaleWatch(r.src.Stats, r.log)
 	watchTick := time.NewTicker(StaleCheckInterval)
 	defer watchTick.Stop()
@@ -103,7 +118,13 @@ func (r *running) loop(ctx context.Context) error {
 	// nil when none does.
 	var resyncRead chan func() SyncStats
 	for {
+		if retrier != nil {
+			retry.arm(r.syncs.quarantine.nextRetry())
+		}
 		select {
+		case <-retry.C():
+			retry.fired()
+			retrier.Retry()
 		case <-watchTick.C:
 			watch.check()
 		case <-ctx.Done():
@@ -115,6 +136,7 @@ func (r *running) loop(ctx context.Context) error {
 			return nil
 		case p := <-h.ch:
 			r.syncs.handedOver(p)
+			r.syncs.quarantine.snapshot(p.s)
 			r.ctl.Snapshot(p.s)
 			resync.synced()
 			// Errors are logged by the server, and retried at every
@@ -162,6 +184,8 @@ type syncRecorder struct {
 	// triggers are the trigger times of the changes handed to the
 	// controller, not yet programmed.
 	triggers []time.Time
+	// quarantine reports the objects the kernel refused alone.
+	quarantine *quarantineReport
 }
 
 // countSyscalls makes every sync report the syscalls syscalls counted
@@ -197,6 +221,9 @@ func (s *syncRecorder) synced(st SyncStats) {
 	m.SyncKernelOps.Set(float64(st.Writes))
 	m.FailedObjects.Set(float64(st.Failed))
 	m.NoLocalEndpoints.WithLabelValues("local").Set(float64(st.NoLocalEndpoints))
+	if s.quarantine != nil {
+		s.quarantine.report(st)
+	}
 	if st.Err != nil {
 		m.SyncErrors.Inc()
 		// Not programmed: the state waits for a sync that succeeds.

@@ -1,6 +1,10 @@
 package runtime
 
-import "time"
+import (
+	"time"
+
+	"github.com/proxysinks/proxysinks/dataplane/quarantine"
+)
 
 // SyncStats are what a controller reports of one sync (Env.OnSync) or
 // resync: the metrics and the health are made of them.
@@ -20,7 +24,12 @@ type SyncStats struct {
 	// NoLocalEndpoints counts services with a Local traffic policy and no
 	// local endpoint (kube-proxy's metric).
 	NoLocalEndpoints int
-	// Err is why the sync failed (nil: it programmed the kernel).
+	// Quarantined are the objects the kernel refused alone, retried with
+	// backoff: all of them, after every sync. They do not fail the sync:
+	// the rest of the node is programmed, and health stays good.
+	Quarantined []quarantine.Entry
+	// Err is why the sync failed as a whole (nil: it programmed the
+	// kernel, but for the objects quarantined).
 	Err error
 }
 

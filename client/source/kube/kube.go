@@ -98,6 +98,10 @@ type Source struct {
 	node      NodeStatus // of cfg.NodeName, under mu
 }
 
+// Clientset returns the API client the source watches through, for a
+// sink's own writes to the API (Events on Services).
+func (s *Source) Clientset() kubernetes.Interface { return s.cs }
+
 // ToBeDeletedTaint is the taint the cluster autoscaler puts on a node it is
 // about to remove.
 const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"

@@ -1,0 +1,185 @@
+package dataplane
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/proxysinks/proxysinks/dataplane/quarantine"
+	"github.com/proxysinks/proxysinks/dataplane/render"
+)
+
+// WholeError is a write that failed as a whole (the socket failed, the
+// reply was lost): every object of the batch carries it, and none of them
+// is quarantined for it. A sync with one fails, and fails health after
+// kube-proxy's timeout, as before.
+type WholeError struct{ Err error }
+
+func (e *WholeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the batch's error.
+func (e *WholeError) Unwrap() error { return e.Err }
+
+// ErrHeld is the failure of an object held back by its quarantine: its
+// retry is not due and what is wanted of it did not change.
+var ErrHeld = errors.New("dataplane: quarantined, retry not due")
+
+// Kinds of the objects the IPVS sinks quarantine (quarantine.Object.Kind).
+const (
+	KindVirtualServer = "VirtualServer"
+	KindDestination   = "Destination"
+	KindAddress       = "Address"
+	KindSetEntry      = "SetEntry"
+)
+
+// version is what a plan wants of an object: the kind of write and its
+// options (quarantine.Set.Hold).
+type version struct {
+	op int8 // 0 create, 1 update, 2 delete
+	s  render.ServerOptions
+	d  render.DestOptions
+}
+
+// whole reports whether err failed a whole batch.
+func whole(err error) bool {
+	var w *WholeError
+	return errors.As(err, &w)
+}
+
+// hold takes out of p the quarantined objects whose retry is not due
+// (none when p.RetryAll), and returns them as failed with ErrHeld, with
+// how many there are. A destination of a server held is held with it.
+func (a *Applier) hold(p *Plan) (held ObjectMap[error], n int) {
+	q := a.Quarantine
+	if q == nil || q.Len() == 0 || p.RetryAll {
+		return held, 0
+	}
+	servers := func(l []Server, op int8) []Server {
+		out := l[:0:0]
+		for _, s := range l {
+			if q.Hold(s.VS, version{op: op, s: s.Opts}) {
+				put(&held.Servers, s.VS, ErrHeld)
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	dests := func(l []Dest, op int8) []Dest {
+		out := l[:0:0]
+		for _, d := range l {
+			if held.Server(d.D.Server) || q.Hold(d.D, version{op: op, d: d.Opts}) {
+				put(&held.Dests, d.D, ErrHeld)
+				continue
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	addrs := func(l []netip.Addr, op int8) []netip.Addr {
+		out := l[:0:0]
+		for _, ad := range l {
+			if q.Hold(ad, version{op: op}) {
+				put(&held.Bindings, ad, ErrHeld)
+				continue
+			}
+			out = append(out, ad)
+		}
+		return out
+	}
+	entries := func(l []render.SetEntry, op int8) []render.SetEntry {
+		out := l[:0:0]
+		for _, e := range l {
+			if q.Hold(e, version{op: op}) {
+				put(&held.Entries, e, ErrHeld)
+				continue
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	p.CreateServers, p.UpdateServers, p.DeleteServers = servers(p.CreateServers, 0), servers(p.UpdateServers, 1), servers(p.DeleteServers, 2)
+	p.CreateDests, p.UpdateDests, p.DeleteDests = dests(p.CreateDests, 0), dests(p.UpdateDests, 1), dests(p.DeleteDests, 2)
+	p.Bind, p.Unbind = addrs(p.Bind, 0), addrs(p.Unbind, 2)
+	p.AddEntries, p.DelEntries = entries(p.AddEntries, 0), entries(p.DelEntries, 2)
+	return held, held.Len()
+}
+
+// settle records the outcome of the plan written (p, without what was
+// held) in the quarantine: an object refused alone enters it or waits
+// longer, one written leaves it, and one neither written nor held is no
+// longer wanted and leaves it too. A destination that failed with its
+// server is the server's failure, not its own.
+func (a *Applier) settle(res *Result, p *Plan, held *ObjectMap[error]) {
+	q := a.Quarantine
+	if q == nil {
+		return
+	}
+	res.Quarantining = true
+	seen := map[any]bool{}
+	note := func(k any, o quarantine.Object, v version, err error) {
+		seen[k] = true
+		switch {
+		case err == nil:
+			q.Clear(k)
+		case !whole(err):
+			q.Fail(k, o, v, err)
+		}
+	}
+	for op, l := range [][]Server{p.CreateServers, p.UpdateServers, p.DeleteServers} {
+		for _, s := range l {
+			o := quarantine.Object{Kind: KindVirtualServer, Name: s.VS.String(), Addr: s.VS.Addr, Port: s.VS.Port}
+			note(s.VS, o, version{op: int8(op), s: s.Opts}, res.Failed.Servers[s.VS])
+		}
+	}
+	for op, l := range [][]Dest{p.CreateDests, p.UpdateDests, p.DeleteDests} {
+		for _, d := range l {
+			err := res.Failed.Dests[d.D]
+			if err != nil && res.Failed.Server(d.D.Server) {
+				seen[d.D] = true
+				q.Clear(d.D)
+				continue
+			}
+			o := quarantine.Object{Kind: KindDestination, Name: d.D.String(), Addr: d.D.Server.Addr, Port: d.D.Server.Port}
+			note(d.D, o, version{op: int8(op), d: d.Opts}, err)
+		}
+	}
+	for i, l := range [][]netip.Addr{p.Bind, p.Unbind} {
+		for _, ad := range l {
+			o := quarantine.Object{Kind: KindAddress, Name: ad.String(), Addr: ad.Unmap()}
+			note(ad, o, version{op: int8(2 * i)}, res.Failed.Bindings[ad])
+		}
+	}
+	for i, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
+		for _, e := range l {
+			o := quarantine.Object{Kind: KindSetEntry, Name: e.String(), Addr: e.Addr, Port: e.Port}
+			note(e, o, version{op: int8(2 * i)}, res.Failed.Entries[e])
+		}
+	}
+	q.Keep(func(k any) bool {
+		if seen[k] {
+			return true
+		}
+		switch k := k.(type) {
+		case render.VirtualServer:
+			return held.Server(k)
+		case render.Destination:
+			return held.Dest(k)
+		case netip.Addr:
+			return held.Binding(k)
+		case render.SetEntry:
+			return held.Entry(k)
+		}
+		return false
+	})
+	res.Quarantined = q.Entries()
+}
+
+// ClearQuarantine empties the quarantine: a round with nothing to write
+// has no object refused.
+func (a *Applier) ClearQuarantine() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.Quarantine != nil {
+		a.Quarantine.Keep(func(any) bool { return false })
+	}
+}
