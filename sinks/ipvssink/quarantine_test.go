@@ -96,8 +96,10 @@ func TestQuarantine(t *testing.T) {
 			// The rest of the node is programmed: all but the server
 			// and its destinations.
 			want.ctl.Snapshot(snapshot(svcs))
-			rest := slices.DeleteFunc(want.state(t), func(l string) bool { return strings.HasSuffix(l, "TCP/10.96.0.1:80 {Weight:1}") ||
-				strings.HasPrefix(l, "server TCP/10.96.0.1:80") })
+			rest := slices.DeleteFunc(want.state(t), func(l string) bool {
+				return strings.HasSuffix(l, "TCP/10.96.0.1:80 {Weight:1}") ||
+					strings.HasPrefix(l, "server TCP/10.96.0.1:80")
+			})
 			if d := cmp.Diff(rest, n.state(t)); d != "" {
 				t.Errorf("kernel besides the refused service -want +got:\n%s", d)
 			}

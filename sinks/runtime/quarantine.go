@@ -172,6 +172,10 @@ func hasAddr(svc *client.Service, a netip.Addr) bool {
 type retryTimer struct {
 	t  *time.Timer
 	at time.Time
+	// firedFor is the time it last fired for: a time not after it is not
+	// armed again (a retry whose sync failed as a whole reports no new
+	// time; the next sync or resync retries).
+	firedFor time.Time
 }
 
 func newRetryTimer() *retryTimer {
@@ -186,7 +190,7 @@ func (r *retryTimer) C() <-chan time.Time { return r.t.C }
 // arm makes the timer fire at at (zero: never), unless it already fires
 // then.
 func (r *retryTimer) arm(at time.Time) {
-	if at.Equal(r.at) {
+	if at.Equal(r.at) || !at.IsZero() && !at.After(r.firedFor) {
 		return
 	}
 	r.at = at
@@ -197,6 +201,6 @@ func (r *retryTimer) arm(at time.Time) {
 }
 
 // fired records that the timer fired.
-func (r *retryTimer) fired() { r.at = time.Time{} }
+func (r *retryTimer) fired() { r.firedFor, r.at = r.at, time.Time{} }
 
 func (r *retryTimer) stop() { r.t.Stop() }
