@@ -40,7 +40,7 @@ func (s *refusedSink) stats() SyncStats {
 	return SyncStats{Start: time.Now(), Failed: 1, Quarantined: []quarantine.Entry{e}}
 }
 func (s *refusedSink) Snapshot(*client.Snapshot) { s.env.OnSync(s.stats()) }
-func (s *refusedSink) Resync() SyncStats       { st := s.stats(); s.env.OnSync(st); return st }
+func (s *refusedSink) Resync() SyncStats         { st := s.stats(); s.env.OnSync(st); return st }
 func (s *refusedSink) Retry() SyncStats {
 	s.mu.Lock()
 	s.tries++
@@ -100,8 +100,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
-func (b *syncBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // TestQuarantineKeepsHealth: an object the kernel refused alone leaves
 // /livez, /healthz and another eTP=Local service's health-check node port
