@@ -32,6 +32,13 @@ func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []connt
 	}
 	if err := p.restore(f, t, &st, true); err != nil {
 		f.full = true
+		if _, ok := refused(err, p.scratch, changedRenderings(changes)); ok {
+			// One service's rule refused: a full sync now quarantines
+			// it and writes the rest.
+			fs, targets, err := p.syncFull(f, s)
+			fs.add(st)
+			return fs, targets, errors.Join(append(errs, err)...)
+		}
 		return st, nil, errors.Join(append(errs, err)...)
 	}
 	var targets []conntrack.Target
@@ -45,6 +52,17 @@ func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []connt
 	}
 	f.eps = eps
 	return st, targets, errors.Join(errs...)
+}
+
+// changedRenderings returns the new renderings of changes.
+func changedRenderings(changes []partialChange) []*rendered {
+	out := make([]*rendered, 0, len(changes))
+	for _, ch := range changes {
+		if ch.new != nil {
+			out = append(out, ch.new)
+		}
+	}
+	return out
 }
 
 // partialChange is one service a partial sync changes: its rendering as

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/dataplane/quarantine"
 	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
 )
@@ -186,6 +187,9 @@ type Proxier struct {
 	// tests lower it).
 	largeAt int
 	gen     genTracker
+	// q holds the services whose rules iptables-restore refused
+	// (quarantine.go).
+	q *quarantine.Set[qkey]
 }
 
 // NewProxier checks the configuration, detects the iptables backend of
@@ -198,7 +202,8 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
 		return nil, fmt.Errorf("iptables: masquerade bit %d out of range [0, 31]", cfg.MasqueradeBit)
 	}
-	p := &Proxier{cfg: cfg, run: cfg.Run, largeAt: largeClusterEndpoints, gen: newGenTracker(&cfg)}
+	p := &Proxier{cfg: cfg, run: cfg.Run, largeAt: largeClusterEndpoints, gen: newGenTracker(&cfg),
+		q: quarantine.New[qkey](quarantine.DefaultMin, cfg.SyncPeriod)}
 	if p.run == nil {
 		p.run = xtables.Exec
 	}

@@ -37,14 +37,32 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	f.full = true
 	list, svcs, eps, errs, rendered := p.renderFull(f, s)
 	f.from = nil
-	kern, err := p.read(f)
-	if err != nil {
-		return SyncStats{Full: true}, nil, errors.Join(append(errs, err)...)
+	list = p.hold(f, list, svcs, &eps)
+	st := SyncStats{Full: true}
+	for refusals := 0; ; refusals++ {
+		kern, err := p.read(f)
+		if err != nil {
+			return st, nil, errors.Join(append(errs, err)...)
+		}
+		w := fullWrite{p: p, f: f, kern: kern, list: list, t: &txn{}, st: SyncStats{Full: true}}
+		err = w.write(svcs)
+		st.add(w.st)
+		if err == nil {
+			break
+		}
+		// One service's rule refused: quarantine it, and write the rest
+		// again, keeping what the kernel has of it.
+		var svc client.ServiceKey
+		ok := false
+		if refusals < maxRefusals {
+			svc, ok = p.refuse(f, err, list)
+		}
+		if !ok {
+			return st, nil, errors.Join(append(errs, err)...)
+		}
+		list = f.substitute(svc, list, svcs, &eps)
 	}
-	w := fullWrite{p: p, f: f, kern: kern, list: list, t: &txn{}, st: SyncStats{Full: true}}
-	if err := w.write(svcs); err != nil {
-		return w.st, nil, errors.Join(append(errs, err)...)
-	}
+	quarantined := p.settle(f, s, svcs)
 	// The first sync of a process has nothing to compare with: it flushes
 	// nothing (a restart with an unchanged cluster writes nothing).
 	var targets []conntrack.Target
@@ -56,7 +74,11 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		f.gens = f.nextGens
 	}
 	f.from, f.renderErrs = s, errs
-	return w.st, targets, errors.Join(errs...)
+	if quarantined {
+		// The renderings are not all the snapshot's: render again.
+		f.from = nil
+	}
+	return st, targets, errors.Join(errs...)
 }
 
 // renderFull returns the renderings of every service of s for a full

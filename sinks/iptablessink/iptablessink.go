@@ -244,12 +244,21 @@ func (c *Controller) Resync() runtime.SyncStats {
 	return c.report(start, -1, st, err)
 }
 
+// Retry writes, each alone, the services whose rules iptables-restore
+// refused and whose retry is due (runtime.Retrier).
+func (c *Controller) Retry() runtime.SyncStats {
+	start := time.Now()
+	st, err := c.P.Retry()
+	return c.report(start, -1, st, err)
+}
+
 // report logs a sync, updates the metrics and hands the runtime its
 // statistics: the kernel objects written are the rules, chains declared and
 // chains deleted.
 func (c *Controller) report(start time.Time, services int, st iptables.SyncStats, err error) runtime.SyncStats {
 	ds := runtime.SyncStats{Start: start, Duration: st.Duration, Services: services,
-		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, NoLocalEndpoints: c.noLocal, Err: err}
+		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, NoLocalEndpoints: c.noLocal,
+		Quarantined: c.P.Quarantined(), Err: err}
 	if m := c.Metrics; m != nil {
 		m.RestoreFailures.Add(float64(st.Failures))
 		m.PartialRestoreFailures.Add(float64(st.PartialFailures))
