@@ -190,6 +190,8 @@ type Proxier struct {
 	// q holds the services whose rules iptables-restore refused
 	// (quarantine.go).
 	q *quarantine.Set[qkey]
+	// retryAll is set during a Resync: no quarantined service is held.
+	retryAll bool
 }
 
 // NewProxier checks the configuration, detects the iptables backend of
@@ -263,14 +265,17 @@ func (p *Proxier) Snapshot(s *client.Snapshot) (SyncStats, error) {
 
 // Resync is the periodic full sync of the last snapshot: every chain is
 // compared with the kernel and rewritten where it differs (drift repaired),
-// chains of removed services are deleted. With no snapshot yet it does
-// nothing.
+// chains of removed services are deleted, every quarantined service is
+// tried again. With no snapshot yet it does nothing.
 func (p *Proxier) Resync() (SyncStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last == nil {
 		return SyncStats{}, nil
 	}
+	// The periodic sync retries every quarantined service, due or not.
+	p.retryAll = true
+	defer func() { p.retryAll = false }()
 	return p.sync(p.last, true)
 }
 

@@ -130,7 +130,7 @@ func refused(err error, input []byte, rs []*rendered) (client.ServiceKey, bool) 
 // quarantine holds them (not due, unchanged) by what the kernel has of
 // them (substitute).
 func (p *Proxier) hold(f *family, list []*rendered, svcs map[client.ServiceKey]*rendered, eps *int) []*rendered {
-	if p.q.Len() == 0 {
+	if p.q.Len() == 0 || p.retryAll {
 		return list
 	}
 	for k, r := range svcs {
