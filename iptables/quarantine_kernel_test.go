@@ -144,7 +144,9 @@ func TestKernelQuarantine(t *testing.T) {
 				t.Fatalf("resync after convergence: %+v, %v; want nothing written", st, err)
 			}
 			// A failure that is no one service's still fails the sync.
-			p.run = func(string, []string, []byte) ([]byte, error) { return nil, errors.New("iptables-restore: exec: killed") }
+			p.run = func(string, []string, []byte) ([]byte, error) {
+				return nil, errors.New("iptables-restore: exec: killed")
+			}
 			if _, err := p.Resync(); err == nil {
 				t.Fatal("a sync failing as a whole reported no error")
 			}
