@@ -145,3 +145,22 @@ func TestQuarantine(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeFailureNotQuarantined: a batch the kernel answers for no
+// object (the socket's receive failed) fails the sync as a whole, as
+// before, and quarantines nothing: the health of the node goes with it.
+func TestWholeFailureNotQuarantined(t *testing.T) {
+	for _, sink := range []struct {
+		name string
+		mk   Make
+	}{{"fullstate", FullState}, {"incremental", Incremental}} {
+		t.Run(sink.name, func(t *testing.T) {
+			n := newFakeNode(t, sink.mk)
+			n.IPVS.FailReceives(1, unix.ENOBUFS)
+			n.ctl.Snapshot(snapshot(services(0, 4)))
+			if st := n.last(); st.Err == nil || len(st.Quarantined) != 0 {
+				t.Errorf("whole failure: err %v, quarantined %+v; want the sync failed, nothing quarantined", st.Err, st.Quarantined)
+			}
+		})
+	}
+}
