@@ -108,70 +108,86 @@ func (a *Applier) hold(p *Plan) (held ObjectMap[error], n int) {
 // held) in the quarantine: an object refused alone enters it or waits
 // longer, one written leaves it, and one neither written nor held is no
 // longer wanted and leaves it too. A destination that failed with its
-// server is the server's failure, not its own.
+// server is the server's failure, not its own. With nothing quarantined
+// and nothing failed it costs nothing (a first sync of a large cluster).
 func (a *Applier) settle(res *Result, p *Plan, held *ObjectMap[error]) {
 	q := a.Quarantine
 	if q == nil {
 		return
 	}
 	res.Quarantining = true
-	seen := map[any]bool{}
-	note := func(k any, o quarantine.Object, v version, err error) {
-		seen[k] = true
-		switch {
-		case err == nil:
+	if q.Len() == 0 && res.Failed.Len() == 0 {
+		return
+	}
+	check := q.Len() > 0 // objects written may leave it
+	failed := map[any]bool{}
+	note := func(k any, err error, v version, o func() quarantine.Object) {
+		if err == nil {
 			q.Clear(k)
-		case !whole(err):
-			q.Fail(k, o, v, err)
+			return
+		}
+		failed[k] = true
+		if !whole(err) {
+			q.Fail(k, o(), v, err)
 		}
 	}
 	for op, l := range [][]Server{p.CreateServers, p.UpdateServers, p.DeleteServers} {
 		for _, s := range l {
-			o := quarantine.Object{Kind: KindVirtualServer, Name: s.VS.String(), Addr: s.VS.Addr, Port: s.VS.Port}
-			note(s.VS, o, version{op: int8(op), s: s.Opts}, res.Failed.Servers[s.VS])
+			if err := res.Failed.Servers[s.VS]; err != nil || check {
+				note(s.VS, err, version{op: int8(op), s: s.Opts}, func() quarantine.Object {
+					return quarantine.Object{Kind: KindVirtualServer, Name: s.VS.String(), Addr: s.VS.Addr, Port: s.VS.Port}
+				})
+			}
 		}
 	}
 	for op, l := range [][]Dest{p.CreateDests, p.UpdateDests, p.DeleteDests} {
 		for _, d := range l {
 			err := res.Failed.Dests[d.D]
 			if err != nil && res.Failed.Server(d.D.Server) {
-				seen[d.D] = true
-				q.Clear(d.D)
-				continue
+				err = nil // its server's failure: quarantined with it
 			}
-			o := quarantine.Object{Kind: KindDestination, Name: d.D.String(), Addr: d.D.Server.Addr, Port: d.D.Server.Port}
-			note(d.D, o, version{op: int8(op), d: d.Opts}, err)
+			if err != nil || check {
+				note(d.D, err, version{op: int8(op), d: d.Opts}, func() quarantine.Object {
+					return quarantine.Object{Kind: KindDestination, Name: d.D.String(), Addr: d.D.Server.Addr, Port: d.D.Server.Port}
+				})
+			}
 		}
 	}
 	for i, l := range [][]netip.Addr{p.Bind, p.Unbind} {
 		for _, ad := range l {
-			o := quarantine.Object{Kind: KindAddress, Name: ad.String(), Addr: ad.Unmap()}
-			note(ad, o, version{op: int8(2 * i)}, res.Failed.Bindings[ad])
+			if err := res.Failed.Bindings[ad]; err != nil || check {
+				note(ad, err, version{op: int8(2 * i)}, func() quarantine.Object {
+					return quarantine.Object{Kind: KindAddress, Name: ad.String(), Addr: ad.Unmap()}
+				})
+			}
 		}
 	}
 	for i, l := range [][]render.SetEntry{p.AddEntries, p.DelEntries} {
 		for _, e := range l {
-			o := quarantine.Object{Kind: KindSetEntry, Name: e.String(), Addr: e.Addr, Port: e.Port}
-			note(e, o, version{op: int8(2 * i)}, res.Failed.Entries[e])
+			if err := res.Failed.Entries[e]; err != nil || check {
+				note(e, err, version{op: int8(2 * i)}, func() quarantine.Object {
+					return quarantine.Object{Kind: KindSetEntry, Name: e.String(), Addr: e.Addr, Port: e.Port}
+				})
+			}
 		}
 	}
-	q.Keep(func(k any) bool {
-		if seen[k] {
-			return true
-		}
-		switch k := k.(type) {
-		case render.VirtualServer:
-			return held.Server(k)
-		case render.Destination:
-			return held.Dest(k)
-		case netip.Addr:
-			return held.Binding(k)
-		case render.SetEntry:
-			return held.Entry(k)
-		}
-		return false
-	})
+	q.Keep(func(k any) bool { return failed[k] || heldKey(held, k) })
 	res.Quarantined = q.Entries()
+}
+
+// heldKey reports whether held holds k, a key of the quarantine.
+func heldKey(held *ObjectMap[error], k any) bool {
+	switch k := k.(type) {
+	case render.VirtualServer:
+		return held.Server(k)
+	case render.Destination:
+		return held.Dest(k)
+	case netip.Addr:
+		return held.Binding(k)
+	case render.SetEntry:
+		return held.Entry(k)
+	}
+	return false
 }
 
 // ClearQuarantine empties the quarantine: a round with nothing to write
