@@ -185,7 +185,7 @@ func (p *Proxier) settle(f *family, s *client.Snapshot, svcs map[client.ServiceK
 		if se == nil {
 			return false
 		}
-		if r := svcs[k.svc]; r != nil && r.src == se {
+		if r := svcs[k.svc]; r != nil && (r.src == se || r.src.Equal(se)) {
 			return false // written as wanted
 		}
 		left = true
