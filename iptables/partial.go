@@ -48,6 +48,8 @@ func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []connt
 		} else {
 			f.svcs[ch.key] = ch.new
 		}
+		// Written (or gone): out of quarantine.
+		p.q.Clear(qkey{f.fc.fam, ch.key})
 		targets = append(targets, udpTargets(ch.old, ch.new)...)
 	}
 	f.eps = eps

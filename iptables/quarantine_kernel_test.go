@@ -140,6 +140,19 @@ func TestKernelQuarantine(t *testing.T) {
 			if k := saveAll(t, p); strings.Contains(k, "10.244.1.99") || !strings.Contains(k, "10.244.1.11") {
 				t.Fatalf("kernel after the refusal ended:\n%s", k)
 			}
+			// A quarantined service written by a change leaves at once.
+			rr.set(true)
+			specs[aff].eps = append(specs[aff].eps, ep{ip: "10.244.1.97"})
+			s = next(s, specs...)
+			if _, err := p.Snapshot(s); err != nil || len(quarantined()) != 1 {
+				t.Fatalf("aff refused again: err %v, quarantined %v", err, quarantined())
+			}
+			rr.set(false)
+			specs[aff].eps = specs[aff].eps[:1]
+			s = next(s, specs...)
+			if _, err := p.Snapshot(s); err != nil || len(quarantined()) != 0 {
+				t.Fatalf("aff changed and written: err %v, quarantined %v", err, quarantined())
+			}
 			if st, err := p.Resync(); err != nil || st.Restores != 0 {
 				t.Fatalf("resync after convergence: %+v, %v; want nothing written", st, err)
 			}
