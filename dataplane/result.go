@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/proxysinks/proxysinks/dataplane/quarantine"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 )
 

@@ -4,14 +4,12 @@ go 1.26.0
 
 replace (
 	github.com/proxysinks/proxysinks/client => ../client
-	github.com/proxysinks/proxysinks/dataplane => ../dataplane
 	github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
 )
 
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/proxysinks/proxysinks/client v0.0.0
-	github.com/proxysinks/proxysinks/dataplane v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 )
 
@@ -31,7 +29,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.40.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.37.2 // indirect

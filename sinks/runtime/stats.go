@@ -3,7 +3,7 @@ package runtime
 import (
 	"time"
 
-	"github.com/proxysinks/proxysinks/dataplane/quarantine"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 )
 
 // SyncStats are what a controller reports of one sync (Env.OnSync) or
