@@ -454,6 +454,10 @@ type Addr struct {
 	Index  uint32       // the link's index
 }
 
+// ListAddresses returns every address bound on every link of the
+// namespace, with its link's index, in the kernel's order.
+func (c *Conn) ListAddresses() ([]Addr, error) { return c.addresses() }
+
 func (c *Conn) addresses() ([]Addr, error) {
 	var ms []rtnetlink.AddressMessage
 	err := c.call(func() (err error) { ms, err = c.c.Address.List(); return err })
