@@ -2,9 +2,9 @@
 
 // Package addrwatch lists the node's IP addresses and follows their
 // changes: it subscribes to rtnetlink's address notifications
-// (RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR), and after a burst of them
-// settles it lists the addresses again and delivers the new list when it
-// differs. The addresses of the links named in Config.Exclude (the IPVS
+// (RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR), lists the addresses again
+// shortly after a notification (a burst is listed once, or a few times)
+// and delivers the new list when it differs. The addresses of the links named in Config.Exclude (the IPVS
 // sinks' kube-ipvs0, which holds the services' addresses) are not the
 // node's: they are left out, and their notifications cause no listing.
 // Which of the addresses serve NodePorts is the caller's choice.
@@ -26,8 +26,9 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
 )
 
-// DefaultSettle is how long a Watcher waits after a notification for more
-// before it lists the addresses again (Config.Settle's default).
+// DefaultSettle is how long a Watcher waits after a notification, for the
+// rest of its burst, before it lists the addresses again (Config.Settle's
+// default).
 const DefaultSettle = 100 * time.Millisecond
 
 // Config configures List and Watch.
@@ -37,8 +38,9 @@ type Config struct {
 	NetNS int
 	// Exclude names the links whose addresses are not the node's.
 	Exclude []string
-	// Settle is how long a burst of notifications must pause before the
-	// addresses are listed again; 0 means DefaultSettle.
+	// Settle is how long after a notification the addresses are listed
+	// again (the notifications meanwhile share the listing); 0 means
+	// DefaultSettle.
 	Settle time.Duration
 }
 
@@ -127,8 +129,8 @@ func (w *Watcher) Close() error {
 }
 
 // Run calls changed with the node's addresses each time they differ from
-// the last list (Watch's, then changed's), Config.Settle after the
-// notifications that announced the change stop, until ctx ends (nil) or
+// the last list (Watch's, then changed's), listing them Config.Settle
+// after the first notification of a change, until ctx ends (nil) or
 // the subscription fails. A notification lost to a full socket buffer
 // (ENOBUFS) is taken as a change. A failed listing is retried at the next
 // notification; onError, when not nil, hears of it.
@@ -150,7 +152,11 @@ func (w *Watcher) Run(ctx context.Context, changed func([]netip.Addr), onError f
 			}
 			return err
 		case <-notes:
-			settle = time.After(w.cfg.Settle)
+			// Listed Settle after the first notification of a burst,
+			// however long the burst: a later one lists again.
+			if settle == nil {
+				settle = time.After(w.cfg.Settle)
+			}
 		case <-settle:
 			settle = nil
 			addrs, skip, err := list(w.lists, w.cfg.Exclude)
