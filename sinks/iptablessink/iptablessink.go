@@ -237,6 +237,8 @@ func (c *Controller) Snapshot(s *client.Snapshot) {
 	c.report(start, s.Len(), st, err)
 }
 
+var _ runtime.NodePortsSetter = (*Controller)(nil)
+
 // SetNodePorts takes the node addresses NodePorts are served on
 // (runtime.NodePortsSetter): the next sync rewrites the node-port rules.
 func (c *Controller) SetNodePorts(n runtime.NodePorts) { c.P.SetNodePorts(n.CIDRs, n.Addrs) }

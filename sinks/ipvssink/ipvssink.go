@@ -65,6 +65,8 @@ type adapter struct {
 // Snapshot hands the controller a snapshot (runtime.Controller).
 func (a adapter) Snapshot(s *client.Snapshot) { a.snapshot(s) }
 
+var _ runtime.NodePortsSetter = adapter{}
+
 // SetNodePorts hands the controller, and the node's setup and reader, the
 // addresses NodePorts are served on (runtime.NodePortsSetter); the next
 // snapshot programs them.
