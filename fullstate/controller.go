@@ -11,6 +11,7 @@ package fullstate
 import (
 	"iter"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
@@ -41,6 +42,14 @@ func NewController(cfg render.Config, applier *dataplane.Applier, reader control
 		}
 	}
 	return c
+}
+
+// SetNodeAddresses replaces the addresses NodePorts are served on
+// (render.Config.NodeAddresses): the next snapshot renders with them.
+func (c *Controller) SetNodeAddresses(addrs []netip.Addr) {
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	c.cfg.NodeAddresses = addrs
 }
 
 // Manager returns the controller's IPVS manager.

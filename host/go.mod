@@ -6,6 +6,7 @@ replace github.com/proxysinks/proxysinks/netlinkraw => ../netlinkraw
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/jsimonetti/rtnetlink/v2 v2.3.0
 	github.com/mdlayher/netlink v1.11.2
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 	github.com/ti-mo/conntrack v0.6.0
@@ -14,7 +15,6 @@ require (
 )
 
 require (
-	github.com/jsimonetti/rtnetlink/v2 v2.3.0 // indirect
 	github.com/mdlayher/genetlink v1.4.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect

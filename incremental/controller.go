@@ -178,6 +178,22 @@ func (c *Controller) DeleteEndpoint(k client.ServiceKey, key client.EndpointKey)
 	}
 }
 
+// SetNodeAddresses replaces the addresses NodePorts are served on
+// (render.Config.NodeAddresses): every service is touched, and the next
+// Sync renders them with the new addresses and writes what changed (the
+// node-port virtual servers, and whatever else a node address decides:
+// the binding of an external IP that is or was one).
+func (c *Controller) SetNodeAddresses(addrs []netip.Addr) {
+	c.core.Mu.Lock()
+	defer c.core.Mu.Unlock()
+	c.cfg.NodeAddresses = addrs
+	for id := range c.services {
+		if c.services[id].svc != nil {
+			c.get(c.names[id])
+		}
+	}
+}
+
 // Sync renders the services touched since the last Sync and writes what
 // changed (client.Sink).
 func (c *Controller) Sync() {

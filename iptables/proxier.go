@@ -263,6 +263,18 @@ func (p *Proxier) Snapshot(s *client.Snapshot) (SyncStats, error) {
 	return p.sync(s, full)
 }
 
+// SetNodePorts replaces Config.NodePortCIDRs and NodePortIPs, when the
+// node's addresses or the selection of them changed: the next sync is a
+// full one, which rewrites KUBE-SERVICES' node-port rules.
+func (p *Proxier) SetNodePorts(cidrs []netip.Prefix, ips []netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.NodePortCIDRs, p.cfg.NodePortIPs = cidrs, ips
+	for _, f := range p.fams {
+		f.full = true
+	}
+}
+
 // Resync is the periodic full sync of the last snapshot: every chain is
 // compared with the kernel and rewritten where it differs (drift repaired),
 // chains of removed services are deleted, every quarantined service is

@@ -111,7 +111,10 @@ type cluster struct {
 	sinkLog  *logbuf.Buffer
 	nextPod  int
 	sinkArgs []string
-	api      *apiWriter // the real-API mode (-kubeconfig), or nil
+	// followAddrs starts the sink without --node-address: it follows the
+	// node's own addresses.
+	followAddrs bool
+	api         *apiWriter // the real-API mode (-kubeconfig), or nil
 }
 
 type pod struct {
@@ -285,7 +288,12 @@ func (c *cluster) startSink(extra ...string) {
 	if c.api != nil {
 		source = []string{"--kubeconfig", options.SinkKubeconfig}
 	}
-	args := append(append(append(source, "--node-name", "node-1", "--node-address", nodeAddr.String()+",192.168.2.10",
+	nodeAddrs := []string{"--node-address", nodeAddr.String() + ",192.168.2.10"}
+	if c.followAddrs {
+		nodeAddrs = nil
+	}
+	args := append(append(source, "--node-name", "node-1"), nodeAddrs...)
+	args = append(append(append(args,
 		"--min-sync-period", "50ms", "--sync-period", syncPeriod.String(), "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address="),
 		options.SinkArgs...), extra...)
 	c.sinkArgs = args

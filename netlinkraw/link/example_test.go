@@ -8,8 +8,8 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
 )
 
-// Example binds a service VIP on kube-ipvs0 and lists the node addresses
-// NodePorts listen on. It is compiled but not run by go test: the build
+// Example binds a service VIP on kube-ipvs0 and lists every link's
+// addresses. It is compiled but not run by go test: the build
 // machines' kernel has no dummy links (TestDummyKernel runs the same steps
 // in the VM).
 func Example() {
@@ -29,9 +29,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	node, err := c.NodeAddresses(link.DefaultDummy)
+	all, err := c.ListAddresses()
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("VIPs:", bound, "node addresses:", node)
+	fmt.Println("VIPs:", bound, "addresses of every link:", len(all))
 }

@@ -2,7 +2,8 @@
 
 // Package link manages what the IPVS sinks need from rtnetlink: the dummy
 // link that holds the virtual IPs (kube-ipvs0), the /32 and /128 addresses
-// bound on it, and the node's own addresses that NodePorts listen on. It is
+// bound on it, and the listing of every link's addresses (host/addrwatch
+// picks the node's among them and follows their changes). It is
 // a thin layer over github.com/jsimonetti/rtnetlink/v2, working in a chosen
 // network namespace.
 package link
@@ -454,6 +455,10 @@ type Addr struct {
 	Index  uint32       // the link's index
 }
 
+// ListAddresses returns every address bound on every link of the
+// namespace, with its link's index, in the kernel's order.
+func (c *Conn) ListAddresses() ([]Addr, error) { return c.addresses() }
+
 func (c *Conn) addresses() ([]Addr, error) {
 	var ms []rtnetlink.AddressMessage
 	err := c.call(func() (err error) { ms, err = c.c.Address.List(); return err })
@@ -503,35 +508,4 @@ func (c *Conn) Addresses(name string) ([]netip.Addr, error) {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out, nil
-}
-
-// NodeAddresses returns the node's local unicast addresses, the ones
-// NodePorts listen on: every address of every link except loopback links
-// and the links named in exclude (the dummy), leaving out loopback,
-// link-local and multicast addresses. Sorted, without duplicates.
-func (c *Conn) NodeAddresses(exclude ...string) ([]netip.Addr, error) {
-	links, err := c.Links()
-	if err != nil {
-		return nil, err
-	}
-	skip := map[uint32]bool{}
-	for _, l := range links {
-		if l.Loopback || slices.Contains(exclude, l.Name) {
-			skip[l.Index] = true
-		}
-	}
-	all, err := c.addresses()
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, a := range all {
-		ip := a.Prefix.Addr()
-		if skip[a.Index] || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
-			continue
-		}
-		out = append(out, ip)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out), nil
 }

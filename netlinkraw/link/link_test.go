@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/sys/unix"
 
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
@@ -171,24 +172,6 @@ func TestDummyKernel(t *testing.T) {
 	}
 }
 
-// TestDummyNodeAddressesKernel: VIPs on the dummy are not node addresses.
-func TestDummyNodeAddressesKernel(t *testing.T) {
-	c, ns := dial(t)
-	dummy(t, c)
-	veth(t, ns, "eth0")
-	ns.MustRun(t, "ip", "addr", "add", "192.0.2.10/24", "dev", "eth0")
-	if err := c.AddAddresses(link.DefaultDummy, []netip.Addr{netip.MustParseAddr("10.96.0.10")}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.NodeAddresses(link.DefaultDummy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff([]netip.Addr{netip.MustParseAddr("192.0.2.10")}, got, cmpAddr); d != "" {
-		t.Errorf("NodeAddresses -want +got:\n%s", d)
-	}
-}
-
 // TestAddressesKernel runs the address operations on a veth link, which
 // the build machines' kernel has, standing in for the dummy.
 func TestAddressesKernel(t *testing.T) {
@@ -197,30 +180,35 @@ func TestAddressesKernel(t *testing.T) {
 	exerciseAddresses(t, c, "vips0", 1000)
 }
 
-func TestNodeAddressesKernel(t *testing.T) {
+// TestListAddressesKernel: every address of every link, with its link's
+// index (addrwatch chooses the node's among them).
+func TestListAddressesKernel(t *testing.T) {
 	c, ns := dial(t)
 	veth(t, ns, "eth0")
-	veth(t, ns, "kipvs0")
-	ns.MustRun(t, "ip", "link", "set", "eth0", "up")
 	ns.MustRun(t, "ip", "addr", "add", "192.0.2.10/24", "dev", "eth0")
 	ns.MustRun(t, "ip", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
-	ns.MustRun(t, "ip", "addr", "add", "198.51.100.1/32", "dev", "kipvs0")
-	ns.MustRun(t, "ip", "addr", "add", "127.0.0.2/8", "dev", "lo")
-	got, err := c.NodeAddresses("kipvs0")
+	eth0, err := c.LinkByName("eth0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}
-	if d := cmp.Diff(want, got, cmpAddr); d != "" {
-		t.Errorf("NodeAddresses -want +got:\n%s", d)
-	}
-	// Without the exclusion, the second link's address counts.
-	got, err = c.NodeAddresses()
+	lo, err := c.LinkByName("lo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 {
-		t.Errorf("NodeAddresses() = %v, want 3 addresses", got)
+	got, err := c.ListAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []link.Addr{
+		{Prefix: netip.MustParsePrefix("127.0.0.1/8"), Index: lo.Index},
+		{Prefix: netip.MustParsePrefix("192.0.2.10/24"), Index: eth0.Index},
+		{Prefix: netip.MustParsePrefix("::1/128"), Index: lo.Index},
+		{Prefix: netip.MustParsePrefix("2001:db8::10/64"), Index: eth0.Index},
+	}
+	byAddr := cmpopts.SortSlices(func(a, b link.Addr) bool { return a.Prefix.Addr().Less(b.Prefix.Addr()) })
+	// eth0 is down: no IPv6 link-local address comes.
+	if d := cmp.Diff(want, got, byAddr, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+		t.Errorf("ListAddresses -want +got:\n%s", d)
 	}
 }
 
@@ -236,12 +224,14 @@ func TestNamespaceIsolation(t *testing.T) {
 	if _, err := c2.LinkByName("vips0"); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("the other namespace sees vips0: %v", err)
 	}
-	got, err := c2.NodeAddresses()
+	got, err := c2.ListAddresses()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 0 {
-		t.Errorf("the other namespace has node addresses %v", got)
+	for _, a := range got {
+		if !a.Prefix.Addr().IsLoopback() {
+			t.Errorf("the other namespace has address %v", a.Prefix)
+		}
 	}
 	links, err := c2.Links()
 	if err != nil {

@@ -113,24 +113,24 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // ProxierConfig is the Proxier's configuration from the runtime's: IPv6
 // too when the node has an IPv6 address (build also enables it when the
-// node can run ip6tables, see ipv6Usable); node ports on the node addresses
-// in --nodeport-addresses for the families it names, else on every local
-// address.
+// node can run ip6tables, see ipv6Usable); node ports on the selected node
+// addresses (Env.NodePorts) in the families --nodeport-addresses
+// restricts, else on every local address. The node's IP of a family (load
+// balancer source ranges) is --bind-address's, else --node-address's, else
+// the first selected.
 func ProxierConfig(env runtime.Env) iptables.Config {
 	c := env.Config
 	nodeIPs := c.NodeAddresses
 	if len(nodeIPs) == 0 {
-		nodeIPs = env.NodeAddresses
+		nodeIPs = env.NodePorts.Addrs
 	}
-	cfg := iptables.Config{
-		IPv4: true, IPv6: slices.ContainsFunc(env.NodeAddresses, netip.Addr.Is6) || slices.ContainsFunc(nodeIPs, netip.Addr.Is6),
+	nodeIPs = append(runtime.PrimaryIPs(nil, c.BindAddress), nodeIPs...)
+	return iptables.Config{
+		IPv4: true, IPv6: slices.ContainsFunc(env.NodePorts.Addrs, netip.Addr.Is6) || slices.ContainsFunc(nodeIPs, netip.Addr.Is6),
 		MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs,
 		NodeIPs: nodeIPs, SyncPeriod: c.SyncPeriod, DryRun: env.DryRun,
+		NodePortCIDRs: env.NodePorts.CIDRs, NodePortIPs: env.NodePorts.Addrs,
 	}
-	if len(c.NodePortAddresses) > 0 {
-		cfg.NodePortCIDRs, cfg.NodePortIPs = c.NodePortAddresses, env.NodeAddresses
-	}
-	return cfg
 }
 
 // ipv6Usable reports whether ip6tables works on this node (either
@@ -162,8 +162,8 @@ func build(env runtime.Env) (runtime.Built, error) {
 		}
 		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync}}, nil
 	}
-	if len(env.Config.NodePortAddresses) > 0 && len(env.NodeAddresses) == 0 {
-		return runtime.Built{}, errors.New("--nodeport-addresses: no node address is in these CIDRs")
+	if len(env.NodePorts.CIDRs) > 0 && !slices.ContainsFunc(env.NodePorts.Addrs, env.NodePorts.Restricted) {
+		env.Log.Warn("no node address is in --nodeport-addresses yet: NodePorts are served once one is added", "cidrs", env.NodePorts.CIDRs)
 	}
 	if ok, err := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: xtables.NFT}, iptables.LinuxKernelCompatTester{}); !ok {
 		if ok, err2 := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: xtables.Legacy}, iptables.LinuxKernelCompatTester{}); !ok {
@@ -236,6 +236,12 @@ func (c *Controller) Snapshot(s *client.Snapshot) {
 	c.noLocal = noLocalEndpoints(s)
 	c.report(start, s.Len(), st, err)
 }
+
+var _ runtime.NodePortsSetter = (*Controller)(nil)
+
+// SetNodePorts takes the node addresses NodePorts are served on
+// (runtime.NodePortsSetter): the next sync rewrites the node-port rules.
+func (c *Controller) SetNodePorts(n runtime.NodePorts) { c.P.SetNodePorts(n.CIDRs, n.Addrs) }
 
 // Resync is the periodic full sync: it repairs drift.
 func (c *Controller) Resync() runtime.SyncStats {

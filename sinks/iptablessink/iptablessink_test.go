@@ -161,14 +161,16 @@ func TestProxierConfig(t *testing.T) {
 		env  runtime.Env
 		want iptables.Config
 	}{
-		{"IPv4 node", runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, NodeAddresses: []netip.Addr{v4}},
-			iptables.Config{IPv4: true, MasqueradeBit: 14, NodeIPs: []netip.Addr{v4}}},
-		{"dual-stack node, --nodeport-addresses", runtime.Env{Config: runtime.Config{MasqueradeBit: 3, MasqueradeAll: true,
-			NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00::/64")}}, NodeAddresses: []netip.Addr{v6}},
+		{"IPv4 node", runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
+			iptables.Config{IPv4: true, MasqueradeBit: 14, NodeIPs: []netip.Addr{v4}, NodePortIPs: []netip.Addr{v4}}},
+		{"dual-stack node, --nodeport-addresses", runtime.Env{Config: runtime.Config{MasqueradeBit: 3, MasqueradeAll: true},
+			NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00::/64")}, Addrs: []netip.Addr{v6}}},
 			iptables.Config{IPv4: true, IPv6: true, MasqueradeBit: 3, MasqueradeAll: true, NodeIPs: []netip.Addr{v6},
 				NodePortCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00::/64")}, NodePortIPs: []netip.Addr{v6}}},
-		{"--node-address wins for NodeIPs", runtime.Env{Config: runtime.Config{NodeAddresses: []netip.Addr{v4, v6}}, NodeAddresses: []netip.Addr{v4}},
-			iptables.Config{IPv4: true, IPv6: true, NodeIPs: []netip.Addr{v4, v6}}},
+		{"--node-address wins for NodeIPs", runtime.Env{Config: runtime.Config{NodeAddresses: []netip.Addr{v4, v6}}, NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
+			iptables.Config{IPv4: true, IPv6: true, NodeIPs: []netip.Addr{v4, v6}, NodePortIPs: []netip.Addr{v4}}},
+		{"--bind-address first for NodeIPs", runtime.Env{Config: runtime.Config{BindAddress: netip.MustParseAddr("192.168.1.20")}, NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
+			iptables.Config{IPv4: true, NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.1.20"), v4}, NodePortIPs: []netip.Addr{v4}}},
 	}
 	for _, tt := range tests {
 		got := ProxierConfig(tt.env)

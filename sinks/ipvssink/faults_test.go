@@ -60,7 +60,8 @@ func (n *fakeNode) start(t testing.TB, mk Make, addrs ...netip.Addr) {
 	n.node = n.Reader(k, addrs...)
 	n.ctl = mk(Deps{Render: render.Config{Scheduler: "rr", NodeAddresses: addrs, Families: n.Families},
 		Applier: kernelApplier(k), Reader: countedReader{n}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnSync: func(s dataplane.SyncStats) { n.stats = append(n.stats, s) }})
+		OnSync:        func(s dataplane.SyncStats) { n.stats = append(n.stats, s) },
+		NodeAddresses: func(a []netip.Addr) { n.node.Cfg.NodeAddresses = a }})
 }
 
 // services returns n ClusterIP services (the i-th with a NodePort when i

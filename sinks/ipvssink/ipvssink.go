@@ -7,7 +7,6 @@ package ipvssink
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
 	"github.com/proxysinks/proxysinks/fullstate"
+	"github.com/proxysinks/proxysinks/host/addrwatch"
 	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/host/xtables"
@@ -40,6 +40,11 @@ type Deps struct {
 	// Repair, when set, repairs the node's drift (dataplane.Node.Repair)
 	// before every resync (nil in a dry run).
 	Repair func() ([]string, error)
+	// NodeAddresses, when set, hands the node's setup and reader the
+	// addresses NodePorts are served on when they change
+	// (dataplane.NodeConfig.NodeAddresses: node ports adopted from
+	// kube-proxy are recognised on them).
+	NodeAddresses func([]netip.Addr)
 }
 
 // resyncer is what the adapter needs of an IPVS controller besides its
@@ -48,6 +53,7 @@ type resyncer interface {
 	Resync() dataplane.SyncStats
 	Retry() dataplane.SyncStats
 	StartResync() (read func() (finish func() dataplane.SyncStats))
+	SetNodeAddresses([]netip.Addr)
 }
 
 // adapter adapts an IPVS controller to the runtime: snapshot hands it a
@@ -60,6 +66,18 @@ type adapter struct {
 
 // Snapshot hands the controller a snapshot (runtime.Controller).
 func (a adapter) Snapshot(s *client.Snapshot) { a.snapshot(s) }
+
+var _ runtime.NodePortsSetter = adapter{}
+
+// SetNodePorts hands the controller, and the node's setup and reader, the
+// addresses NodePorts are served on (runtime.NodePortsSetter); the next
+// snapshot programs them.
+func (a adapter) SetNodePorts(n runtime.NodePorts) {
+	a.c.SetNodeAddresses(n.Addrs)
+	if a.d.NodeAddresses != nil {
+		a.d.NodeAddresses(n.Addrs)
+	}
+}
 
 // Resync repairs the node (Deps.Repair), then resyncs the controller; a
 // repair error joins the resync's (runtime.Controller).
@@ -127,11 +145,11 @@ func cleanup(c runtime.Config, log *slog.Logger) error {
 	addrs := c.NodeAddresses
 	if len(addrs) == 0 {
 		// Node ports kube-proxy left are recognised on the node's addresses.
-		if addrs, err = s.links.NodeAddresses(link.DefaultDummy); err != nil {
-			return fmt.Errorf("list node addresses: %w", err)
+		if addrs, err = addrwatch.List(addrwatch.Config{Exclude: []string{link.DefaultDummy}}); err != nil {
+			return err
 		}
 	}
-	addrs = c.NodePortFilter(addrs)
+	addrs = c.SelectNodePorts(addrs, runtime.PrimaryIPs(nil, c.BindAddress)).Addrs
 	node := &dataplane.Node{Cfg: nodeConfig(c, config(c), addrs, dataplane.HostFamilies(HostSysctl)), Kernel: s.kernel(dataplane.BindAddresses), Log: log}
 	removed, err := node.Cleanup()
 	log.Info("removed", "objects", removed)
@@ -167,7 +185,7 @@ func renderConfig(ic Config, addrs []netip.Addr, s kernel.Sysctl) render.Config 
 // printer only.
 func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	c, ic := env.Config, config(env.Config)
-	rc := renderConfig(ic, env.NodeAddresses, HostSysctl)
+	rc := renderConfig(ic, env.NodePorts.Addrs, HostSysctl)
 	var onSync func(dataplane.SyncStats)
 	if env.OnSync != nil {
 		onSync = func(st dataplane.SyncStats) { env.OnSync(syncStats(st)) }
@@ -198,7 +216,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	closers = append(closers, reads.close)
 	k := writes.kernel(ic.VIPBinding)
-	node := &dataplane.Node{Cfg: nodeConfig(c, ic, env.NodeAddresses, rc.Families), Kernel: k, Log: env.Log}
+	node := &dataplane.Node{Cfg: nodeConfig(c, ic, env.NodePorts.Addrs, rc.Families), Kernel: k, Log: env.Log}
 	if err := node.Setup(); err != nil {
 		closeAll()
 		return runtime.Built{}, err
@@ -217,7 +235,8 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		applier.Conntrack = ct
 	}
 	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair})
+	setAddrs := func(addrs []netip.Addr) { node.Cfg.NodeAddresses, reader.Cfg.NodeAddresses = addrs, addrs }
+	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair, NodeAddresses: setAddrs})
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }
 	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
 }

@@ -106,6 +106,7 @@ func sharedHead(mode string) []Field {
 		{Name: "metricsBindAddress", Class: Honoured, Flag: "metrics-bind-address"},
 		{Name: "clientConnection.kubeconfig", Class: Honoured, Flag: "kubeconfig"},
 		{Name: "nodePortAddresses", Class: Honoured, Flag: "nodeport-addresses"},
+		{Name: "bindAddress", Class: Honoured, Flag: "bind-address"},
 		{Name: "clusterCIDR", Class: Honoured, Flag: "cluster-cidr"},
 		{Name: "detectLocalMode", Class: Honoured, Value: func(v any) (string, error) {
 			switch m := v.(v1alpha1.LocalMode); m {
@@ -150,7 +151,6 @@ var sharedTail = []Field{
 		Paths: []string{"clientConnection.qps", "clientConnection.burst", "clientConnection.contentType", "clientConnection.acceptContentTypes"}},
 	{Name: "oomScoreAdj", Class: Ignored, Why: "set it in the DaemonSet"},
 	{Name: "featureGates", Class: Ignored, Why: "the sinks have no feature gates"},
-	{Name: "bindAddress", Class: Ignored, Why: "deprecated in kube-proxy"},
 	{Name: "bindAddressHardFail", Class: Ignored, Why: "a bind failure is always fatal"},
 	{Name: "enableProfiling", Class: Ignored, Why: "no profiling endpoint"},
 	{Name: "configSyncPeriod", Class: Ignored, Why: "informers do not resync"},

@@ -257,3 +257,25 @@ func TestTableEntries(t *testing.T) {
 		t.Errorf("warnings %q, want %q", warnings, want)
 	}
 }
+
+// TestSettingsPrimary: nodePortAddresses' primary keyword passes to
+// --nodeport-addresses as it is, and bindAddress, which primary reads,
+// sets --bind-address (it was ignored as deprecated).
+func TestSettingsPrimary(t *testing.T) {
+	const body = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbindAddress: 192.168.7.2\nnodePortAddresses: [primary, 10.0.0.0/8]\n"
+	cfg, warnings, err := Decode([]byte(body), "primary.yaml")
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("Decode: %v, warnings %v", err, warnings)
+	}
+	got, warnings, err := Settings(cfg, Table("ipvs", testMode), allFlags)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("Settings: %v, warnings %v", err, warnings)
+	}
+	want := []Setting{
+		{"nodePortAddresses", "nodeport-addresses", "primary,10.0.0.0/8"},
+		{"bindAddress", "bind-address", "192.168.7.2"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Settings (-want +got):\n%s", diff)
+	}
+}

@@ -21,18 +21,26 @@ type Config struct {
 	// Cleanup asks the sink to remove what it programs and exit.
 	Cleanup bool
 
-	NodeName          string
-	NodeAddresses     []netip.Addr
+	NodeName      string
+	NodeAddresses []netip.Addr
+	// NodePortAddresses are the CIDRs of --nodeport-addresses, its
+	// localhost and all keywords expanded; NodePortPrimary is set when it
+	// holds primary (SelectNodePorts).
 	NodePortAddresses []netip.Prefix
-	MasqueradeAll     bool
-	MasqueradeBit     int
-	ClusterCIDRs      []netip.Prefix
-	SyncPeriod        time.Duration
-	MinSyncPeriod     time.Duration
-	MetricsAddress    string
-	HealthzAddress    string
-	LogFormat         string
-	LogLevel          string
+	NodePortPrimary   bool
+	// BindAddress is --bind-address (kube-proxy's bindAddress): the
+	// node's primary IP of its family, when valid and not unspecified
+	// (PrimaryIPs).
+	BindAddress    netip.Addr
+	MasqueradeAll  bool
+	MasqueradeBit  int
+	ClusterCIDRs   []netip.Prefix
+	SyncPeriod     time.Duration
+	MinSyncPeriod  time.Duration
+	MetricsAddress string
+	HealthzAddress string
+	LogFormat      string
+	LogLevel       string
 	// SinkConfig is what the sink's own flags set (Sink.Parse's result;
 	// nil for a sink without any).
 	SinkConfig any
@@ -55,7 +63,8 @@ func sharedFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "cleanup", EnvVars: EnvVars("cleanup"), Usage: "remove every kernel object the sink owns and exit (sinks that support it)"},
 		&cli.StringFlag{Name: "node-name", Aliases: []string{"hostname-override"}, EnvVars: EnvVars("node-name"), Usage: "this node's `name` (endpoints on it are local); default: the host name"},
 		&cli.StringSliceFlag{Name: "node-address", EnvVars: EnvVars("node-address"), Usage: "`address` to serve NodePorts on (repeatable or comma-separated); default: the node's addresses"},
-		&cli.StringSliceFlag{Name: "nodeport-addresses", EnvVars: EnvVars("nodeport-addresses"), Usage: "serve NodePorts only on node addresses in these `CIDRs`"},
+		&cli.StringSliceFlag{Name: "nodeport-addresses", EnvVars: EnvVars("nodeport-addresses"), Usage: "serve NodePorts only on node addresses in these `CIDRs` (per IP family: a family none is of is served on all its addresses), or the keywords primary (the node's primary IPs: --bind-address, else the Node's first InternalIP, else ExternalIP, per family), localhost, all; followed live as addresses come and go"},
+		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", EnvVars: EnvVars("bind-address"), Usage: "the node's primary `IP` of its family, for --nodeport-addresses=primary (kube-proxy's --bind-address; binds nothing); 0.0.0.0 or :: means the Node's addresses"},
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: EnvVars("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.IntFlag{Name: "masquerade-bit", Aliases: []string{"iptables-masquerade-bit"}, Value: 14, EnvVars: EnvVars("masquerade-bit"), Usage: "fwmark `bit` marking packets to masquerade, 0 to 31"},
 		&cli.StringSliceFlag{Name: "cluster-cidr", EnvVars: EnvVars("cluster-cidr"), Usage: "pod network `CIDR`s; cluster-IP traffic from outside them is masqueraded"},
@@ -180,8 +189,13 @@ func sharedConfig(c *cli.Context) (Config, error) {
 	if cfg.NodeAddresses, err = parseAddrs("node-address", c.StringSlice("node-address")); err != nil {
 		return cfg, err
 	}
-	if cfg.NodePortAddresses, err = ParsePrefixes("nodeport-addresses", c.StringSlice("nodeport-addresses")); err != nil {
+	if cfg.NodePortAddresses, cfg.NodePortPrimary, err = parseNodePortAddresses(c.StringSlice("nodeport-addresses")); err != nil {
 		return cfg, err
+	}
+	if b := c.String("bind-address"); b != "" {
+		if cfg.BindAddress, err = netip.ParseAddr(b); err != nil {
+			return cfg, fmt.Errorf("--bind-address: %q is not an IP address", b)
+		}
 	}
 	if cfg.ClusterCIDRs, err = ParsePrefixes("cluster-cidr", c.StringSlice("cluster-cidr")); err != nil {
 		return cfg, err
@@ -233,22 +247,4 @@ func periodsAndAddressesOK(cfg Config) error {
 		return fmt.Errorf("--log-level: %q is not debug, info, warn or error", cfg.LogLevel)
 	}
 	return nil
-}
-
-// NodePortFilter returns the addresses of addrs in --nodeport-addresses
-// (all when the flag is not given).
-func (c Config) NodePortFilter(addrs []netip.Addr) []netip.Addr {
-	if len(c.NodePortAddresses) == 0 {
-		return addrs
-	}
-	var out []netip.Addr
-	for _, a := range addrs {
-		for _, p := range c.NodePortAddresses {
-			if p.Contains(a) {
-				out = append(out, a)
-				break
-			}
-		}
-	}
-	return out
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -23,9 +22,9 @@ import (
 // take this state as the whole cluster) or an invalid object (skipped).
 // The API source is waited for at most DryRunWait. The error lists the
 // source's errors, one per line, then the verdict.
-func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source, sink Sink, stdout io.Writer, log *slog.Logger) error {
+func dryRun(ctx context.Context, c Config, nodes *nodeAddrs, src client.Source, sink Sink, stdout io.Writer, log *slog.Logger) error {
 	var last error
-	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, DryRun: stdout,
+	b, err := sink.New(Env{Config: c, NodePorts: nodes.cur, Log: log, DryRun: stdout,
 		OnSync: func(st SyncStats) { last = st.Err }})
 	if err != nil {
 		return err
@@ -38,6 +37,9 @@ func dryRun(ctx context.Context, c Config, addrs []netip.Addr, src client.Source
 		return err
 	}
 	if snap != nil {
+		if s, ok := b.Controller.(NodePortsSetter); ok && nodes.setNode(snap.Node) {
+			s.SetNodePorts(nodes.cur)
+		}
 		b.Controller.Snapshot(snap)
 	}
 	st, objErrs := src.Stats(), src.Errors()

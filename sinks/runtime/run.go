@@ -24,6 +24,10 @@ type running struct {
 	services *healthcheck.ServiceServer
 	syncs    *syncRecorder
 	closers  []func()
+	// nodes selects where NodePorts are served; last is the snapshot
+	// last handed to the controller (handed again when it changes).
+	nodes *nodeAddrs
+	last  *client.Snapshot
 }
 
 // component is the source of the runtime's Events.
@@ -31,13 +35,13 @@ const component = "proxysinks"
 
 // start builds what a running sink serves and its controller, and starts
 // the HTTP servers.
-func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []netip.Addr, log *slog.Logger) (*running, error) {
+func start(ctx context.Context, c Config, sink Sink, src client.Source, nodes *nodeAddrs, log *slog.Logger) (*running, error) {
 	metrics := httpserve.NewMetrics()
 	metrics.WatchSource(src.Stats)
 	health := newHealth(c, src)
 	handler := httpserve.Handler(metrics, health, sink.Mode)
 	quarantined := newQuarantineReport(log, metrics.Registry)
-	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined}}
+	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined}, nodes: nodes}
 	if ks, ok := src.(*kube.Source); ok {
 		// Events on the Services whose objects the kernel refuses.
 		ev := newKubeEvents(ks.Clientset(), component, c.NodeName)
@@ -45,9 +49,9 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []
 		r.closers = append(r.closers, ev.close)
 	}
 	r.services = healthcheck.NewServiceServer(healthcheck.ServiceConfig{
-		IPv4: true, IPv6: ipv6Supported(), Addresses: c.healthCheckAddresses(addrs), Health: health, Log: log})
+		IPv4: true, IPv6: ipv6Supported(), Addresses: nodes.healthCheckAddresses(), Health: health, Log: log})
 	r.closers = append(r.closers, r.services.Close)
-	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: r.syncs.synced, Registry: metrics.Registry})
+	b, err := sink.New(Env{Config: c, NodePorts: nodes.cur, Log: log, OnSync: r.syncs.synced, Registry: metrics.Registry})
 	if err != nil {
 		r.close()
 		return nil, err
@@ -57,7 +61,7 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []
 		r.closers = append(r.closers, b.Close)
 	}
 	r.syncs.countSyscalls(b.Syscalls)
-	log.Info("node ready", "node", c.NodeName, "nodeport-addresses", addrs, "mode", sink.Mode)
+	log.Info("node ready", "node", c.NodeName, "nodeport-addresses", nodes.cur.Addrs, "mode", sink.Mode)
 	if err := httpserve.Serve(ctx, c.MetricsAddress, handler, log); err != nil {
 		r.close()
 		return nil, err
@@ -117,6 +121,8 @@ func (r *running) loop(ctx context.Context) error {
 	// resyncRead delivers the finish of a split resync whose read runs;
 	// nil when none does.
 	var resyncRead chan func() SyncStats
+	addrs := make(chan []netip.Addr, 1)
+	go r.nodes.follow(ctx, addrs, r.log)
 	for {
 		if retrier != nil {
 			retry.arm(r.syncs.quarantine.nextRetry())
@@ -125,6 +131,9 @@ func (r *running) loop(ctx context.Context) error {
 		case <-retry.C():
 			retry.fired()
 			retrier.Retry()
+		case a := <-addrs:
+			r.nodes.setLocal(a)
+			r.nodePortsChanged(resyncRead != nil, true)
 		case <-watchTick.C:
 			watch.check()
 		case <-ctx.Done():
@@ -137,6 +146,9 @@ func (r *running) loop(ctx context.Context) error {
 		case p := <-h.ch:
 			r.syncs.handedOver(p)
 			r.syncs.quarantine.snapshot(p.s)
+			r.nodes.setNode(p.s.Node)
+			r.nodePortsChanged(resyncRead != nil, false)
+			r.last = p.s
 			r.ctl.Snapshot(p.s)
 			resync.synced()
 			// Errors are logged by the server, and retried at every
@@ -150,6 +162,7 @@ func (r *running) loop(ctx context.Context) error {
 			resyncRead = nil
 			finish()
 			resync.resynced()
+			r.nodePortsChanged(false, true)
 		}
 	}
 }

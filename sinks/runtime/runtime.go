@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,7 +27,6 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
-	"github.com/proxysinks/proxysinks/netlinkraw/link"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
@@ -53,10 +51,11 @@ type SplitResyncer interface {
 // Env is what a controller is built from.
 type Env struct {
 	Config Config
-	// NodeAddresses are the node's addresses that serve NodePorts (the
-	// flags', or the node's, filtered by --nodeport-addresses).
-	NodeAddresses []netip.Addr
-	Log           *slog.Logger
+	// NodePorts is where NodePorts are served at start (the flags', or
+	// the node's, addresses selected by --nodeport-addresses); a
+	// NodePortsSetter controller gets the later ones.
+	NodePorts NodePorts
+	Log       *slog.Logger
 	// OnSync must be called after every sync (metrics, health).
 	OnSync func(SyncStats)
 	// DryRun, when not nil, is where a dry run prints the kernel
@@ -200,31 +199,6 @@ func (c Config) source(needs client.Needs, log *slog.Logger) (client.Source, err
 	}
 }
 
-// nodeAddresses returns the flags' node addresses, or the node's (all but
-// those of the links exclude names); in a dry run a failure to list them
-// is not one.
-func (c Config) nodeAddresses(exclude []string) ([]netip.Addr, error) {
-	addrs := c.NodeAddresses
-	if len(addrs) == 0 {
-		l, err := link.Dial(nil)
-		if err != nil {
-			if c.DryRun {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("list node addresses: %w", err)
-		}
-		addrs, err = l.NodeAddresses(exclude...)
-		l.Close()
-		if err != nil {
-			if c.DryRun {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("list node addresses: %w", err)
-		}
-	}
-	return c.NodePortFilter(addrs), nil
-}
-
 // Run runs a sink until ctx ends.
 func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.Logger) error {
 	if c.NodeName == "" {
@@ -234,33 +208,27 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		}
 		c.NodeName = h
 	}
-	src, err := c.source(sink.Needs, log)
+	needs := sink.Needs
+	// primary follows the Node's addresses.
+	needs.Node = needs.Node || c.NodePortPrimary
+	src, err := c.source(needs, log)
 	if err != nil {
 		return err
 	}
-	addrs, err := c.nodeAddresses(sink.ExcludeLinks)
+	nodes, err := startNodeAddrs(c, sink.ExcludeLinks, !c.DryRun)
 	if err != nil {
 		return err
 	}
+	defer nodes.close()
 	if c.DryRun {
-		return dryRun(ctx, c, addrs, src, sink, stdout, log)
+		return dryRun(ctx, c, nodes, src, sink, stdout, log)
 	}
-	r, err := start(ctx, c, sink, src, addrs, log)
+	r, err := start(ctx, c, sink, src, nodes, log)
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	return r.loop(ctx)
-}
-
-// healthCheckAddresses returns where health-check node ports listen: on
-// the node addresses serving NodePorts when --nodeport-addresses narrows
-// them, else on every address (kube-proxy's rule).
-func (c Config) healthCheckAddresses(nodePortAddrs []netip.Addr) []netip.Addr {
-	if len(c.NodePortAddresses) == 0 {
-		return nil
-	}
-	return nodePortAddrs
 }
 
 // ipv6Supported reports whether this host can open IPv6 sockets.
