@@ -92,7 +92,18 @@ func hostileEtcd() []HostileObject {
 		v4("h-policy-bogus", "10.244.5.24"),
 		svcObj(ViaAPI, "IPv4-mapped endpoint address in an IPv6 slice (item 5)", hsvc("h-mapped-ep", 25, dualStack("fd00:96::1325"))),
 		v4("h-mapped-ep", "10.244.5.25"),
-		{Via: ViaEtcd, Class: "IPv4-mapped endpoint address in an IPv6 slice (item 5)", Slice: mapped},
+		// kube-proxy's iptables mode writes the mapped address as the IPv4
+		// address into ip6tables rules: ip6tables-restore fails ("host/network
+		// `10.244.5.26' not found") and so does every IPv6 sync.
+		{Via: ViaEtcd, Class: "IPv4-mapped endpoint address in an IPv6 slice (item 5)", Slice: mapped, KubeProxyFails: []string{"iptables"}},
+		// kube-proxy's iptables mode writes "-m bogus -p bogus": every IPv4
+		// restore fails.
+		{Via: ViaEtcd, Class: "unknown protocol beside a TCP port", Service: hsvc("h-proto-bogus", 28, func(s *corev1.ServiceSpec) {
+			bogus := hostilePort(0)
+			bogus.Name, bogus.Protocol, bogus.Port = "bogus", "BOGUS", 81
+			s.Ports = append(s.Ports, bogus)
+		}), KubeProxyFails: []string{"iptables"}},
+		v4("h-proto-bogus", "10.244.5.28"),
 		svcObj(ViaEtcd, "loopback external IP", hsvc("h-ext-loopback", 26, func(s *corev1.ServiceSpec) { s.ExternalIPs = []string{"127.0.0.1"} })),
 		v4("h-ext-loopback", "10.244.5.27"),
 	}

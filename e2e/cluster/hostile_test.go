@@ -16,7 +16,7 @@ import (
 func TestLoadHostile(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{NoControllerManager: true})
 	ctx := ctxFor(t, 2*time.Minute)
-	cluster.LoadHostile(t, ctx, c)
+	cluster.LoadHostile(t, ctx, c, "ipvs")
 	svcs, err := c.Admin.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
