@@ -85,6 +85,7 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 	if errs := errorLines(p.log.String(), 20); errs != "" {
 		t.Logf("%s logged errors (the first 20):\n%s", name, errs)
 	}
+	prev[cluster.SectionErrors] = cluster.Normalize(cluster.SectionErrors, p.log.String(), false)
 	chains := map[string]map[string][]string{}
 	for section, out := range raw {
 		chains[section] = cluster.Chains(section, out, true)
