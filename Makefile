@@ -57,7 +57,7 @@ test-vm:
 
 ## test-long: the VM tests test-vm skips to keep make test under 30 minutes from a cold Go cache
 ## (e2e/vmtests: the kernel hostile suite, ipvs-fullstate's real-API node cases, the IPVS kube-proxy
-## differential on the hostile cluster)
+## differential on the hostile cluster; about 12 minutes)
 test-long: deps
 	PROXYSINKS_VM_LONG=1 PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 60m -v -run '^(TestHostileKernelVM|TestNodeE2EAPIVM|TestKubeProxyHostileDifferentialVM)$$' ./e2e/vmtests/
 
