@@ -56,9 +56,10 @@ test-vm:
 	PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 60m -v $(VM_PKGS)
 
 ## test-long: the VM tests test-vm skips to keep make test under 30 minutes from a cold Go cache
-## (e2e/vmtests: the kernel hostile suite, ipvs-fullstate's real-API node cases; about 8 minutes)
+## (e2e/vmtests: the kernel hostile suite, ipvs-fullstate's real-API node cases, the IPVS kube-proxy
+## differential on the hostile cluster; about 12 minutes)
 test-long: deps
-	PROXYSINKS_VM_LONG=1 PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 60m -v -run '^(TestHostileKernelVM|TestNodeE2EAPIVM)$$' ./e2e/vmtests/
+	PROXYSINKS_VM_LONG=1 PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 60m -v -run '^(TestHostileKernelVM|TestNodeE2EAPIVM|TestKubeProxyHostileDifferentialVM)$$' ./e2e/vmtests/
 
 ## bench: benchmarks (fakes and host kernel in a netns), then the VM benchmarks
 bench:

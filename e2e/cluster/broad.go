@@ -21,12 +21,18 @@ const (
 // BroadNode and another node, and BroadShapes.
 func Broad(t testing.TB, ctx context.Context, c *Cluster) {
 	t.Helper()
+	BroadNodes(t, ctx, c)
+	CreateShapes(t, ctx, c, BroadShapes())
+}
+
+// BroadNodes creates BroadNode (zone-a) and node-b (zone-b, 192.168.50.11).
+func BroadNodes(t testing.TB, ctx context.Context, c *Cluster) {
+	t.Helper()
 	for _, n := range []struct{ name, zone, addr string }{{BroadNode, "zone-a", BroadNodeIP}, {"node-b", "zone-b", "192.168.50.11"}} {
 		if err := c.CreateNode(ctx, n.name, n.zone, n.addr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	CreateShapes(t, ctx, c, BroadShapes())
 }
 
 // BroadShapes are every service shape the sinks handle (ClusterIP with

@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -257,6 +256,16 @@ func (c *Cluster) StopAPIServer() {
 	c.api.stop()
 }
 
+// RestartAPIServer stops kube-apiserver and starts it again on the same
+// port and data with flags as its extra flags (in place of
+// Options.APIServerFlags), for example a feature gate switched off.
+func (c *Cluster) RestartAPIServer(flags ...string) {
+	c.t.Helper()
+	c.StopAPIServer()
+	c.opt.APIServerFlags = flags
+	c.StartAPIServer()
+}
+
 // waitReady polls /readyz until it answers 200.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -456,40 +465,4 @@ func poll(ctx context.Context, f func() (bool, error)) error {
 		case <-t.C:
 		}
 	}
-}
-
-// CompactEtcd compacts etcd's history up to its current revision (through
-// etcd's JSON gateway), so that watches from an older resource version can
-// only be answered from an apiserver's watch cache. It returns the revision.
-func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
-	base := fmt.Sprintf("http://127.0.0.1:%d/v3/kv/", c.etcdPort)
-	post := func(path, body string, out any) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return fmt.Errorf("cluster: etcd %s: %w", path, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("cluster: etcd %s: %s", path, resp.Status)
-		}
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	var r struct {
-		Header struct {
-			Revision string `json:"revision"`
-		} `json:"header"`
-	}
-	if err := post("range", `{"key":"AA=="}`, &r); err != nil {
-		return 0, err
-	}
-	rev, err := strconv.ParseInt(r.Header.Revision, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cluster: etcd revision %q: %w", r.Header.Revision, err)
-	}
-	var ignored map[string]any
-	if err := post("compaction", fmt.Sprintf(`{"revision":"%d","physical":true}`, rev), &ignored); err != nil {
-		return 0, err
-	}
-	return rev, nil
 }

@@ -20,19 +20,21 @@ const (
 	SectionAddrs    = "kube-ipvs0"        // ip -o addr show dev kube-ipvs0
 	SectionIPTables = "iptables"          // iptables-save (the nft backend, which both proxies use in the VM)
 	SectionIP6      = "ip6tables"         // ip6tables-save
+	SectionErrors   = "errors"            // the proxy's ERROR log lines (ErrorLine)
 	sectionEnd      = "end"               //
 	sectionPrefix   = "=== "              //
 	captureStart    = "=== capture-start" // what precedes the sections
 )
 
 // CaptureScript is guest shell code printing the sections that
-// ParseCapture reads.
+// ParseCapture reads (the proxy's log is /tmp/proxy.log).
 const CaptureScript = `echo '` + captureStart + `'
 echo '=== ` + SectionIPVS + `'; ipvsadm -Sn
 echo '=== ` + SectionIPSet + `'; ipset save
 echo '=== ` + SectionAddrs + `'; ip -o addr show dev kube-ipvs0 2>/dev/null
 echo '=== ` + SectionIPTables + `'; iptables-save
 echo '=== ` + SectionIP6 + `'; ip6tables-save
+echo '=== ` + SectionErrors + `'; grep -h 'level=ERROR' /tmp/proxy.log 2>/dev/null
 echo '=== ` + sectionEnd + `'
 `
 
@@ -105,6 +107,8 @@ func normalize(section, line string, table *string, keepComments bool) (string, 
 			return m[1], true
 		}
 		return "", false
+	case SectionErrors:
+		return ErrorLine(line)
 	case SectionIPTables, SectionIP6:
 		switch {
 		case strings.HasPrefix(line, "#"), line == "COMMIT":
@@ -122,6 +126,28 @@ func normalize(section, line string, table *string, keepComments bool) (string, 
 		return *table + " " + counters.ReplaceAllString(line, ""), true
 	}
 	return "", false
+}
+
+// errorFields are the msg and error fields of a log/slog text line.
+var errorFields = regexp.MustCompile(`\b(msg|error)=("(?:[^"\\]|\\.)*"|\S+)`)
+
+// ErrorLine returns a sink's log line at level ERROR in comparable form,
+// "ERROR msg=... error=..." (the error up to its first escaped newline;
+// times and counters dropped), or false for any other line (kube-proxy's
+// klog lines included).
+func ErrorLine(line string) (string, bool) {
+	if !strings.Contains(line, "level=ERROR") {
+		return "", false
+	}
+	out := "ERROR"
+	for _, m := range errorFields.FindAllStringSubmatch(line, -1) {
+		v, _, cut := strings.Cut(m[2], `\n`)
+		if cut {
+			v += `"`
+		}
+		out += " " + m[1] + "=" + v
+	}
+	return out, true
 }
 
 // Normalize returns the comparable, sorted lines of one section's raw

@@ -143,3 +143,31 @@ func TestChainsAndOrderDifferences(t *testing.T) {
 		t.Errorf("order differences (-want +got):\n%s", d)
 	}
 }
+
+// TestErrorLine checks the errors section's normalization: a sink's
+// ERROR lines keep msg and the error's first line, other lines (WARN,
+// kube-proxy's klog) are dropped.
+func TestErrorLine(t *testing.T) {
+	for _, tc := range []struct {
+		line, want string
+		ok         bool
+	}{
+		{`time=2026-12-06T01:25:14.468Z level=ERROR msg="sync failed" full=true restores=2 duration=117.5ms error="iptables: restore IPv4 rules: exit status 2: Bad argument ` + "`Prefix'" + `\nError occurred at line: 213\n"`,
+			`ERROR msg="sync failed" error="iptables: restore IPv4 rules: exit status 2: Bad argument ` + "`Prefix'" + `"`, true},
+		{`time=2026-12-06T01:25:14.468Z level=ERROR msg=stopped error=closed`, `ERROR msg=stopped error=closed`, true},
+		{`time=2026-12-06T01:25:14.345Z level=WARN msg="skipping invalid object" kind=Service`, "", false},
+		{`E1206 01:25:14.345000   1 proxier.go:1500] "Failed to execute iptables-restore" err="exit status 2"`, "", false},
+	} {
+		got, ok := cluster.ErrorLine(tc.line)
+		if diff := cmp.Diff(tc.want, got); diff != "" || ok != tc.ok {
+			t.Errorf("ErrorLine(%q): ok %v, want %v; (-want +got):\n%s", tc.line, ok, tc.ok, diff)
+		}
+	}
+	st, err := cluster.ParseCapture("=== capture-start\n=== errors\nlevel=ERROR msg=x error=y\nlevel=ERROR msg=x error=y\n=== end\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ERROR msg=x error=y", "ERROR msg=x error=y"}, st[cluster.SectionErrors]); diff != "" {
+		t.Errorf("errors section (-want +got):\n%s", diff)
+	}
+}

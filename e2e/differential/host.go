@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -68,7 +69,9 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 		case <-time.After(time.Second):
 		}
 		cur := snapshot()
-		if equalState(cur, prev) && hasServiceChains(cur) {
+		// A proxy that programs no service at all (its syncs all fail) is
+		// captured once its rules have been stable for a while.
+		if equalState(cur, prev) && (hasServiceChains(cur) || time.Since(start) > 30*time.Second) {
 			stable++
 		} else {
 			stable = 0
@@ -79,6 +82,10 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 	if t.Failed() || testing.Verbose() {
 		t.Logf("%s log (tail):\n%s", name, tail(p.log.String(), 30))
 	}
+	if errs := errorLines(p.log.String(), 20); errs != "" {
+		t.Logf("%s logged errors (the first 20):\n%s", name, errs)
+	}
+	prev[cluster.SectionErrors] = cluster.Normalize(cluster.SectionErrors, p.log.String(), false)
 	chains := map[string]map[string][]string{}
 	for section, out := range raw {
 		chains[section] = cluster.Chains(section, out, true)
@@ -148,15 +155,36 @@ func equalState(a, b cluster.State) bool {
 	return true
 }
 
-// hasServiceChains reports whether a capture has a service chain of the
-// broad cluster (a proxy that has synced it).
+// hasServiceChains reports whether a capture has a service chain in
+// either family (a proxy that has synced its cluster).
 func hasServiceChains(st cluster.State) bool {
-	for _, l := range st[cluster.SectionIPTables] {
-		if strings.HasPrefix(l, "nat -A KUBE-SVC-") {
-			return true
+	for _, section := range []string{cluster.SectionIPTables, cluster.SectionIP6} {
+		for _, l := range st[section] {
+			if strings.HasPrefix(l, "nat -A KUBE-SVC-") {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// errorLine matches a log line reporting an error: klog's "E" lines, and
+// any line saying error or failed.
+var errorLine = regexp.MustCompile(`^E\d{4} |(?i)\berror\b|\bfailed\b`)
+
+// errorLines returns the first n lines of log that report errors (what
+// a hostile cluster made the proxy refuse or fail), one per line.
+func errorLines(log string, n int) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if errorLine.MatchString(l) {
+			out = append(out, l)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // apiRelay listens on hostAPIAddr inside ns and relays each connection

@@ -20,8 +20,10 @@ func TestModes(t *testing.T) {
 		if m.Name != name || len(m.Sinks) == 0 || m.Capture == nil || m.Shapes == nil {
 			t.Errorf("mode %q: name %q, sinks %v, capture set %v, shapes set %v", name, m.Name, m.Sinks, m.Capture != nil, m.Shapes != nil)
 		}
-		if _, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", m.Differences)); err != nil {
-			t.Errorf("mode %q: %v", name, err)
+		for _, f := range []string{m.Differences, m.HostileDifferences} {
+			if _, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", f)); err != nil {
+				t.Errorf("mode %q: %v", name, err)
+			}
 		}
 		for _, s := range m.Sinks {
 			if Sinks[s] != name {

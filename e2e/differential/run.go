@@ -45,13 +45,37 @@ func (w Where) path(work, name string) string {
 	return filepath.Join(work, name)
 }
 
-// Run is the differential of mode m: the broad cluster and the mode's
-// shapes on a fresh control plane; kube-proxy --proxy-mode=<m.Name>, then
-// each sink of m (a subtest each), captured by m.Capture; every
-// difference not in m.Differences, and every entry there not seen, fails
-// the sink's subtest, and so does, with m.Order, the same rules in another
-// order within a chain.
+// Run is the differential of mode m on the broad cluster: the broad
+// cluster and the mode's shapes on a fresh control plane; kube-proxy
+// --proxy-mode=<m.Name>, then each sink of m (a subtest each), captured by
+// m.Capture; every difference not in m.Differences, and every entry there
+// not seen, fails the sink's subtest, and so does, with m.Order, the same
+// rules in another order within a chain.
 func Run(t *testing.T, m Mode) {
+	run(t, m, m.Differences, false, cluster.Options{}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+		cluster.Broad(t, ctx, c)
+		cluster.CreateShapes(t, ctx, c, m.Shapes())
+	})
+}
+
+// RunHostile is the differential of mode m on the hostile cluster
+// (cluster.LoadHostile: objects a strict apiserver accepts, objects only
+// an apiserver with strict IP validation off accepts, objects written
+// into etcd), against m.HostileDifferences. It needs no
+// EndpointSlice controller: the hostile slices are written by hand. It
+// compares the sinks' ERROR log lines too (section cluster.SectionErrors,
+// empty for kube-proxy): a sink whose syncs fail on the hostile cluster
+// fails the test unless the failure is a reviewed difference.
+func RunHostile(t *testing.T, m Mode) {
+	run(t, m, m.HostileDifferences, true, cluster.Options{NoControllerManager: true}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+		cluster.LoadHostile(t, ctx, c, m.Name)
+	})
+}
+
+// run is a differential of mode m: a control plane started with opt and
+// filled by load, against the differences file differences; errors
+// compares the proxies' ERROR log lines.
+func run(t *testing.T, m Mode, differences string, errors bool, opt cluster.Options, load func(*testing.T, context.Context, *cluster.Cluster)) {
 	if m.Where == VM {
 		vm.Require(t)
 	}
@@ -60,15 +84,14 @@ func Run(t *testing.T, m Mode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	intended, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", m.Differences))
+	intended, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", differences))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.Start(t, cluster.Options{})
+	c := cluster.Start(t, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster.Broad(t, ctx, c)
-	cluster.CreateShapes(t, ctx, c, m.Shapes())
+	load(t, ctx, c)
 
 	e := &Env{T: t, Cluster: c, Work: t.TempDir()}
 	server := m.Where.apiServer()
@@ -93,6 +116,10 @@ func Run(t *testing.T, m Mode) {
 			got := m.Capture(se, vm.BuildSink(t, sink),
 				"--kubeconfig="+m.Where.path(e.Work, "sink.kubeconfig"), "--node-name="+cluster.BroadNode,
 				"--nodeport-addresses="+cluster.BroadNodeCIDR)
+			if !errors {
+				delete(ref.State, cluster.SectionErrors)
+				delete(got.State, cluster.SectionErrors)
+			}
 			compare(t, m, sink, ref, got, intended)
 		})
 	}

@@ -17,3 +17,14 @@ import (
 func TestKubeProxyDifferential(t *testing.T) {
 	differential.Run(t, differential.Modes["iptables"])
 }
+
+// TestKubeProxyHostileDifferential is the iptables mode's kube-proxy
+// differential on the hostile cluster (differential.RunHostile): one
+// control plane loaded through a strict apiserver, into etcd past it, and
+// through the same apiserver restarted with strict IP validation off;
+// kube-proxy v1.37.2 and the iptables sink, each in a fresh network
+// namespace; the same rules up to the reviewed differences in
+// e2e/cluster/testdata/kubeproxy-iptables-hostile-differences.txt.
+func TestKubeProxyHostileDifferential(t *testing.T) {
+	differential.RunHostile(t, differential.Modes["iptables"])
+}

@@ -16,3 +16,18 @@ func TestKubeProxyDifferential(t *testing.T) {
 	t.Parallel()
 	differential.Run(t, differential.Modes["ipvs"])
 }
+
+// TestKubeProxyHostileDifferentialVM is the IPVS mode's kube-proxy
+// differential on the hostile cluster (differential.RunHostile: one
+// control plane on the host loaded through a strict apiserver, into etcd
+// past it, and through the same apiserver restarted with strict IP
+// validation off): kube-proxy v1.37.2 --proxy-mode=ipvs and each IPVS
+// sink in a fresh VM; the same kernel state and no sink ERROR line up to
+// the reviewed differences in
+// e2e/cluster/testdata/kubeproxy-ipvs-hostile-differences.txt. Three VM
+// runs: a long test (make test-long).
+func TestKubeProxyHostileDifferentialVM(t *testing.T) {
+	longVM(t)
+	t.Parallel()
+	differential.RunHostile(t, differential.Modes["ipvs"])
+}
