@@ -28,19 +28,27 @@ import (
 // IPVSOnly returns the IPVS sinks' flags (sinks/ipvssink), which configure
 // IPVS only: the iptables sink refuses them (exit status 2) rather than
 // ignore them. Each has the IPVS sinks' kind and names, so that it parses
-// as it does there.
+// as it does there, and kube-proxy's ones the file's field they map onto
+// (with --config they are dropped, as kube-proxy ignores them then).
 func IPVSOnly() []runtime.Flag {
-	fs := []cli.Flag{
-		&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}},
-		&cli.Int64Flag{Name: "weight"},
-		&cli.BoolFlag{Name: "ipvs-strict-arp"},
-		&cli.DurationFlag{Name: "ipvs-tcp-timeout"},
-		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout"},
-		&cli.DurationFlag{Name: "ipvs-udp-timeout"},
-		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"},
-		&cli.StringFlag{Name: "ipvs-vip-binding"},
+	fs := []struct {
+		flag cli.Flag
+		file string
+	}{
+		{&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}}, "ipvs.scheduler"},
+		{&cli.Int64Flag{Name: "weight"}, ""},
+		{&cli.BoolFlag{Name: "ipvs-strict-arp"}, "ipvs.strictARP"},
+		{&cli.DurationFlag{Name: "ipvs-tcp-timeout"}, "ipvs.tcpTimeout"},
+		{&cli.DurationFlag{Name: "ipvs-tcpfin-timeout"}, "ipvs.tcpFinTimeout"},
+		{&cli.DurationFlag{Name: "ipvs-udp-timeout"}, "ipvs.udpTimeout"},
+		{&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"}, "ipvs.excludeCIDRs"},
+		{&cli.StringFlag{Name: "ipvs-vip-binding"}, ""},
 	}
-	return runtime.Classed(kpconfig.Refused, fs...)
+	out := make([]runtime.Flag, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, runtime.Flag{Flag: f.flag, Class: kpconfig.Refused, File: f.file})
+	}
+	return out
 }
 
 // fields class the KubeProxyConfiguration fields of the modes: the

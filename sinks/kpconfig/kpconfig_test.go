@@ -78,18 +78,24 @@ func TestSettingsErrorsAndWarnings(t *testing.T) {
 	}{
 		{name: "empty file sets nothing", mode: "ipvs"},
 		{name: "other mode", body: "mode: iptables\n", mode: "ipvs", wantErr: []string{`mode is "iptables", but this is the ipvs sink`}},
-		{name: "nftables fields", body: "nftables:\n  masqueradeAll: true\n", mode: "iptables", wantErr: []string{"nftables no sink programs nftables"}},
+		{name: "nftables fields", body: "nftables:\n  masqueradeAll: true\n", mode: "iptables", wantWarnings: []string{"nftables ignored: another proxy mode's settings"}},
+		{name: "empty mode is iptables", body: "mode: \"\"\n", mode: "iptables"},
+		{name: "empty mode in another sink", body: "mode: \"\"\n", mode: "ipvs", wantErr: []string{"mode is empty, which is kube-proxy's default mode iptables, but this is the ipvs sink: set ipvs"}},
 		{name: "detect local by interface", body: "detectLocalMode: InterfaceNamePrefix\n", mode: "ipvs", wantErr: []string{`detectLocalMode "InterfaceNamePrefix" is not supported`}},
 		{name: "a field without a flag in this sink", body: "iptables:\n  localhostNodePorts: false\n", mode: "ipvs", has: ipvsOnly,
 			wantErr: []string{"iptables.localhostNodePorts has no meaning for this sink (no --iptables-localhost-nodeports)"}},
 		{name: "two errors are both named", body: "mode: nftables\nlogging:\n  format: xml\n", mode: "ipvs",
 			wantErr: []string{`mode is "nftables"`, `logging.format "xml" is not supported`}},
 		{name: "iptables sync period in the ipvs sink", body: "iptables:\n  syncPeriod: 10s\n", mode: "ipvs", wantWarnings: []string{"iptables.syncPeriod ignored"}},
-		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\noomScoreAdj: -999\nfeatureGates:\n  Foo: true\nclientConnection:\n  qps: 50\n", mode: "ipvs",
-			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored", "oomScoreAdj ignored", "featureGates ignored"}},
+		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\nclientConnection:\n  qps: 50\n", mode: "ipvs",
+			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, warnings, err := Decode([]byte(head+tc.body), "f.yaml")
+			body := tc.body
+			if !strings.Contains(body, "mode:") {
+				body = "mode: " + tc.mode + "\n" + body
+			}
+			cfg, warnings, err := Decode([]byte(head+body), "f.yaml")
 			if err != nil || len(warnings) > 0 {
 				t.Fatalf("Decode: %v, warnings %v", err, warnings)
 			}
@@ -219,7 +225,7 @@ func TestApply(t *testing.T) {
 				{Name: "ipvs.tcpFinTimeout", Class: Honoured, Flag: "ipvs-tcpfin-timeout"},
 				{Name: "ipvs.udpTimeout", Class: Honoured, Flag: "ipvs-udp-timeout"},
 			})
-			if warnings, err = Apply(c, fields, nil); err != nil {
+			if _, warnings, err = Apply(c, fields, nil); err != nil {
 				return err
 			}
 			got = values{c.String("node-name"), c.String("scheduling-method"), c.String("kubeconfig"),
