@@ -61,6 +61,9 @@ type Field struct {
 	// own: lists joined by commas, durations in Go syntax; unset, zero or
 	// false values set nothing.
 	Value func(v any) (string, error)
+	// Accepts, for a field whose Value refuses some values, says which it
+	// takes (the operator docs).
+	Accepts string
 }
 
 // Covers returns the paths the entry classes.
@@ -98,7 +101,7 @@ func sharedHead(mode string) []Field {
 		{Name: "kind", Class: Honoured},
 		{Name: "mode", Class: Honoured, Value: func(v any) (string, error) {
 			return "", CheckMode(string(v.(v1alpha1.ProxyMode)), mode)
-		}},
+		}, Accepts: "the sink's mode (empty is kube-proxy's default, iptables)"},
 		{Name: "hostnameOverride", Class: Honoured, Flag: "hostname-override"},
 		{Name: "healthzBindAddress", Class: Honoured, Flag: "healthz-bind-address"},
 		{Name: "metricsBindAddress", Class: Honoured, Flag: "metrics-bind-address"},
@@ -112,7 +115,7 @@ func sharedHead(mode string) []Field {
 			default:
 				return "", fmt.Errorf("%q is not supported (only ClusterCIDR, from --cluster-cidr)", m)
 			}
-		}},
+		}, Accepts: "ClusterCIDR"},
 		{Name: "iptables.masqueradeBit", Class: Honoured, Flag: "iptables-masquerade-bit"},
 		{Name: "iptables.masqueradeAll", Class: Honoured, Flag: "masquerade-all"},
 	}
@@ -128,7 +131,7 @@ var sharedTail = []Field{
 		default:
 			return "", fmt.Errorf("%q is not supported (text or json)", f)
 		}
-	}},
+	}, Accepts: "text, json"},
 	{Name: "logging.verbosity", Class: Honoured, Flag: "log-level", Value: func(v any) (string, error) {
 		switch l := reflect.ValueOf(v).Uint(); { // logsapi.VerbosityLevel
 		case l >= 4:
@@ -149,7 +152,7 @@ var sharedTail = []Field{
 	{Name: "oomScoreAdj", Class: Honoured, Flag: "oom-score-adj"},
 	// Checked by the runtime against Gates.
 	{Name: "featureGates", Class: Honoured, Flag: "feature-gates"},
-	{Name: "bindAddress", Class: Ignored, Why: "deprecated in kube-proxy"},
+	{Name: "bindAddress", Class: Ignored, Why: "kube-proxy takes it as the node's primary IP; the sinks serve NodePorts on the node's addresses"},
 	{Name: "bindAddressHardFail", Class: Ignored, Why: "a bind failure is always fatal"},
 	{Name: "enableProfiling", Class: Ignored, Why: "no profiling endpoint"},
 	{Name: "configSyncPeriod", Class: Ignored, Why: "informers do not resync"},
