@@ -35,8 +35,9 @@ type fixture struct {
 }
 
 // fixtures reads the real configurations of sinks/kpconfig/testdata: the
-// ConfigMaps of kubeadm and kubespray, kube-proxy's own defaults, and kops'
-// flags (with its --proxy-mode, and without: kops' default mode).
+// ConfigMaps of kubeadm and kubespray (in its default ipvs mode and in
+// iptables mode), kube-proxy's own defaults, and kops' flags (with its
+// --proxy-mode, and without).
 func fixtures(t *testing.T) []fixture {
 	t.Helper()
 	dir := filepath.Join("..", "kpconfig", "testdata")
@@ -65,10 +66,13 @@ func fixtures(t *testing.T) []fixture {
 			kops = append(kops, l)
 		}
 	}
+	kubespray := configMap("kubespray-configmap.yaml")
 	kopsDefault := slices.DeleteFunc(slices.Clone(kops), func(f string) bool { return strings.HasPrefix(f, "--proxy-mode") })
 	return []fixture{
 		{name: "kubeadm", config: configMap("kubeadm-configmap.yaml"), mode: "iptables"},
-		{name: "kubespray", config: configMap("kubespray-configmap.yaml"), mode: "ipvs"},
+		{name: "kubespray", config: kubespray, mode: "ipvs"},
+		// kubespray with kube_proxy_mode iptables: the same ipvs section.
+		{name: "kubespray-iptables", config: strings.Replace(kubespray, "mode: ipvs", "mode: iptables", 1), mode: "iptables"},
 		{name: "kube-proxy-defaults", config: string(defaults), mode: "iptables"},
 		{name: "kops-ipvs", flags: kops, mode: "ipvs"},
 		{name: "kops-no-mode", flags: kopsDefault},

@@ -58,7 +58,7 @@ func TestTables(t *testing.T) {
 // or another sink's flag unclassed.
 func TestTablesFindUnclassed(t *testing.T) {
 	broken := iptablessink.Sink("iptables", "")
-	broken.Fields = slices.DeleteFunc(slices.Clone(broken.Fields), func(f kpconfig.Field) bool { return f.Name == "ipvs.scheduler" })
+	broken.Fields = slices.DeleteFunc(slices.Clone(broken.Fields), func(f kpconfig.Field) bool { return f.Name == "ipvs" })
 	flags := broken.Flags
 	broken.Flags = func() []runtime.Flag {
 		return slices.DeleteFunc(flags(), func(f runtime.Flag) bool { return f.Name() == "weight" || f.Name() == "scheduling-method" })
