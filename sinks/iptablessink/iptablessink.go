@@ -1,7 +1,8 @@
 // Package iptablessink is what the iptables sink binary adds to the sink
 // runtime: iptables.Proxier as the runtime's controller (kube-proxy's
 // iptables mode), kube-proxy's iptables-mode metrics, its classes of the
-// flags and configuration fields (the IPVS-only ones refused), and
+// flags and configuration fields (kube-proxy's IPVS settings ignored, as in
+// its iptables mode; the IPVS sinks' own flags refused), and
 // --cleanup through iptables.CleanupLeftovers.
 package iptablessink
 

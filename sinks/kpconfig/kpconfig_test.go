@@ -176,8 +176,10 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestApply checks that flags and environment variables win over the file,
-// and that aliases reach the flag the sink reads.
+// TestApply checks that Apply leaves the flags still set (the runtime has
+// dropped those the file replaces, so these are the ones kube-proxy
+// applies over the file) and sets the others, aliases reaching the flag
+// the sink reads.
 func TestApply(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
