@@ -184,11 +184,15 @@ func FromContext(c *cli.Context, sink Sink, fromFile map[string]string) (Config,
 func sharedConfig(c *cli.Context, mode string, fromFile map[string]string) (Config, []string, error) {
 	cfg := Config{
 		Kubeconfig: c.String("kubeconfig"), FromFile: c.String("from-file"), DryRun: c.Bool("dry-run"), Cleanup: c.Bool("cleanup"),
-		NodeName:      c.String("node-name"),
+		// As kube-proxy (nodeutil.GetHostname): trimmed, in lower case.
+		NodeName:      strings.ToLower(strings.TrimSpace(c.String("node-name"))),
 		MasqueradeAll: c.Bool("masquerade-all"), MasqueradeBit: c.Int("masquerade-bit"),
 		SyncPeriod: c.Duration("sync-period"), MinSyncPeriod: c.Duration("min-sync-period"),
 		MetricsAddress: c.String("metrics-bind-address"), HealthzAddress: c.String("healthz-bind-address"),
 		LogFormat: c.String("log-format"), LogLevel: c.String("log-level"),
+	}
+	if c.IsSet("node-name") && cfg.NodeName == "" {
+		return cfg, nil, fmt.Errorf("--node-name: %q is empty", c.String("node-name"))
 	}
 	warnings, err := kubeProxyConfig(c, mode, &cfg, fromFile)
 	if err != nil {

@@ -49,6 +49,8 @@ func TestKubeProxyFlags(t *testing.T) {
 		{name: "profiling", args: []string{"--profiling"}, check: func(Config) bool { return true }, want: "--profiling ignored: no profiling endpoint"},
 		{name: "write-config-to", args: []string{"--write-config-to", "/tmp/x"}, wantErr: true, want: "--write-config-to: the sinks do not write kube-proxy's configuration"},
 		{name: "master with a file source", args: []string{"--master", "https://10.0.0.1"}, wantErr: true, want: "--from-file and --master: give one source"},
+		{name: "node name as kube-proxy takes it", args: []string{"--node-name", " Demo-Node "}, check: func(c Config) bool { return c.NodeName == "demo-node" }},
+		{name: "empty node name", args: []string{"--node-name", " "}, wantErr: true, want: `--node-name: " " is empty`},
 		{name: "oom score out of range", args: []string{"--oom-score-adj", "-1001"}, wantErr: true, want: "--oom-score-adj: -1001 is not in [-1000, 1000]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

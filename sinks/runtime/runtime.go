@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -316,7 +317,7 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		if err != nil {
 			return fmt.Errorf("--node-name not given and no host name: %w", err)
 		}
-		c.NodeName = h
+		c.NodeName = strings.ToLower(strings.TrimSpace(h))
 	}
 	src, err := c.source(sink.Needs, log)
 	if err != nil {
