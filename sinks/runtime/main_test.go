@@ -134,11 +134,12 @@ func TestConfigFile(t *testing.T) {
 
 // TestHelpHidesUnsupported: a flag the sink does not honour is not in its
 // --help; giving it is refused by name, or ignored with a warning naming
-// it; every flag of the runtime is of a kind that can be hidden.
+// it; every flag of a table is of a kind that can be hidden and unbound
+// from the environment.
 func TestHelpHidesUnsupported(t *testing.T) {
-	for _, f := range sharedFlags() {
-		if !prepare(f, false) {
-			t.Errorf("flag --%s (%T) cannot be hidden", f.Names()[0], f)
+	for _, f := range testSink(nil).Table().Flags {
+		if !prepare(f.Flag, false) || !unbindEnv(f.Flag) {
+			t.Errorf("flag --%s (%T) cannot be hidden or unbound from the environment", f.Name(), f.Flag)
 		}
 	}
 	status, _, help, stderr := main(t, "--help")

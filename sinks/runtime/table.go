@@ -206,8 +206,9 @@ func setup(env *[]string, hide *bool, name string, hidden bool) {
 }
 
 // unbindEnv takes the environment variables off f (a flag --config
-// replaces, which the environment must not set either).
-func unbindEnv(f cli.Flag) {
+// replaces, which the environment must not set either); it reports false
+// for a kind it does not know.
+func unbindEnv(f cli.Flag) bool {
 	switch f := f.(type) {
 	case *cli.StringFlag:
 		f.EnvVars = nil
@@ -223,7 +224,10 @@ func unbindEnv(f cli.Flag) {
 		f.EnvVars = nil
 	case *cli.StringSliceFlag:
 		f.EnvVars = nil
+	default:
+		return false
 	}
+	return true
 }
 
 // isBool reports whether f takes no value (-flag alone sets it).
