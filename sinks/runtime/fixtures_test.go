@@ -66,10 +66,12 @@ func fixtures(t *testing.T) []fixture {
 			kops = append(kops, l)
 		}
 	}
-	kubespray := configMap("kubespray-configmap.yaml")
+	kubeadm, kubespray := configMap("kubeadm-configmap.yaml"), configMap("kubespray-configmap.yaml")
 	kopsDefault := slices.DeleteFunc(slices.Clone(kops), func(f string) bool { return strings.HasPrefix(f, "--proxy-mode") })
 	return []fixture{
-		{name: "kubeadm", config: configMap("kubeadm-configmap.yaml"), mode: "iptables"},
+		{name: "kubeadm", config: kubeadm, mode: "iptables"},
+		// Older kubeadm releases left the mode empty: kube-proxy's default.
+		{name: "kubeadm-empty-mode", config: strings.Replace(kubeadm, "mode: iptables", `mode: ""`, 1), mode: "iptables"},
 		{name: "kubespray", config: kubespray, mode: "ipvs"},
 		// kubespray with kube_proxy_mode iptables: the same ipvs section.
 		{name: "kubespray-iptables", config: strings.Replace(kubespray, "mode: ipvs", "mode: iptables", 1), mode: "iptables"},
