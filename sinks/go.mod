@@ -12,7 +12,9 @@ require (
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 	github.com/urfave/cli/v2 v2.27.7
 	k8s.io/apimachinery v0.37.2
+	k8s.io/client-go v0.37.2
 	k8s.io/kube-proxy v0.37.2
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -93,7 +95,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace github.com/proxysinks/proxysinks/client => ../client

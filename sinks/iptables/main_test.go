@@ -28,43 +28,46 @@ func TestDryRunDualStack(t *testing.T) {
 	}
 }
 
-// TestRefusedFlags: the IPVS-only flags, and --cleanup with --dry-run, are
-// refused at start with exit status 2 and a message naming the flag,
-// from the command line and from the environment.
+// TestRefusedFlags: the IPVS sinks' own flags, and --cleanup with
+// --dry-run, are refused at start with exit status 2 and a message naming
+// the flag, from the command line and from the environment; kube-proxy's
+// IPVS flags are ignored with a warning naming them, as kube-proxy's
+// iptables mode ignores them.
 func TestRefusedFlags(t *testing.T) {
 	tests := []struct {
-		args []string
-		want string
+		args   []string
+		status int
+		want   string
 	}{
-		{[]string{"--scheduling-method", "sh"}, `--scheduling-method: does not apply to proxy mode "iptables"`},
-		{[]string{"--ipvs-scheduler", "rr"}, `--scheduling-method: does not apply`},
-		{[]string{"--weight", "2"}, "--weight: does not apply"},
-		{[]string{"--ipvs-strict-arp"}, "--ipvs-strict-arp: does not apply"},
-		{[]string{"--ipvs-tcp-timeout", "1m"}, "--ipvs-tcp-timeout: does not apply"},
-		{[]string{"--ipvs-tcpfin-timeout", "1m"}, "--ipvs-tcpfin-timeout: does not apply"},
-		{[]string{"--ipvs-udp-timeout", "1m"}, "--ipvs-udp-timeout: does not apply"},
-		{[]string{"--ipvs-exclude-cidrs", "10.0.0.0/8"}, "--ipvs-exclude-cidrs: does not apply"},
-		{[]string{"--ipvs-vip-binding", "routes"}, "--ipvs-vip-binding: does not apply"},
-		{[]string{"--cleanup"}, "--cleanup and --dry-run: give one"},
-		{[]string{"--masquerade-bit", "32"}, "--masquerade-bit: 32 is not in [0, 31]"},
+		{[]string{"--scheduling-method", "sh"}, 0, `--scheduling-method ignored: another proxy mode's setting`},
+		{[]string{"--ipvs-scheduler", "rr"}, 0, `--scheduling-method ignored`},
+		{[]string{"--weight", "2"}, 2, "--weight: does not apply"},
+		{[]string{"--ipvs-strict-arp"}, 0, "--ipvs-strict-arp ignored"},
+		{[]string{"--ipvs-tcp-timeout", "1m"}, 0, "--ipvs-tcp-timeout ignored"},
+		{[]string{"--ipvs-tcpfin-timeout", "1m"}, 0, "--ipvs-tcpfin-timeout ignored"},
+		{[]string{"--ipvs-udp-timeout", "1m"}, 0, "--ipvs-udp-timeout ignored"},
+		{[]string{"--ipvs-exclude-cidrs", "10.0.0.0/8"}, 0, "--ipvs-exclude-cidrs ignored"},
+		{[]string{"--ipvs-vip-binding", "routes"}, 2, "--ipvs-vip-binding: does not apply"},
+		{[]string{"--cleanup"}, 2, "--cleanup and --dry-run: give one"},
+		{[]string{"--masquerade-bit", "32"}, 2, "--masquerade-bit: 32 is not in [0, 31]"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml"}, tt.args...)
 		status := run(args, &stdout, &stderr)
-		if status != 2 || !strings.Contains(stderr.String(), tt.want) || stdout.Len() != 0 {
-			t.Errorf("%v: status %d, stderr %q, stdout %d bytes; want 2, %q and no output", tt.args, status, stderr.String(), stdout.Len(), tt.want)
+		if status != tt.status || !strings.Contains(stderr.String(), tt.want) || (status != 0) != (stdout.Len() == 0) {
+			t.Errorf("%v: status %d, stderr %q, stdout %d bytes; want %d, %q and output only with 0", tt.args, status, stderr.String(), stdout.Len(), tt.status, tt.want)
 		}
 	}
-	t.Setenv("PROXYSINKS_IPVS_STRICT_ARP", "true")
+	t.Setenv("PROXYSINKS_IPVS_VIP_BINDING", "routes")
 	var stdout, stderr bytes.Buffer
-	if status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml"}, &stdout, &stderr); status != 2 || !strings.Contains(stderr.String(), "--ipvs-strict-arp") {
+	if status := run([]string{"iptables", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml"}, &stdout, &stderr); status != 2 || !strings.Contains(stderr.String(), "--ipvs-vip-binding") {
 		t.Errorf("IPVS flag from the environment: status %d, stderr %q", status, stderr.String())
 	}
 }
 
 // TestHelpListsNoIPVSFlag: --help shows none of the IPVS flags this sink
-// refuses (iptablessink.IPVSOnly).
+// ignores or refuses (iptablessink.IPVSOnly).
 func TestHelpListsNoIPVSFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if status := run([]string{"iptables", "--help"}, &stdout, &stderr); status != 0 {
@@ -73,7 +76,7 @@ func TestHelpListsNoIPVSFlag(t *testing.T) {
 	for _, f := range iptablessink.IPVSOnly() {
 		name := f.Name()
 		if strings.Contains(stdout.String(), "--"+name+" ") {
-			t.Errorf("--help lists --%s, which the iptables sink refuses:\n%s", name, stdout.String())
+			t.Errorf("--help lists --%s, which the iptables sink does not honour:\n%s", name, stdout.String())
 		}
 	}
 	if !strings.Contains(stdout.String(), "--masquerade-bit") {

@@ -9,8 +9,8 @@ import (
 )
 
 // TestConfigFileFields: the iptables sink takes the iptables sync periods,
-// ignores the ipvs ones with a warning, and refuses the IPVS and nftables
-// settings by name.
+// ignores the ipvs and nftables settings with a warning, as kube-proxy's
+// iptables mode does, and refuses iptables.localhostNodePorts by name.
 func TestConfigFileFields(t *testing.T) {
 	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n"
 	for _, tc := range []struct {
@@ -23,9 +23,9 @@ func TestConfigFileFields(t *testing.T) {
 		{name: "sync periods", body: "iptables:\n  syncPeriod: 10s\n  minSyncPeriod: 2s\n",
 			want: []kpconfig.Setting{{Field: "iptables.syncPeriod", Flag: "sync-period", Value: "10s"}, {Field: "iptables.minSyncPeriod", Flag: "min-sync-period", Value: "2s"}}},
 		{name: "ipvs sync period", body: "ipvs:\n  syncPeriod: 10s\n", wantWarning: "--config: ipvs.syncPeriod ignored: the iptables sink takes iptables.syncPeriod"},
-		{name: "ipvs scheduler", body: "ipvs:\n  scheduler: wrr\n", wantErr: "--config: ipvs.scheduler has no meaning for this sink (no --ipvs-scheduler)"},
+		{name: "ipvs settings", body: "ipvs:\n  scheduler: wrr\n  strictARP: true\n", wantWarning: "--config: ipvs ignored: another proxy mode's settings (kube-proxy's iptables mode ignores them too)"},
 		{name: "localhost node ports", body: "iptables:\n  localhostNodePorts: true\n", wantErr: "--config: iptables.localhostNodePorts has no meaning for this sink (no --iptables-localhost-nodeports)"},
-		{name: "nftables", body: "nftables:\n  syncPeriod: 1s\n", wantErr: "--config: nftables no sink programs nftables"},
+		{name: "nftables", body: "nftables:\n  syncPeriod: 1s\n", wantWarning: "--config: nftables ignored: another proxy mode's settings (no sink programs nftables)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _, err := kpconfig.Decode([]byte(head+tc.body), "f.yaml")

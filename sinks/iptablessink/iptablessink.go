@@ -1,7 +1,8 @@
 // Package iptablessink is what the iptables sink binary adds to the sink
 // runtime: iptables.Proxier as the runtime's controller (kube-proxy's
 // iptables mode), kube-proxy's iptables-mode metrics, its classes of the
-// flags and configuration fields (the IPVS-only ones refused), and
+// flags and configuration fields (kube-proxy's IPVS settings ignored, as in
+// its iptables mode; the IPVS sinks' own flags refused), and
 // --cleanup through iptables.CleanupLeftovers.
 package iptablessink
 
@@ -26,39 +27,41 @@ import (
 )
 
 // IPVSOnly returns the IPVS sinks' flags (sinks/ipvssink), which configure
-// IPVS only: the iptables sink refuses them (exit status 2) rather than
-// ignore them. Each has the IPVS sinks' kind and names, so that it parses
-// as it does there.
+// IPVS only. Each has the IPVS sinks' kind and names, so that it parses as
+// it does there. kube-proxy's among them (--ipvs-scheduler, --ipvs-*) are
+// ignored and logged, as kube-proxy's iptables mode ignores them, and carry
+// the file's field they map onto (with --config they are dropped, as in
+// kube-proxy); the IPVS sinks' own (--weight, --ipvs-vip-binding) are
+// refused (exit status 2).
 func IPVSOnly() []runtime.Flag {
-	fs := []cli.Flag{
-		&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}},
-		&cli.Int64Flag{Name: "weight"},
-		&cli.BoolFlag{Name: "ipvs-strict-arp"},
-		&cli.DurationFlag{Name: "ipvs-tcp-timeout"},
-		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout"},
-		&cli.DurationFlag{Name: "ipvs-udp-timeout"},
-		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"},
-		&cli.StringFlag{Name: "ipvs-vip-binding"},
+	const why = "another proxy mode's setting (kube-proxy's iptables mode ignores it too)"
+	kubeProxy := func(f cli.Flag, file string) runtime.Flag {
+		return runtime.Flag{Flag: f, Class: kpconfig.Ignored, Why: why, File: file}
 	}
-	return runtime.Classed(kpconfig.Refused, fs...)
+	return []runtime.Flag{
+		kubeProxy(&cli.StringFlag{Name: "scheduling-method", Aliases: []string{"ipvs-scheduler"}}, "ipvs.scheduler"),
+		kubeProxy(&cli.BoolFlag{Name: "ipvs-strict-arp"}, "ipvs.strictARP"),
+		kubeProxy(&cli.DurationFlag{Name: "ipvs-tcp-timeout"}, "ipvs.tcpTimeout"),
+		kubeProxy(&cli.DurationFlag{Name: "ipvs-tcpfin-timeout"}, "ipvs.tcpFinTimeout"),
+		kubeProxy(&cli.DurationFlag{Name: "ipvs-udp-timeout"}, "ipvs.udpTimeout"),
+		kubeProxy(&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"}, "ipvs.excludeCIDRs"),
+		{Flag: &cli.Int64Flag{Name: "weight"}, Class: kpconfig.Refused},
+		{Flag: &cli.StringFlag{Name: "ipvs-vip-binding"}, Class: kpconfig.Refused},
+	}
 }
 
 // fields class the KubeProxyConfiguration fields of the modes: the
-// iptables sync periods are honoured, the ipvs ones ignored, the other
-// ipvs settings, iptables.localhostNodePorts and the nftables settings
-// refused.
+// iptables sync periods are honoured; the ipvs and nftables settings are
+// ignored (logged), as in kube-proxy's iptables mode;
+// iptables.localhostNodePorts is refused.
 var fields = []kpconfig.Field{
 	kpconfig.NoFlag("iptables.localhostNodePorts", "iptables-localhost-nodeports"),
 	{Name: "iptables.syncPeriod", Class: kpconfig.Honoured, Flag: "sync-period"},
 	{Name: "iptables.minSyncPeriod", Class: kpconfig.Honoured, Flag: "min-sync-period"},
 	{Name: "ipvs.syncPeriod", Class: kpconfig.Ignored, Why: "the iptables sink takes iptables.syncPeriod"},
 	{Name: "ipvs.minSyncPeriod", Class: kpconfig.Ignored, Why: "the iptables sink takes iptables.minSyncPeriod"},
-	kpconfig.NoFlag("ipvs.scheduler", "ipvs-scheduler"),
-	kpconfig.NoFlag("ipvs.excludeCIDRs", "ipvs-exclude-cidrs"),
-	kpconfig.NoFlag("ipvs.strictARP", "ipvs-strict-arp"),
-	kpconfig.NoFlag("ipvs.tcpTimeout", "ipvs-tcp-timeout"),
-	kpconfig.NoFlag("ipvs.tcpFinTimeout", "ipvs-tcpfin-timeout"),
-	kpconfig.NoFlag("ipvs.udpTimeout", "ipvs-udp-timeout"),
+	{Name: "ipvs", Class: kpconfig.Ignored, Why: "another proxy mode's settings (kube-proxy's iptables mode ignores them too)",
+		Paths: []string{"ipvs.scheduler", "ipvs.excludeCIDRs", "ipvs.strictARP", "ipvs.tcpTimeout", "ipvs.tcpFinTimeout", "ipvs.udpTimeout"}},
 	kpconfig.NFTables,
 }
 

@@ -61,6 +61,9 @@ type Field struct {
 	// own: lists joined by commas, durations in Go syntax; unset, zero or
 	// false values set nothing.
 	Value func(v any) (string, error)
+	// Accepts, for a field whose Value refuses some values, says which it
+	// takes (the operator docs).
+	Accepts string
 }
 
 // Covers returns the paths the entry classes.
@@ -77,8 +80,9 @@ func NoFlag(name, flag string) Field {
 	return Field{Name: name, Class: Refused, Why: fmt.Sprintf("has no meaning for this sink (no --%s)", flag)}
 }
 
-// NFTables refuses the nftables mode's fields.
-var NFTables = Field{Name: "nftables", Class: Refused, Why: "no sink programs nftables; set the iptables.* or ipvs.* fields instead"}
+// NFTables ignores the nftables mode's fields, as kube-proxy does in its
+// other modes (its own --write-config-to output sets them).
+var NFTables = Field{Name: "nftables", Class: Ignored, Why: "another proxy mode's settings (no sink programs nftables)"}
 
 // Table returns the fields of a sink whose mode is mode: those every sink
 // shares (the process, the node, the HTTP addresses, masquerading, logging,
@@ -96,11 +100,8 @@ func sharedHead(mode string) []Field {
 		{Name: "apiVersion", Class: Honoured},
 		{Name: "kind", Class: Honoured},
 		{Name: "mode", Class: Honoured, Value: func(v any) (string, error) {
-			if m := v.(v1alpha1.ProxyMode); m != "" && string(m) != mode {
-				return "", fmt.Errorf("is %q, but this is the %s sink (the binary chooses the mode)", m, mode)
-			}
-			return "", nil
-		}},
+			return "", CheckMode(string(v.(v1alpha1.ProxyMode)), mode)
+		}, Accepts: "the sink's mode (empty is kube-proxy's default, iptables)"},
 		{Name: "hostnameOverride", Class: Honoured, Flag: "hostname-override"},
 		{Name: "healthzBindAddress", Class: Honoured, Flag: "healthz-bind-address"},
 		{Name: "metricsBindAddress", Class: Honoured, Flag: "metrics-bind-address"},
@@ -115,7 +116,7 @@ func sharedHead(mode string) []Field {
 			default:
 				return "", fmt.Errorf("%q is not supported (only ClusterCIDR, from --cluster-cidr)", m)
 			}
-		}},
+		}, Accepts: "ClusterCIDR"},
 		{Name: "iptables.masqueradeBit", Class: Honoured, Flag: "iptables-masquerade-bit"},
 		{Name: "iptables.masqueradeAll", Class: Honoured, Flag: "masquerade-all"},
 	}
@@ -131,7 +132,7 @@ var sharedTail = []Field{
 		default:
 			return "", fmt.Errorf("%q is not supported (text or json)", f)
 		}
-	}},
+	}, Accepts: "text, json"},
 	{Name: "logging.verbosity", Class: Honoured, Flag: "log-level", Value: func(v any) (string, error) {
 		switch l := reflect.ValueOf(v).Uint(); { // logsapi.VerbosityLevel
 		case l >= 4:
@@ -149,8 +150,9 @@ var sharedTail = []Field{
 	{Name: "conntrack", Class: Ignored, Why: "the sinks do not set conntrack sysctls; set them on the node"},
 	{Name: "clientConnection.qps/burst/contentType", Class: Ignored, Why: "client-go defaults are used",
 		Paths: []string{"clientConnection.qps", "clientConnection.burst", "clientConnection.contentType", "clientConnection.acceptContentTypes"}},
-	{Name: "oomScoreAdj", Class: Ignored, Why: "set it in the DaemonSet"},
-	{Name: "featureGates", Class: Ignored, Why: "the sinks have no feature gates"},
+	{Name: "oomScoreAdj", Class: Honoured, Flag: "oom-score-adj"},
+	// Checked by the runtime against Gates.
+	{Name: "featureGates", Class: Honoured, Flag: "feature-gates"},
 	{Name: "bindAddressHardFail", Class: Ignored, Why: "a bind failure is always fatal"},
 	{Name: "enableProfiling", Class: Ignored, Why: "no profiling endpoint"},
 	{Name: "configSyncPeriod", Class: Ignored, Why: "informers do not resync"},
@@ -256,6 +258,8 @@ func flagValue(v reflect.Value) string {
 		return x.Duration.String()
 	case []string:
 		return strings.Join(x, ",")
+	case map[string]bool:
+		return FormatGates(x)
 	}
 	if v.Kind() == reflect.Pointer {
 		v = v.Elem()

@@ -2,17 +2,19 @@
 // KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1, as kept in the
 // kube-proxy ConfigMap) and turns it into the sink flags it maps onto, so an
 // operator replacing kube-proxy keeps the settings they have. The file is
-// decoded with the upstream types (k8s.io/kube-proxy); flags given on the
-// command line or in the environment win over the file, as in kube-proxy.
+// decoded with the upstream types (k8s.io/kube-proxy). As in kube-proxy,
+// the file replaces the flags that map onto it: the runtime drops those
+// flags (logged once) before Apply, except the ones kube-proxy applies over
+// the file (--hostname-override and the logging flags), which Apply leaves.
 //
 // Every field is classed, for each sink, in a table of Fields (Table: the
 // fields every sink shares, around the sink's own): honoured (it sets a
 // flag, or is checked), ignored (a warning at start: it only tunes
-// kube-proxy's own process, conntrack sysctls, client QPS, OOM score,
-// profiling, or another mode), or refused (an error naming it: ignoring it
-// would change what traffic does, detectLocalMode other than ClusterCIDR,
-// the nftables settings). The file cannot choose the sink: a mode other
-// than the binary's is an error.
+// kube-proxy's own process, client QPS, profiling, or another mode), or
+// refused (an error naming it: ignoring it would change what traffic does).
+// The file cannot choose the sink: a mode other than the binary's is an
+// error, and so is an empty mode in a sink other than iptables (kube-proxy
+// runs iptables then). Feature gates are classed by Gates (CheckGates).
 package kpconfig
 
 import (
@@ -93,19 +95,20 @@ func Decode(data []byte, name string) (*v1alpha1.KubeProxyConfiguration, []strin
 }
 
 // Apply loads the file named by the "config" flag, if given, and sets every
-// flag its fields map onto (fields: the sink's table, see Table) that was
-// not given on the command line or in the environment. Flags named in
+// flag its fields map onto (fields: the sink's table, see Table) that is
+// not set: the caller has dropped the flags the file replaces, so those
+// still set are the ones kube-proxy applies over the file. Flags named in
 // unsupported are ones the sink does not honour: a field that maps onto one
-// is an error. It returns the warnings to log. Call it before reading the
-// flags' values.
-func Apply(c *cli.Context, fields []Field, unsupported []string) ([]string, error) {
+// is an error. It returns the settings it applied and the warnings to log.
+// Call it before reading the flags' values.
+func Apply(c *cli.Context, fields []Field, unsupported []string) ([]Setting, []string, error) {
 	path := c.String("config")
 	if path == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cfg, warnings, err := Load(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// canonical returns the flag's first name, which the sinks read (an
 	// alias set after parsing does not reach it).
@@ -120,16 +123,18 @@ func Apply(c *cli.Context, fields []Field, unsupported []string) ([]string, erro
 	settings, more, err := Settings(cfg, fields, func(flag string) bool { return canonical(flag) != "" })
 	warnings = append(warnings, more...)
 	if err != nil {
-		return warnings, err
+		return nil, warnings, err
 	}
+	var applied []Setting
 	for _, s := range settings {
 		name := canonical(s.Flag)
 		if c.IsSet(name) {
 			continue
 		}
 		if err := c.Set(name, s.Value); err != nil {
-			return warnings, fmt.Errorf("--config: %s: %q for --%s: %w", s.Field, s.Value, s.Flag, err)
+			return nil, warnings, fmt.Errorf("--config: %s: %q for --%s: %w", s.Field, s.Value, s.Flag, err)
 		}
+		applied = append(applied, s)
 	}
-	return warnings, nil
+	return applied, warnings, nil
 }

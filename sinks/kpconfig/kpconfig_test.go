@@ -78,18 +78,24 @@ func TestSettingsErrorsAndWarnings(t *testing.T) {
 	}{
 		{name: "empty file sets nothing", mode: "ipvs"},
 		{name: "other mode", body: "mode: iptables\n", mode: "ipvs", wantErr: []string{`mode is "iptables", but this is the ipvs sink`}},
-		{name: "nftables fields", body: "nftables:\n  masqueradeAll: true\n", mode: "iptables", wantErr: []string{"nftables no sink programs nftables"}},
+		{name: "nftables fields", body: "nftables:\n  masqueradeAll: true\n", mode: "iptables", wantWarnings: []string{"nftables ignored: another proxy mode's settings"}},
+		{name: "empty mode is iptables", body: "mode: \"\"\n", mode: "iptables"},
+		{name: "empty mode in another sink", body: "mode: \"\"\n", mode: "ipvs", wantErr: []string{"mode is empty, which is kube-proxy's default mode iptables, but this is the ipvs sink: set ipvs"}},
 		{name: "detect local by interface", body: "detectLocalMode: InterfaceNamePrefix\n", mode: "ipvs", wantErr: []string{`detectLocalMode "InterfaceNamePrefix" is not supported`}},
 		{name: "a field without a flag in this sink", body: "iptables:\n  localhostNodePorts: false\n", mode: "ipvs", has: ipvsOnly,
 			wantErr: []string{"iptables.localhostNodePorts has no meaning for this sink (no --iptables-localhost-nodeports)"}},
 		{name: "two errors are both named", body: "mode: nftables\nlogging:\n  format: xml\n", mode: "ipvs",
 			wantErr: []string{`mode is "nftables"`, `logging.format "xml" is not supported`}},
 		{name: "iptables sync period in the ipvs sink", body: "iptables:\n  syncPeriod: 10s\n", mode: "ipvs", wantWarnings: []string{"iptables.syncPeriod ignored"}},
-		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\noomScoreAdj: -999\nfeatureGates:\n  Foo: true\nclientConnection:\n  qps: 50\n", mode: "ipvs",
-			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored", "oomScoreAdj ignored", "featureGates ignored"}},
+		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\nclientConnection:\n  qps: 50\n", mode: "ipvs",
+			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, warnings, err := Decode([]byte(head+tc.body), "f.yaml")
+			body := tc.body
+			if !strings.Contains(body, "mode:") {
+				body = "mode: " + tc.mode + "\n" + body
+			}
+			cfg, warnings, err := Decode([]byte(head+body), "f.yaml")
 			if err != nil || len(warnings) > 0 {
 				t.Fatalf("Decode: %v, warnings %v", err, warnings)
 			}
@@ -170,8 +176,10 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestApply checks that flags and environment variables win over the file,
-// and that aliases reach the flag the sink reads.
+// TestApply checks that Apply leaves the flags still set (the runtime has
+// dropped those the file replaces, so these are the ones kube-proxy
+// applies over the file) and sets the others, aliases reaching the flag
+// the sink reads.
 func TestApply(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
@@ -219,7 +227,7 @@ func TestApply(t *testing.T) {
 				{Name: "ipvs.tcpFinTimeout", Class: Honoured, Flag: "ipvs-tcpfin-timeout"},
 				{Name: "ipvs.udpTimeout", Class: Honoured, Flag: "ipvs-udp-timeout"},
 			})
-			if warnings, err = Apply(c, fields, nil); err != nil {
+			if _, warnings, err = Apply(c, fields, nil); err != nil {
 				return err
 			}
 			got = values{c.String("node-name"), c.String("scheduling-method"), c.String("kubeconfig"),
@@ -262,7 +270,7 @@ func TestTableEntries(t *testing.T) {
 // --nodeport-addresses as it is, and bindAddress, which primary reads,
 // sets --bind-address (it was ignored as deprecated).
 func TestSettingsPrimary(t *testing.T) {
-	const body = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbindAddress: 192.168.7.2\nnodePortAddresses: [primary, 10.0.0.0/8]\n"
+	const body = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nbindAddress: 192.168.7.2\nnodePortAddresses: [primary, 10.0.0.0/8]\n"
 	cfg, warnings, err := Decode([]byte(body), "primary.yaml")
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("Decode: %v, warnings %v", err, warnings)

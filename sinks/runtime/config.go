@@ -41,6 +41,18 @@ type Config struct {
 	HealthzAddress string
 	LogFormat      string
 	LogLevel       string
+	// Master, when set, replaces the kubeconfig's API server URL
+	// (kube-proxy's --master).
+	Master string
+	// InitOnly asks the sink to check its configuration and exit
+	// (kube-proxy's --init-only).
+	InitOnly bool
+	// OOMScoreAdj, when set, is written to the process's oom_score_adj
+	// at start (kube-proxy's --oom-score-adj, oomScoreAdj).
+	OOMScoreAdj *int
+	// FeatureGates are kube-proxy's feature gates given (--feature-gates,
+	// featureGates), checked against kpconfig.Gates.
+	FeatureGates map[string]bool
 	// SinkConfig is what the sink's own flags set (Sink.Parse's result;
 	// nil for a sink without any).
 	SinkConfig any
@@ -56,7 +68,7 @@ func EnvVars(name string) []string {
 // (Sink.Flags).
 func sharedFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "config", EnvVars: EnvVars("config"), Usage: "kube-proxy configuration `file` (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1); flags and environment variables win over it"},
+		&cli.StringFlag{Name: "config", EnvVars: EnvVars("config"), Usage: "kube-proxy configuration `file` (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1); as in kube-proxy, it replaces the flags that map onto it, except --hostname-override and the logging flags"},
 		&cli.StringFlag{Name: "kubeconfig", EnvVars: EnvVars("kubeconfig"), Usage: "kubeconfig `file` of the cluster (in-cluster config when empty and running in a pod)"},
 		&cli.StringFlag{Name: "from-file", EnvVars: EnvVars("from-file"), Usage: "read Services and EndpointSlices from a manifest `file or directory` instead of the API, and follow its edits"},
 		&cli.BoolFlag{Name: "dry-run", EnvVars: EnvVars("dry-run"), Usage: "print the kernel operations for the current state and exit, without privileges or IPVS"},
@@ -72,7 +84,7 @@ func sharedFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "min-sync-period", Value: time.Second, EnvVars: EnvVars("min-sync-period"), Usage: "shortest time between two syncs, at most --sync-period; changes within it are coalesced"},
 		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", EnvVars: EnvVars("metrics-bind-address"), Usage: "`IP:port` serving /metrics, /proxyMode and /healthz (empty: off)"},
 		&cli.StringFlag{Name: "healthz-bind-address", Value: "0.0.0.0:10256", EnvVars: EnvVars("healthz-bind-address"), Usage: "`IP:port` serving /healthz and /livez (empty: off)"},
-		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: EnvVars("log-format"), Usage: "log format: text or json"},
+		&cli.StringFlag{Name: "log-format", Aliases: []string{"logging-format"}, Value: "text", EnvVars: EnvVars("log-format"), Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: EnvVars("log-level"), Usage: "log level: debug, info, warn, error"},
 	}
 }
@@ -160,9 +172,10 @@ var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.Lev
 // FromContext reads and validates the flags of sink: the runtime's, then
 // the sink's own (Sink.Parse, into Config.SinkConfig). Every bad value is
 // an error naming the flag, and so is a flag the sink refuses; the
-// warnings name the flags given that the sink ignores.
-func FromContext(c *cli.Context, sink Sink) (Config, []string, error) {
-	cfg, err := sharedConfig(c)
+// warnings name the flags given that the sink ignores. fromFile maps the
+// flags --config set to the file's fields (kpconfig.Apply's settings).
+func FromContext(c *cli.Context, sink Sink, fromFile map[string]string) (Config, []string, error) {
+	cfg, warnings, err := sharedConfig(c, sink.Mode, fromFile)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -171,47 +184,63 @@ func FromContext(c *cli.Context, sink Sink) (Config, []string, error) {
 			return cfg, nil, err
 		}
 	}
-	warnings, err := sink.Table().check(c, sink.Mode)
-	return cfg, warnings, err
+	more, err := sink.Table().check(c, sink.Mode)
+	return cfg, append(warnings, more...), err
 }
 
-// sharedConfig reads and validates the runtime's flags.
-func sharedConfig(c *cli.Context) (Config, error) {
+// sharedConfig reads and validates the runtime's flags, kube-proxy's
+// among them, for a sink of mode.
+func sharedConfig(c *cli.Context, mode string, fromFile map[string]string) (Config, []string, error) {
 	cfg := Config{
 		Kubeconfig: c.String("kubeconfig"), FromFile: c.String("from-file"), DryRun: c.Bool("dry-run"), Cleanup: c.Bool("cleanup"),
-		NodeName:      c.String("node-name"),
+		// As kube-proxy (nodeutil.GetHostname): trimmed, in lower case.
+		NodeName:      strings.ToLower(strings.TrimSpace(c.String("node-name"))),
 		MasqueradeAll: c.Bool("masquerade-all"), MasqueradeBit: c.Int("masquerade-bit"),
 		SyncPeriod: c.Duration("sync-period"), MinSyncPeriod: c.Duration("min-sync-period"),
 		MetricsAddress: c.String("metrics-bind-address"), HealthzAddress: c.String("healthz-bind-address"),
 		LogFormat: c.String("log-format"), LogLevel: c.String("log-level"),
 	}
-	var err error
+	if c.IsSet("node-name") && cfg.NodeName == "" {
+		return cfg, nil, fmt.Errorf("--node-name: %q is empty", c.String("node-name"))
+	}
+	warnings, err := kubeProxyConfig(c, mode, &cfg, fromFile)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if cfg.FromFile != "" && cfg.Kubeconfig != "" {
+		if _, ok := fromFile["kubeconfig"]; ok {
+			// The file's API client settings do not compete with an
+			// explicit source.
+			warnings = append(warnings, "--config: clientConnection.kubeconfig unused: --from-file is the source")
+			cfg.Kubeconfig = ""
+		}
+	}
 	if cfg.NodeAddresses, err = parseAddrs("node-address", c.StringSlice("node-address")); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	if cfg.NodePortAddresses, cfg.NodePortPrimary, err = parseNodePortAddresses(c.StringSlice("nodeport-addresses")); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	if b := c.String("bind-address"); b != "" {
 		if cfg.BindAddress, err = netip.ParseAddr(b); err != nil {
-			return cfg, fmt.Errorf("--bind-address: %q is not an IP address", b)
+			return cfg, nil, fmt.Errorf("--bind-address: %q is not an IP address", b)
 		}
 	}
 	if cfg.ClusterCIDRs, err = ParsePrefixes("cluster-cidr", c.StringSlice("cluster-cidr")); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	if n := c.Args().Len(); n > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q: every setting is a flag (see --help)", c.Args().First())
+		return cfg, nil, fmt.Errorf("unexpected argument %q: every setting is a flag (see --help)", c.Args().First())
 	}
 	for _, a := range cfg.NodeAddresses {
 		if err := nodeAddressOK(a); err != nil {
-			return cfg, fmt.Errorf("--node-address: %s %w", a, err)
+			return cfg, nil, fmt.Errorf("--node-address: %s %w", a, err)
 		}
 	}
 	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
-		return cfg, fmt.Errorf("--masquerade-bit: %d is not in [0, 31]", cfg.MasqueradeBit)
+		return cfg, nil, fmt.Errorf("--masquerade-bit: %d is not in [0, 31]", cfg.MasqueradeBit)
 	}
-	return cfg, periodsAndAddressesOK(cfg)
+	return cfg, warnings, periodsAndAddressesOK(cfg)
 }
 
 // periodsAndAddressesOK checks the sync periods, the sources, the HTTP
@@ -228,6 +257,9 @@ func periodsAndAddressesOK(cfg Config) error {
 	}
 	if cfg.FromFile != "" && cfg.Kubeconfig != "" {
 		return fmt.Errorf("--from-file and --kubeconfig: give one source, not both")
+	}
+	if cfg.FromFile != "" && cfg.Master != "" {
+		return fmt.Errorf("--from-file and --master: give one source, not both")
 	}
 	if cfg.Cleanup && cfg.DryRun {
 		return fmt.Errorf("--cleanup and --dry-run: give one, not both")

@@ -69,8 +69,9 @@ func TestVersion(t *testing.T) {
 }
 
 // TestConfigFile: kube-proxy's configuration file sets the flags it maps
-// onto; flags and environment variables win; a file for another mode is a
-// flag error.
+// onto; as in kube-proxy, flags and environment variables the file
+// replaces are ignored (logged once), while --hostname-override and the
+// logging flags win over it; a file for another mode is a flag error.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -80,26 +81,41 @@ func TestConfigFile(t *testing.T) {
 		}
 		return p
 	}
-	ipvs := write("ipvs.yaml", "mode: ipvs\nipvs:\n  scheduler: wrr\n  syncPeriod: 45s\n  minSyncPeriod: 3s\nconntrack:\n  maxPerCore: 1\n")
+	ipvs := write("ipvs.yaml", "mode: ipvs\nhostnameOverride: file-node\nipvs:\n  scheduler: wrr\n  syncPeriod: 45s\n  minSyncPeriod: 3s\nconntrack:\n  maxPerCore: 1\nlogging:\n  verbosity: 4\n")
 	dry := []string{"--dry-run", "--from-file", "../../examples/demo/cluster.yaml", "--node-name", "demo-node", "--node-address", "10.244.2.1"}
 
 	status, cfg, _, stderr := main(t, append([]string{"--config", ipvs}, dry...)...)
-	if status != 0 || cfg.SinkConfig != "wrr" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 3*time.Second {
-		t.Errorf("--config: status %d, knob %q, sync %v/%v; want wrr 45s/3s\n%s", status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, stderr)
+	if status != 0 || cfg.SinkConfig != "wrr" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 3*time.Second || cfg.LogLevel != "debug" {
+		t.Errorf("--config: status %d, knob %q, sync %v/%v, log level %s; want wrr 45s/3s debug\n%s", status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, cfg.LogLevel, stderr)
 	}
 	if !strings.Contains(stderr, "conntrack ignored") {
 		t.Errorf("no warning for the conntrack settings:\n%s", stderr)
 	}
-
-	t.Setenv("PROXYSINKS_MIN_SYNC_PERIOD", "5s")
-	status, cfg, _, stderr = main(t, append([]string{"--config", ipvs, "--ipvs-scheduler", "lc"}, dry...)...)
-	if status != 0 || cfg.SinkConfig != "lc" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 5*time.Second {
-		t.Errorf("flag and environment over --config: status %d, knob %q, sync %v/%v; want lc 45s/5s\n%s", status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, stderr)
+	if cfg.NodeName != "demo-node" {
+		t.Errorf("--node-name (--hostname-override) with --config: %q, want the flag's demo-node over the file's", cfg.NodeName)
 	}
 
+	t.Setenv("PROXYSINKS_MIN_SYNC_PERIOD", "5s")
+	args := append([]string{"--config", ipvs, "--ipvs-scheduler", "lc", "--ipvs-sync-period=9s", "--proxy-mode", "nftables", "--feature-gates", "AllowServiceExternalIPs=false", "--v", "2"}, dry...)
+	status, cfg, _, stderr = main(t, args...)
+	if status != 0 || cfg.SinkConfig != "wrr" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 3*time.Second || cfg.LogLevel != "info" {
+		t.Errorf("flags and environment with --config: status %d, knob %q, sync %v/%v, log level %s; want the file's wrr 45s/3s and --v's info\n%s",
+			status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, cfg.LogLevel, stderr)
+	}
+	for _, want := range []string{"--knob ignored: --config is given, and kube-proxy then takes ipvs.scheduler from the file",
+		"--min-sync-period ignored: --config is given", "--ipvs-sync-period ignored: --config is given", "--proxy-mode ignored: --config is given",
+		"--feature-gates ignored: --config is given"} {
+		if strings.Count(stderr, want) != 1 {
+			t.Errorf("want the warning %q once:\n%s", want, stderr)
+		}
+	}
 	other := write("nft.yaml", "mode: nftables\n")
 	if status, _, _, stderr := main(t, append([]string{"--config", other}, dry...)...); status != 2 || !strings.Contains(stderr, `--config: mode is "nftables", but this is the ipvs sink`) {
 		t.Errorf("--config for another mode: status %d, stderr %q; want 2 naming the mode", status, stderr)
+	}
+	gates := write("gates.yaml", "mode: ipvs\nfeatureGates:\n  AllowServiceExternalIPs: false\n")
+	if status, _, _, stderr := main(t, append([]string{"--config", gates}, dry...)...); status != 2 || !strings.Contains(stderr, "--config: featureGates: AllowServiceExternalIPs=false: the sinks always program") {
+		t.Errorf("--config with a gate refused: status %d, stderr %q; want 2 naming featureGates and the gate", status, stderr)
 	}
 	if status, _, _, stderr := main(t, append([]string{"--config", filepath.Join(dir, "missing.yaml")}, dry...)...); status != 2 || !strings.Contains(stderr, "missing.yaml") {
 		t.Errorf("--config missing: status %d, stderr %q; want 2 naming the file", status, stderr)
@@ -118,11 +134,12 @@ func TestConfigFile(t *testing.T) {
 
 // TestHelpHidesUnsupported: a flag the sink does not honour is not in its
 // --help; giving it is refused by name, or ignored with a warning naming
-// it; every flag of the runtime is of a kind that can be hidden.
+// it; every flag of a table is of a kind that can be hidden and unbound
+// from the environment.
 func TestHelpHidesUnsupported(t *testing.T) {
-	for _, f := range sharedFlags() {
-		if !prepare(f, false) {
-			t.Errorf("flag --%s (%T) cannot be hidden", f.Names()[0], f)
+	for _, f := range testSink(nil).Table().Flags {
+		if !prepare(f.Flag, false) || !unbindEnv(f.Flag) {
+			t.Errorf("flag --%s (%T) cannot be hidden or unbound from the environment", f.Name(), f.Flag)
 		}
 	}
 	status, _, help, stderr := main(t, "--help")

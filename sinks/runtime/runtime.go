@@ -21,6 +21,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,8 @@ import (
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Controller is what a sink plugs in: it consumes snapshots, and repairs
@@ -112,8 +116,24 @@ type Sink struct {
 // Main runs the command line args of sink, printing to stdout (dry-run
 // output) and stderr (logs), until SIGINT or SIGTERM, and returns the exit
 // status: 2 for a bad flag, 1 for a failure.
+//
+// With --config, the flags the file replaces (Flag.File) are dropped, as
+// kube-proxy ignores them then: the arguments are parsed again without them
+// (and without their environment variables), and each is logged once.
 func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
+	return runMain(sink, args, stdout, stderr, nil)
+}
+
+// runMain is Main once the flags dropped for --config are known (nil: not
+// yet looked for).
+func runMain(sink Sink, args []string, stdout, stderr io.Writer, dropped []Flag) int {
 	table := sink.Table()
+	for _, d := range dropped {
+		if f, ok := table.lookup(d.Name()); ok {
+			unbindEnv(f.Flag)
+		}
+	}
+	var again []Flag
 	app := &cli.App{
 		Name:           sink.Name,
 		Usage:          sink.Usage,
@@ -125,7 +145,14 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return cli.Exit(sink.Name+": "+err.Error(), 2)
 		},
-		Action: func(c *cli.Context) error { return action(c, sink, table, stdout, stderr) },
+		Action: func(c *cli.Context) error {
+			if dropped == nil {
+				if again = table.droppedByConfig(c); len(again) > 0 {
+					return nil
+				}
+			}
+			return action(c, sink, table, dropped, stdout, stderr)
+		},
 	}
 	if err := app.RunContext(context.Background(), args); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -137,17 +164,35 @@ func Main(sink Sink, args []string, stdout, stderr io.Writer) int {
 		// parse, an unknown flag).
 		return 2
 	}
+	if len(again) > 0 {
+		return runMain(sink, table.withoutFlags(args, again), stdout, stderr, again)
+	}
 	return 0
 }
 
+func init() {
+	// kube-proxy's -v is its verbosity: --version has no short name.
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+}
+
 // action is Main's once the flags parsed: --config, the flags' validation
-// and classes, then --cleanup or Run.
-func action(c *cli.Context, sink Sink, table Table, stdout, stderr io.Writer) error {
-	warnings, err := kpconfig.Apply(c, table.Fields, table.notHonoured())
+// and classes, then --cleanup, --init-only or Run. dropped are the flags
+// --config replaced.
+func action(c *cli.Context, sink Sink, table Table, dropped []Flag, stdout, stderr io.Writer) error {
+	var warnings []string
+	for _, d := range dropped {
+		warnings = append(warnings, fmt.Sprintf("--%s ignored: --config is given, and kube-proxy then takes %s from the file", d.Name(), d.File))
+	}
+	applied, more, err := kpconfig.Apply(c, table.Fields, table.notHonoured())
+	warnings = append(warnings, more...)
 	if err != nil {
 		return cli.Exit(sink.Name+": "+err.Error(), 2)
 	}
-	cfg, more, err := FromContext(c, sink)
+	fromFile := map[string]string{}
+	for _, s := range applied {
+		fromFile[s.Flag] = s.Field
+	}
+	cfg, more, err := FromContext(c, sink, fromFile)
 	if err != nil {
 		return cli.Exit(sink.Name+": "+err.Error(), 2)
 	}
@@ -155,7 +200,15 @@ func action(c *cli.Context, sink Sink, table Table, stdout, stderr io.Writer) er
 	for _, w := range append(warnings, more...) {
 		log.Warn(w)
 	}
-	if cfg.Cleanup {
+	if cfg.OOMScoreAdj != nil && !cfg.DryRun {
+		// As kube-proxy: a failure (no CAP_SYS_RESOURCE to lower it) is
+		// logged, not fatal.
+		if err := setOOMScoreAdj(OOMScoreAdjFile, *cfg.OOMScoreAdj); err != nil {
+			log.Warn("--oom-score-adj not applied", "error", err)
+		}
+	}
+	switch {
+	case cfg.Cleanup:
 		if sink.Cleanup == nil {
 			return cli.Exit(sink.Name+": --cleanup: this sink has no cleanup", 2)
 		}
@@ -164,11 +217,25 @@ func action(c *cli.Context, sink Sink, table Table, stdout, stderr io.Writer) er
 		}
 		log.Info("cleanup done")
 		return nil
+	case cfg.InitOnly:
+		log.Info("--init-only: the configuration is valid; the sink sets up the node when it starts")
+		return nil
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := Run(ctx, cfg, sink, stdout, log); err != nil {
 		return cli.Exit(sink.Name+": "+err.Error(), 1)
+	}
+	return nil
+}
+
+// OOMScoreAdjFile is where --oom-score-adj is written.
+var OOMScoreAdjFile = "/proc/self/oom_score_adj"
+
+// setOOMScoreAdj writes v to path (a process's oom_score_adj).
+func setOOMScoreAdj(path string, v int) error {
+	if err := os.WriteFile(path, []byte(strconv.Itoa(v)), 0); err != nil {
+		return fmt.Errorf("write %d to %s: %w", v, path, err)
 	}
 	return nil
 }
@@ -191,12 +258,30 @@ func (c Config) source(needs client.Needs, log *slog.Logger) (client.Source, err
 		}
 		return file.New(file.Config{Path: c.FromFile, NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log, Needs: needs}), nil
 	default:
-		s, err := kube.NewForConfig(c.Kubeconfig, kube.Config{NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log, Needs: needs})
+		rc, err := apiConfig(c.Kubeconfig, c.Master)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes source: %w (give --kubeconfig, run in a pod, or use --from-file)", err)
 		}
-		return s, nil
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes source: API client: %w", err)
+		}
+		return kube.New(cs, kube.Config{NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log, Needs: needs}), nil
 	}
+}
+
+// apiConfig returns the API client configuration of the kubeconfig file
+// (in-cluster when empty) with master, when set, as the API server's URL
+// (kube-proxy's --master).
+func apiConfig(kubeconfig, master string) (*rest.Config, error) {
+	rc, err := kube.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if master != "" {
+		rc.Host = master
+	}
+	return rc, nil
 }
 
 // Run runs a sink until ctx ends.
@@ -206,7 +291,7 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		if err != nil {
 			return fmt.Errorf("--node-name not given and no host name: %w", err)
 		}
-		c.NodeName = h
+		c.NodeName = strings.ToLower(strings.TrimSpace(h))
 	}
 	needs := sink.Needs
 	// primary follows the Node's addresses.

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/urfave/cli/v2"
@@ -20,6 +22,14 @@ type Flag struct {
 	// refused one, when set, it replaces "does not apply to proxy mode
 	// <mode>; remove it".
 	Why string
+	// File is the KubeProxyConfiguration field the flag maps onto ("" for
+	// none). Given with --config, such a flag is dropped (logged once), as
+	// kube-proxy ignores it then, unless OverFile. Sink.Table fills it for
+	// a flag a field of the table sets.
+	File string
+	// OverFile: the flag applies over the file, as kube-proxy applies
+	// --hostname-override and its logging flags.
+	OverFile bool
 }
 
 // Name returns the flag's name (its first: the one the sink reads).
@@ -47,10 +57,15 @@ type Table struct {
 	Fields []kpconfig.Field
 }
 
-// Table returns the sink's table. Each call defines new flags (a parse
-// sets them).
+// Table returns the sink's table: the runtime's flags, kube-proxy's that
+// they do not hold (kubeProxyFlags), then the sink's. Each call defines
+// new flags (a parse sets them).
 func (s Sink) Table() Table {
-	t := Table{Flags: Classed(kpconfig.Honoured, sharedFlags()...)}
+	t := Table{Flags: sharedTable()}
+	for _, f := range kubeProxyFlags(s.Mode) {
+		prepare(f.Flag, f.Class != kpconfig.Honoured)
+		t.Flags = append(t.Flags, f)
+	}
 	if s.Flags != nil {
 		for _, f := range s.Flags() {
 			prepare(f.Flag, f.Class != kpconfig.Honoured)
@@ -58,7 +73,56 @@ func (s Sink) Table() Table {
 		}
 	}
 	t.Fields = kpconfig.Table(s.Mode, s.Fields)
+	for i, f := range t.Flags {
+		if f.File != "" {
+			continue
+		}
+		for _, field := range t.Fields {
+			if field.Flag != "" && slices.Contains(f.Flag.Names(), field.Flag) {
+				t.Flags[i].File = field.Name
+				break
+			}
+		}
+	}
 	return t
+}
+
+// sharedTable is the runtime's flags, honoured; those kube-proxy applies
+// over --config say so (OverFile).
+func sharedTable() []Flag {
+	t := Classed(kpconfig.Honoured, sharedFlags()...)
+	for i, f := range t {
+		switch f.Name() {
+		case "node-name", "log-format", "log-level":
+			t[i].OverFile = true
+		}
+	}
+	return t
+}
+
+// droppedByConfig returns the flags c was given that --config replaces
+// (Flag.File, not OverFile); none without --config.
+func (t Table) droppedByConfig(c *cli.Context) []Flag {
+	if c.String("config") == "" {
+		return nil
+	}
+	var out []Flag
+	for _, f := range t.Flags {
+		if f.File != "" && !f.OverFile && c.IsSet(f.Name()) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// lookup returns the flag one of whose names is name.
+func (t Table) lookup(name string) (Flag, bool) {
+	for _, f := range t.Flags {
+		if slices.Contains(f.Flag.Names(), name) {
+			return f, true
+		}
+	}
+	return Flag{}, false
 }
 
 // Flags returns the command-line flags of sink: the runtime's, then the
@@ -124,6 +188,8 @@ func prepare(f cli.Flag, hidden bool) bool {
 		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
 	case *cli.Int64Flag:
 		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+	case *cli.Float64Flag:
+		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
 	case *cli.StringSliceFlag:
 		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
 	default:
@@ -137,4 +203,65 @@ func setup(env *[]string, hide *bool, name string, hidden bool) {
 		*env = EnvVars(name)
 	}
 	*hide = *hide || hidden
+}
+
+// unbindEnv takes the environment variables off f (a flag --config
+// replaces, which the environment must not set either); it reports false
+// for a kind it does not know.
+func unbindEnv(f cli.Flag) bool {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		f.EnvVars = nil
+	case *cli.BoolFlag:
+		f.EnvVars = nil
+	case *cli.DurationFlag:
+		f.EnvVars = nil
+	case *cli.IntFlag:
+		f.EnvVars = nil
+	case *cli.Int64Flag:
+		f.EnvVars = nil
+	case *cli.Float64Flag:
+		f.EnvVars = nil
+	case *cli.StringSliceFlag:
+		f.EnvVars = nil
+	default:
+		return false
+	}
+	return true
+}
+
+// isBool reports whether f takes no value (-flag alone sets it).
+func isBool(f cli.Flag) bool {
+	_, ok := f.(*cli.BoolFlag)
+	return ok
+}
+
+// withoutFlags returns args without the flags named in drop (any of their
+// names) and their values, following the flag package's syntax: -name or
+// --name, with =value or, for a flag that takes one, the next argument;
+// parsing stops at "--" or at the first argument that is not a flag. args[0]
+// is the program's name.
+func (t Table) withoutFlags(args []string, drop []Flag) []string {
+	out := []string{args[0]}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f, known := t.lookup(name)
+		takesNext := known && !hasValue && !isBool(f.Flag) && i+1 < len(args)
+		if known && slices.ContainsFunc(drop, func(d Flag) bool { return d.Name() == f.Name() }) {
+			if takesNext {
+				i++
+			}
+			continue
+		}
+		out = append(out, a)
+		if takesNext {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
 }

@@ -58,27 +58,28 @@ func TestTables(t *testing.T) {
 // or another sink's flag unclassed.
 func TestTablesFindUnclassed(t *testing.T) {
 	broken := iptablessink.Sink("iptables", "")
-	broken.Fields = slices.DeleteFunc(slices.Clone(broken.Fields), func(f kpconfig.Field) bool { return f.Name == "ipvs.scheduler" })
+	broken.Fields = slices.DeleteFunc(slices.Clone(broken.Fields), func(f kpconfig.Field) bool { return f.Name == "ipvs" })
 	flags := broken.Flags
 	broken.Flags = func() []runtime.Flag {
-		return slices.DeleteFunc(flags(), func(f runtime.Flag) bool { return f.Name() == "weight" })
+		return slices.DeleteFunc(flags(), func(f runtime.Flag) bool { return f.Name() == "weight" || f.Name() == "scheduling-method" })
 	}
 	got := strings.Join(tableProblems([]runtime.Sink{registered[0], broken}), "\n")
-	for _, want := range []string{"iptables: field ipvs.scheduler: 0 classes", "iptables: flag --weight: 0 classes"} {
+	for _, want := range []string{"iptables: field ipvs.scheduler: 0 classes", "iptables: flag --weight: 0 classes",
+		"iptables: kube-proxy flag --ipvs-scheduler: not in the table"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems %q; want one saying %q", got, want)
 		}
 	}
 }
 
-// tableProblems checks the tables of sinks against each other and against
-// the KubeProxyConfiguration type.
+// tableProblems checks the tables of sinks against each other, against
+// kube-proxy's flags and against the KubeProxyConfiguration type.
 func tableProblems(sinks []runtime.Sink) []string {
 	var problems []string
-	owners := map[string]runtime.Flag{} // the honoured definition of every flag
+	owners := map[string]runtime.Flag{} // the honoured definition of every flag, or kube-proxy's
 	for _, s := range sinks {
 		for _, f := range s.Table().Flags {
-			if f.Class == kpconfig.Honoured {
+			if _, ok := owners[f.Name()]; f.Class == kpconfig.Honoured || !ok && kubeProxyDefines(f) {
 				owners[f.Name()] = f
 			}
 		}
@@ -88,6 +89,80 @@ func tableProblems(sinks []runtime.Sink) []string {
 		t := s.Table()
 		problems = append(problems, flagProblems(s.Name, t, owners)...)
 		problems = append(problems, fieldProblems(s.Name, t, leaves)...)
+		problems = append(problems, kubeProxyProblems(s.Name, t)...)
+	}
+	return problems
+}
+
+// kubeProxyFlag is a flag of kube-proxy v1.37.2 (cmd/kube-proxy/app
+// options.go AddFlags, and component-base's logging flags; the same set as
+// its --help, plus the deprecated --healthz-port and --metrics-port):
+// whether kube-proxy still applies it when --config is given (Complete:
+// the file replaces the configuration; --hostname-override, --master,
+// --cleanup, --init-only, --write-config-to and the logging flags stay).
+type kubeProxyFlag struct {
+	name       string
+	withConfig bool
+}
+
+var kubeProxyV1372Flags = []kubeProxyFlag{
+	{"bind-address", false}, {"bind-address-hard-fail", false}, {"cleanup", true}, {"cluster-cidr", false},
+	{"config", true}, {"config-sync-period", false},
+	{"conntrack-max-per-core", false}, {"conntrack-min", false}, {"conntrack-tcp-be-liberal", false},
+	{"conntrack-tcp-timeout-close-wait", false}, {"conntrack-tcp-timeout-established", false},
+	{"conntrack-udp-timeout", false}, {"conntrack-udp-timeout-stream", false},
+	{"detect-local-mode", false}, {"feature-gates", false}, {"healthz-bind-address", false}, {"healthz-port", false},
+	{"hostname-override", true}, {"init-only", true}, {"iptables-localhost-nodeports", false},
+	{"iptables-masquerade-bit", false}, {"iptables-min-sync-period", false}, {"iptables-sync-period", false},
+	{"ipvs-exclude-cidrs", false}, {"ipvs-min-sync-period", false}, {"ipvs-scheduler", false},
+	{"ipvs-strict-arp", false}, {"ipvs-sync-period", false}, {"ipvs-tcp-timeout", false},
+	{"ipvs-tcpfin-timeout", false}, {"ipvs-udp-timeout", false},
+	{"kube-api-burst", false}, {"kube-api-content-type", false}, {"kube-api-qps", false}, {"kubeconfig", false},
+	{"log-flush-frequency", true}, {"log-json-info-buffer-size", true}, {"log-json-split-stream", true},
+	{"log-text-info-buffer-size", true}, {"log-text-split-stream", true}, {"logging-format", true},
+	{"masquerade-all", false}, {"master", true}, {"metrics-bind-address", false}, {"metrics-port", false},
+	{"nodeport-addresses", false}, {"oom-score-adj", false}, {"pod-bridge-interface", false},
+	{"pod-interface-name-prefix", false}, {"profiling", false}, {"proxy-mode", false},
+	{"show-hidden-metrics-for-version", false}, {"v", true}, {"vmodule", true}, {"write-config-to", true},
+}
+
+// pendingFlags are kube-proxy flags that changes of their own add to the
+// tables (named by what they do); TestTables fails once one is in a table,
+// so that it leaves this list.
+var pendingFlags = map[string]string{
+	"conntrack-max-per-core": "conntrack", "conntrack-min": "conntrack", "conntrack-tcp-be-liberal": "conntrack",
+	"conntrack-tcp-timeout-close-wait": "conntrack", "conntrack-tcp-timeout-established": "conntrack",
+	"conntrack-udp-timeout": "conntrack", "conntrack-udp-timeout-stream": "conntrack",
+	"detect-local-mode": "detect-local modes", "pod-bridge-interface": "detect-local modes",
+	"pod-interface-name-prefix": "detect-local modes", "iptables-localhost-nodeports": "localhost NodePorts",
+}
+
+// kubeProxyDefines reports whether one of f's names is a kube-proxy flag.
+func kubeProxyDefines(f runtime.Flag) bool {
+	return slices.ContainsFunc(kubeProxyV1372Flags, func(k kubeProxyFlag) bool { return slices.Contains(f.Flag.Names(), k.name) })
+}
+
+// kubeProxyProblems: every flag of kube-proxy v1.37.2 is in the table (one
+// of an entry's names), with kube-proxy's precedence against --config.
+func kubeProxyProblems(sink string, t runtime.Table) []string {
+	var problems []string
+	for _, k := range kubeProxyV1372Flags {
+		i := slices.IndexFunc(t.Flags, func(f runtime.Flag) bool { return slices.Contains(f.Flag.Names(), k.name) })
+		_, pending := pendingFlags[k.name]
+		switch {
+		case i < 0 && pending:
+			continue
+		case i < 0:
+			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: not in the table", sink, k.name))
+			continue
+		case pending:
+			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: in the table now; take it off pendingFlags", sink, k.name))
+		}
+		f := t.Flags[i]
+		if applies := f.File == "" || f.OverFile; applies != k.withConfig {
+			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: applies with --config: %t (File %q, OverFile %t); kube-proxy: %t",
+				sink, k.name, applies, f.File, f.OverFile, k.withConfig))
+		}
 	}
 	return problems
 }

@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/proxysinks/proxysinks/sinks/kpconfig"
+	"github.com/urfave/cli/v2"
+)
+
+// kubeProxyFlags returns the flags of kube-proxy v1.37.2 that neither the
+// runtime's own flags (sharedFlags, which hold kube-proxy's --config,
+// --kubeconfig, --hostname-override, --cluster-cidr, --nodeport-addresses,
+// --masquerade-all, --iptables-masquerade-bit, the bind addresses,
+// --logging-format and --cleanup) nor the sinks' (Sink.Flags: the ipvs-*
+// settings) define, classed for a sink of mode. Each has File, the field
+// of the configuration file kube-proxy maps it onto, where it has one.
+//
+// Not here yet: --conntrack-*, --detect-local-mode, --pod-bridge-interface,
+// --pod-interface-name-prefix and --iptables-localhost-nodeports, which
+// their own changes add.
+func kubeProxyFlags(mode string) []Flag {
+	own := syncFlagsMode(mode)
+	sync := func(m, name, file string) Flag {
+		f := Flag{Flag: &cli.DurationFlag{Name: name}, Class: kpconfig.Honoured, File: file}
+		if m != own {
+			f.Class, f.Why = kpconfig.Ignored, fmt.Sprintf("another proxy mode's (this sink takes --%s-%s)", own, name[len(m)+1:])
+		}
+		return f
+	}
+	ignored := func(f cli.Flag, file, why string) Flag {
+		return Flag{Flag: f, Class: kpconfig.Ignored, File: file, Why: why}
+	}
+	logging := func(f cli.Flag, file, why string) Flag {
+		return Flag{Flag: f, Class: kpconfig.Ignored, File: file, OverFile: true, Why: why}
+	}
+	return []Flag{
+		{Flag: &cli.StringFlag{Name: "proxy-mode", Usage: "kube-proxy's proxy `mode`: accepted when it is this sink's (empty: kube-proxy's default, iptables)"},
+			Class: kpconfig.Honoured, File: "mode"},
+		sync("iptables", "iptables-sync-period", "iptables.syncPeriod"),
+		sync("iptables", "iptables-min-sync-period", "iptables.minSyncPeriod"),
+		sync("ipvs", "ipvs-sync-period", "ipvs.syncPeriod"),
+		sync("ipvs", "ipvs-min-sync-period", "ipvs.minSyncPeriod"),
+		{Flag: &cli.StringSliceFlag{Name: "feature-gates", Usage: "kube-proxy's feature gates, `Name=bool` pairs: those that change what kube-proxy programs are honoured or refused, the others logged"},
+			Class: kpconfig.Honoured, File: "featureGates"},
+		{Flag: &cli.StringFlag{Name: "master", Usage: "API server `URL`, over the kubeconfig's (kube-proxy's --master)"}, Class: kpconfig.Honoured},
+		{Flag: &cli.IntFlag{Name: "oom-score-adj", Usage: "set this process's oom_score_adj (-1000 to 1000; a failure is logged, as kube-proxy does)"},
+			Class: kpconfig.Honoured, File: "oomScoreAdj"},
+		{Flag: &cli.BoolFlag{Name: "init-only", Usage: "check the flags and the configuration, then exit (the sinks need no privileged step before they start)"},
+			Class: kpconfig.Honoured},
+		{Flag: &cli.IntFlag{Name: "v", Usage: "kube-proxy's log verbosity: 4 and more is --log-level debug, less is info; wins over --log-level"},
+			Class: kpconfig.Honoured, File: "logging.verbosity", OverFile: true},
+		{Flag: &cli.IntFlag{Name: "healthz-port", Value: 10256, Usage: "deprecated kube-proxy flag: the port of --healthz-bind-address when it has none; 0 turns the server off"},
+			Class: kpconfig.Honoured, File: "healthzBindAddress"},
+		{Flag: &cli.IntFlag{Name: "metrics-port", Value: 10249, Usage: "deprecated kube-proxy flag: the port of --metrics-bind-address when it has none; 0 turns the server off"},
+			Class: kpconfig.Honoured, File: "metricsBindAddress"},
+		{Flag: &cli.StringFlag{Name: "write-config-to"}, Class: kpconfig.Refused,
+			Why: "the sinks do not write kube-proxy's configuration (kube-proxy --write-config-to does); remove it"},
+		ignored(&cli.BoolFlag{Name: "bind-address-hard-fail"}, "bindAddressHardFail", "a bind failure is always fatal"),
+		ignored(&cli.BoolFlag{Name: "profiling"}, "enableProfiling", "no profiling endpoint"),
+		ignored(&cli.StringFlag{Name: "show-hidden-metrics-for-version"}, "showHiddenMetricsForVersion", "no hidden metrics"),
+		ignored(&cli.DurationFlag{Name: "config-sync-period"}, "configSyncPeriod", "informers do not resync"),
+		ignored(&cli.IntFlag{Name: "kube-api-burst"}, "clientConnection.burst", "client-go defaults are used"),
+		ignored(&cli.Float64Flag{Name: "kube-api-qps"}, "clientConnection.qps", "client-go defaults are used"),
+		ignored(&cli.StringFlag{Name: "kube-api-content-type"}, "clientConnection.contentType", "the sinks ask for protobuf"),
+		logging(&cli.StringFlag{Name: "vmodule"}, "logging.vmodule", "no per-file log levels"),
+		logging(&cli.DurationFlag{Name: "log-flush-frequency"}, "logging.flushFrequency", "the sinks do not buffer their logs"),
+		logging(&cli.StringFlag{Name: "log-json-info-buffer-size"}, "logging.options.json.infoBufferSize", "the sinks do not buffer their logs"),
+		logging(&cli.StringFlag{Name: "log-text-info-buffer-size"}, "logging.options.text.infoBufferSize", "the sinks do not buffer their logs"),
+		logging(&cli.BoolFlag{Name: "log-json-split-stream"}, "logging.options.json.splitStream", "every log line goes to stderr"),
+		logging(&cli.BoolFlag{Name: "log-text-split-stream"}, "logging.options.text.splitStream", "every log line goes to stderr"),
+	}
+}
+
+// syncFlagsMode returns the mode whose --<mode>-sync-period flags a sink
+// of mode takes: kube-proxy applies the ipvs ones in ipvs mode and the
+// iptables ones in every other mode.
+func syncFlagsMode(mode string) string {
+	if mode == "ipvs" {
+		return "ipvs"
+	}
+	return "iptables"
+}
+
+// kubeProxyConfig reads the kube-proxy flags of kubeProxyFlags into cfg
+// for a sink of mode; it returns the warnings of the feature gates it
+// ignores. fromFile names the flags --config set (their messages name the
+// file's field).
+func kubeProxyConfig(c *cli.Context, mode string, cfg *Config, fromFile map[string]string) ([]string, error) {
+	if c.IsSet("proxy-mode") {
+		if err := kpconfig.CheckMode(c.String("proxy-mode"), mode); err != nil {
+			return nil, fmt.Errorf("--proxy-mode: %w", err)
+		}
+	}
+	own := syncFlagsMode(mode)
+	for _, p := range []struct {
+		flag, theirs string
+		d            *time.Duration
+	}{{"sync-period", own + "-sync-period", &cfg.SyncPeriod}, {"min-sync-period", own + "-min-sync-period", &cfg.MinSyncPeriod}} {
+		if !c.IsSet(p.theirs) {
+			continue
+		}
+		if c.IsSet(p.flag) {
+			return nil, fmt.Errorf("--%s and --%s: give one, not both", p.flag, p.theirs)
+		}
+		*p.d = c.Duration(p.theirs)
+	}
+	cfg.Master, cfg.InitOnly = c.String("master"), c.Bool("init-only")
+	if c.IsSet("oom-score-adj") {
+		v := c.Int("oom-score-adj")
+		if v < -1000 || v > 1000 {
+			return nil, fmt.Errorf("--oom-score-adj: %d is not in [-1000, 1000]", v)
+		}
+		cfg.OOMScoreAdj = &v
+	}
+	if c.IsSet("v") {
+		cfg.LogLevel = "info"
+		if c.Int("v") >= 4 {
+			cfg.LogLevel = "debug"
+		}
+	}
+	for _, a := range []struct {
+		addr *string
+		port string
+	}{{&cfg.HealthzAddress, "healthz-port"}, {&cfg.MetricsAddress, "metrics-port"}} {
+		*a.addr = withPort(*a.addr, c.Int(a.port))
+	}
+	name := "--feature-gates"
+	if f, ok := fromFile["feature-gates"]; ok {
+		name = "--config: " + f
+	}
+	gates, err := kpconfig.ParseGates(c.StringSlice("feature-gates"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	warnings, err := kpconfig.CheckGates(mode, gates)
+	for i, w := range warnings {
+		warnings[i] = name + ": " + w
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	cfg.FeatureGates = gates
+	return warnings, nil
+}
+
+// withPort is kube-proxy's address from its deprecated port flags: none
+// when port is 0, else addr with port appended when addr is a bare IP.
+func withPort(addr string, port int) string {
+	if port == 0 {
+		return ""
+	}
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return net.JoinHostPort(a.String(), strconv.Itoa(port))
+	}
+	return addr
+}
