@@ -180,12 +180,12 @@ func (s *Service) ExternallyAccessible() bool {
 // SourceRanges returns the load-balancer source ranges of one family (IPv6
 // when v6), nil when the family's load-balancer IPs are open to every
 // client: no range of the family, or a zero-length one ("0.0.0.0/0" and
-// "::/0" mean allow all, as in kube-proxy).
+// "::/0" mean allow all, as in kube-proxy). Invalid prefixes are left out.
 func (s *Service) SourceRanges(v6 bool) []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range s.LoadBalancerSourceRanges {
-		if p.Addr().Is6() != v6 {
-			continue
+		if !p.IsValid() || p.Addr().Is6() != v6 {
+			continue // an invalid prefix cannot reach a kernel
 		}
 		if p.Bits() == 0 {
 			return nil

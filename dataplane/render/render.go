@@ -251,16 +251,18 @@ func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip n
 		entry.Set = rules.SetName(f, rules.SetLoadBalancerLocal)
 		sink.Entry(entry)
 	}
-	if len(svc.LoadBalancerSourceRanges) == 0 {
+	// The firewall applies per family: without a range of the address's
+	// family (or with a zero-length one) the address is open to every
+	// client, as in kube-proxy; a zero-length range never reaches the
+	// kernel, which refuses it in a hash:ip,port,net set.
+	ranges := svc.SourceRanges(ip.Is6())
+	if len(ranges) == 0 {
 		return
 	}
 	entry.Set = rules.SetName(f, rules.SetLoadBalancerFW)
 	sink.Entry(entry)
 	fromNode := false
-	for _, src := range svc.LoadBalancerSourceRanges {
-		if src.Addr().Is4() != ip.Is4() {
-			continue
-		}
+	for _, src := range ranges {
 		sink.Entry(SetEntry{Set: rules.SetName(f, rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
 		for _, n := range r.nodeAddrs {
 			if src.Contains(n) {
