@@ -1,9 +1,13 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/nodelocal"
@@ -466,4 +471,54 @@ func TestNodeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus("deleted", NodeStatus{})
+}
+
+// TestUnreachableAPIServerLogsWhy: when the API server cannot be reached
+// the log says why ("connection refused"), once per distinct cause, not
+// once per informer and retry.
+func TestUnreachableAPIServerLogsWhy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	var buf syncBuffer
+	src, err := newForRESTConfig(&rest.Config{Host: "http://" + addr}, Config{NodeName: "node-a", Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := src.Run(ctx, func(*client.Snapshot) { t.Error("snapshot without an API server") }); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `cause="connection refused"`) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d log lines say connection refused, want 1:\n%s", n, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
