@@ -141,13 +141,18 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
 	}
 	// The families the service lives in, in a fixed order: those of its
-	// cluster IPs.
+	// cluster IPs. An external or load-balancer IP of another family is
+	// not served: kube-proxy's proxier of that family skips the service
+	// (client/nodelocal already leaves such addresses out, and says so).
 	var families []xtables.Family
 	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
 		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
 			families = append(families, f)
 		}
 	}
+	outside := func(a netip.Addr) bool { return !slices.Contains(families, familyOf(a)) }
+	externalIPs = slices.DeleteFunc(externalIPs, outside)
+	lbIPs = slices.DeleteFunc(lbIPs, outside)
 
 	for _, p := range svc.Ports {
 		proto, ok := protocol(p.Protocol)

@@ -385,3 +385,30 @@ func TestSourceRangesPerFamily(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherFamilyAddressesNotServed: an IPv6 external or load-balancer IP
+// of an IPv4-only service gets no virtual server, binding or set entry
+// (kube-proxy's IPv6 proxier does not serve the service).
+func TestOtherFamilyAddressesNotServed(t *testing.T) {
+	se := &client.ServiceEndpoints{
+		Service: &client.Service{Namespace: "shop", Name: "lb", Type: client.LoadBalancer,
+			ClusterIPs:      ips("10.96.0.30"),
+			ExternalIPs:     ips("203.0.113.7", "2001:db8::7"),
+			LoadBalancerIPs: ips("198.51.100.4", "2001:db8:2::1"),
+			Ports:           []client.Port{{Name: "http", Protocol: client.TCP, Port: 80}}},
+		Endpoints: []*client.Endpoint{ep("a", false, true, true, "10.244.2.5")},
+	}
+	r := render(t, se, nodeCfg)
+	var v6 []string
+	for l := range r.lines {
+		if strings.Contains(l, "2001:db8") {
+			v6 = append(v6, l)
+		}
+	}
+	if len(v6) != 0 {
+		t.Errorf("IPv6 addresses of an IPv4-only service served: %q", v6)
+	}
+	if diff := cmp.Diff([]string{"bind 10.96.0.30", "bind 198.51.100.4", "bind 203.0.113.7"}, r.sorted("bind ")); diff != "" {
+		t.Errorf("bindings (-want +got):\n%s", diff)
+	}
+}
