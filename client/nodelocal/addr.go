@@ -23,6 +23,9 @@ type repair struct {
 	masked bool // host bits of a prefix cleared
 }
 
+// any reports whether a value was repaired.
+func (r repair) any() bool { return r != repair{} }
+
 // String names the repairs, "" when there is none.
 func (r repair) String() string {
 	var parts []string
@@ -84,6 +87,11 @@ func parseCIDR(s string) (netip.Prefix, repair, error) {
 // '.' or ':' says the family; sloppy reports leading zeros. An
 // IPv4-mapped address is left mapped.
 func parseAddr(s string) (a netip.Addr, sloppy, ok bool) {
+	// The strict parser accepts a subset of what Go 1.16's did, zones
+	// aside: try it first.
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, false, a.Zone() == ""
+	}
 	i := strings.IndexAny(s, ".:")
 	if i < 0 {
 		return netip.Addr{}, false, false
@@ -93,9 +101,6 @@ func parseAddr(s string) (a netip.Addr, sloppy, ok bool) {
 	}
 	if strings.ContainsRune(s, '%') {
 		return netip.Addr{}, false, false // no zones
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a, false, true
 	}
 	// Leading zeros: drop them from every hex group and from the
 	// components of a trailing IPv4 part, and parse again.
@@ -129,12 +134,16 @@ func parseAddr(s string) (a netip.Addr, sloppy, ok bool) {
 // them).
 func parseIPv4(s string) (a netip.Addr, sloppy, ok bool) {
 	var b [4]byte
-	parts := strings.Split(s, ".")
-	if len(parts) != 4 {
-		return netip.Addr{}, false, false
-	}
-	for i, p := range parts {
-		n, z, ok := decimal(p, 255)
+	for i := range b {
+		part := s
+		if i < 3 {
+			dot := strings.IndexByte(s, '.')
+			if dot < 0 {
+				return netip.Addr{}, false, false
+			}
+			part, s = s[:dot], s[dot+1:]
+		}
+		n, z, ok := decimal(part, 255)
 		if !ok {
 			return netip.Addr{}, false, false
 		}

@@ -43,9 +43,10 @@ func (l *adjustments) skip(field, value, reason string) {
 	}
 }
 
-// repaired records a value served as result, when r says it was repaired.
+// repaired records a value served as result, when r says it was
+// repaired. Callers test r first where it is hot: result is boxed.
 func (l *adjustments) repaired(field, value string, result fmt.Stringer, r repair) {
-	if l != nil && r != (repair{}) {
+	if l != nil && r.any() {
 		l.list = append(l.list, Adjustment{Field: field, Value: value, Result: result.String(), Reason: r.String()})
 	}
 }

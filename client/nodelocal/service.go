@@ -143,16 +143,17 @@ func convertAddresses(s *corev1.Service, svc *client.Service, adj *adjustments) 
 		if ip == corev1.ClusterIPNone {
 			return SkipHeadless, nil
 		}
-		f := indexed(field, i, field == "spec.clusterIPs")
 		a, r, err := parseIP(ip)
 		if err != nil {
-			return "", fieldError{f, err}
+			return "", fieldError{indexed(field, i, field == "spec.clusterIPs"), err}
 		}
-		adj.repaired(f, ip, a, r)
+		if r.any() {
+			adj.repaired(indexed(field, i, field == "spec.clusterIPs"), ip, a, r)
+		}
 		svc.ClusterIPs.Add(a)
 	}
 	for i, ip := range s.Spec.ExternalIPs {
-		addServiceIP(svc, &svc.ExternalIPs, fmt.Sprintf("spec.externalIPs[%d]", i), ip, adj)
+		addServiceIP(svc, &svc.ExternalIPs, "spec.externalIPs", i, ip, adj)
 	}
 	if svc.Type != client.LoadBalancer {
 		return "", nil
@@ -170,25 +171,33 @@ func convertAddresses(s *corev1.Service, svc *client.Service, adj *adjustments) 
 			}
 			continue
 		}
-		addServiceIP(svc, &svc.LoadBalancerIPs, fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), ing.IP, adj)
+		addServiceIP(svc, &svc.LoadBalancerIPs, "status.loadBalancer.ingress", i, ing.IP, adj)
 	}
 	return "", nil
 }
 
-// addServiceIP adds an external or load-balancer IP to ips, or skips it
-// (adj says why): invalid, or of a family the service has no cluster IP of
-// (kube-proxy's proxier of that family does not serve the service).
-func addServiceIP(svc *client.Service, ips *client.IPs, field, ip string, adj *adjustments) {
+// addServiceIP adds item i of list (an external or load-balancer IP) to
+// ips, or skips it (adj says why): invalid, or of a family the service
+// has no cluster IP of (kube-proxy's proxier of that family does not serve
+// the service).
+func addServiceIP(svc *client.Service, ips *client.IPs, list string, i int, ip string, adj *adjustments) {
+	field := func() string {
+		if list == "spec.externalIPs" {
+			return fmt.Sprintf("%s[%d]", list, i)
+		}
+		return fmt.Sprintf("%s[%d].ip", list, i)
+	}
 	a, r, err := parseIP(ip)
-	if err != nil {
-		adj.skip(field, ip, err.Error())
+	switch {
+	case err != nil:
+		adj.skip(field(), ip, err.Error())
 		return
-	}
-	if len(svc.ClusterIPs.Family(a.Is6())) == 0 {
-		adj.skip(field, ip, fmt.Sprintf("the service has no %s cluster IP", familyName(a.Is6())))
+	case len(svc.ClusterIPs.Family(a.Is6())) == 0:
+		adj.skip(field(), ip, fmt.Sprintf("the service has no %s cluster IP", familyName(a.Is6())))
 		return
+	case r.any():
+		adj.repaired(field(), ip, a, r)
 	}
-	adj.repaired(field, ip, a, r)
 	ips.Add(a)
 }
 
@@ -293,13 +302,14 @@ func convertSourceRanges(s *corev1.Service, svc *client.Service, adj *adjustment
 	var open [2]bool // a zero-length range, by family (IPv4, IPv6)
 	for i, text := range s.Spec.LoadBalancerSourceRanges {
 		field := fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i)
-		trimmed := strings.TrimSpace(text)
-		p, r, err := parseCIDR(trimmed)
+		p, r, err := parseCIDR(strings.TrimSpace(text))
 		if err != nil {
 			adj.skip(field, text, err.Error())
 			continue
 		}
-		adj.repaired(field, text, p, r)
+		if r.any() {
+			adj.repaired(field, text, p, r)
+		}
 		if p.Bits() == 0 {
 			open[boolIndex(p.Addr().Is6())] = true
 		}

@@ -243,24 +243,28 @@ func parseEndpoints(es *discoveryv1.EndpointSlice, out *Slice, adj *adjustments)
 // consumers use), read as kube-proxy reads it, or false when the endpoint
 // is skipped (adj says why).
 func endpointAddr(e *discoveryv1.Endpoint, i int, v6 bool, adj *adjustments) (netip.Addr, bool) {
+	// The field's name is built only when a value is reported: this runs
+	// for every endpoint.
+	field := func() string { return fmt.Sprintf("endpoints[%d].addresses[0]", i) }
 	if len(e.Addresses) == 0 {
 		adj.skip(fmt.Sprintf("endpoints[%d].addresses", i), "", "no address")
 		return netip.Addr{}, false
 	}
-	field, text := fmt.Sprintf("endpoints[%d].addresses[0]", i), e.Addresses[0]
+	text := e.Addresses[0]
 	a, r, err := parseIP(text)
 	switch {
 	case err != nil:
-		adj.skip(field, text, err.Error())
+		adj.skip(field(), text, err.Error())
 		return netip.Addr{}, false
 	case v6 && r.mapped:
-		adj.skip(field, text, "IPv4-mapped address in an IPv6 slice")
+		adj.skip(field(), text, "IPv4-mapped address in an IPv6 slice")
 		return netip.Addr{}, false
 	case a.Is6() != v6:
-		adj.skip(field, text, fmt.Sprintf("not an %s address", familyName(v6)))
+		adj.skip(field(), text, fmt.Sprintf("not an %s address", familyName(v6)))
 		return netip.Addr{}, false
+	case r.any():
+		adj.repaired(field(), text, a, r)
 	}
-	adj.repaired(field, text, a, r)
 	return a, true
 }
 
