@@ -157,3 +157,30 @@ func TestToCallback(t *testing.T) {
 	big := NewSnapshot(list, nil)
 	ToCallback(func(ch <-chan *ServiceEndpoints) { <-ch })(big)
 }
+
+func TestServiceSourceRanges(t *testing.T) {
+	p := netip.MustParsePrefix
+	tests := []struct {
+		name         string
+		ranges       []netip.Prefix
+		want4, want6 []netip.Prefix
+	}{
+		{"none: both open", nil, nil, nil},
+		{"IPv4 only: IPv6 open", []netip.Prefix{p("10.0.0.0/8")}, []netip.Prefix{p("10.0.0.0/8")}, nil},
+		{"zero-length opens its family only", []netip.Prefix{p("10.0.0.0/8"), p("0.0.0.0/0"), p("2001:db8::/32")}, nil, []netip.Prefix{p("2001:db8::/32")}},
+		{"::/0", []netip.Prefix{p("::/0"), p("2001:db8::/32")}, nil, nil},
+		{"invalid left out", []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.0.0.0"), 104), p("10.0.0.0/8")}, []netip.Prefix{p("10.0.0.0/8")}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Service{LoadBalancerSourceRanges: tt.ranges}
+			cmpPrefix := cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+			if diff := cmp.Diff(tt.want4, s.SourceRanges(false), cmpPrefix); diff != "" {
+				t.Errorf("IPv4 (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want6, s.SourceRanges(true), cmpPrefix); diff != "" {
+				t.Errorf("IPv6 (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

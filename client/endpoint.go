@@ -38,8 +38,9 @@ type Endpoint struct {
 	Local bool
 
 	// Ready, Serving and Terminating are the EndpointSlice conditions, with
-	// the API's defaults applied (unset ready means ready; unset serving
-	// means the same as ready; unset terminating means not terminating).
+	// the API's defaults applied, as kube-proxy reads them (unset ready
+	// means ready; unset serving means serving; unset terminating means
+	// not terminating).
 	Ready       bool
 	Serving     bool
 	Terminating bool

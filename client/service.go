@@ -153,9 +153,10 @@ type Service struct {
 	HealthCheckNodePort int
 
 	// LoadBalancerSourceRanges are the client ranges allowed to reach the
-	// load-balancer IPs (spec.loadBalancerSourceRanges, or the
-	// service.beta.kubernetes.io/load-balancer-source-ranges annotation
-	// when the field is empty), masked to their prefix length.
+	// load-balancer IPs (spec.loadBalancerSourceRanges), masked to their
+	// prefix length. They apply per family: the load-balancer IPs of a
+	// family without a range (or with a zero-length one) are open to
+	// every client (see SourceRanges).
 	LoadBalancerSourceRanges []netip.Prefix
 
 	// Labels are the Service's labels.
@@ -174,6 +175,24 @@ func (s *Service) Key() ServiceKey { return ServiceKey{Namespace: s.Namespace, N
 // external IPs.
 func (s *Service) ExternallyAccessible() bool {
 	return s.Type == NodePort || s.Type == LoadBalancer || s.ExternalIPs.Len() > 0
+}
+
+// SourceRanges returns the load-balancer source ranges of one family (IPv6
+// when v6), nil when the family's load-balancer IPs are open to every
+// client: no range of the family, or a zero-length one ("0.0.0.0/0" and
+// "::/0" mean allow all, as in kube-proxy). Invalid prefixes are left out.
+func (s *Service) SourceRanges(v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s.LoadBalancerSourceRanges {
+		if !p.IsValid() || p.Addr().Is6() != v6 {
+			continue // an invalid prefix cannot reach a kernel
+		}
+		if p.Bits() == 0 {
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Equal reports whether s and o describe the same service, by content.

@@ -24,6 +24,15 @@ type Stats struct {
 	// NotProxied is the number of valid services skipped on purpose:
 	// headless, ExternalName, or labelled for another proxy.
 	NotProxied int
+	// RepairedValuesTotal counts values of served objects read
+	// differently from their text, as kube-proxy reads them (legacy
+	// leading zeros, IPv4-mapped IPv6, host bits); SkippedValuesTotal
+	// counts values left out while the rest of their object is served
+	// (a bad external IP, source range or endpoint address, an address of
+	// a family the service lacks, an unknown ipMode). Each distinct value
+	// of an object is counted once.
+	RepairedValuesTotal uint64
+	SkippedValuesTotal  uint64
 	// Services is the number of services served.
 	Services int
 	// Stale is set while the source cannot give a state it trusts: before

@@ -130,15 +130,11 @@ func renderService(fc *famConfig, sc *renderScratch, se *client.ServiceEndpoints
 	if len(cips) == 0 {
 		return nil
 	}
-	addrs := serviceAddrs{clusterIP: cips[0], extIPs: svc.ExternalIPs.Family(v6), lbIPs: svc.LoadBalancerIPs.Family(v6)}
-	for _, p := range svc.LoadBalancerSourceRanges {
-		if p.Addr().Is6() == v6 {
-			addrs.ranges = append(addrs.ranges, p)
-		}
-	}
-	if slices.ContainsFunc(addrs.ranges, func(p netip.Prefix) bool { return p.Bits() == 0 }) {
-		addrs.ranges = nil // a zero-length range allows every client
-	}
+	// The source ranges of the family; none (no range of the family, or
+	// a zero-length one) leaves the load-balancer IPs open to every
+	// client, as in kube-proxy.
+	addrs := serviceAddrs{clusterIP: cips[0], extIPs: svc.ExternalIPs.Family(v6), lbIPs: svc.LoadBalancerIPs.Family(v6),
+		ranges: svc.SourceRanges(v6)}
 	if fc.localCIDR.IsValid() && sc.cidr == "" {
 		sc.cidr = prefixText(fc.localCIDR)
 	}

@@ -59,7 +59,7 @@ func TestCompute(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice("default", "web-1", "web", false, []epSpec{
 				{addr: "10.244.0.1", pod: "a", node: "node-a"},
 				{addr: "10.244.1.1", pod: "b", node: "node-b"},
-				{addr: "10.244.1.2", pod: "c", node: "node-b", ready: no},
+				{addr: "10.244.1.2", pod: "c", node: "node-b", ready: no, serving: no},
 			})},
 			want: []string{
 				"Pod/default/a 10.244.0.1 local ready serving I http/TCP=8080",
@@ -122,6 +122,16 @@ func TestCompute(t *testing.T) {
 				"Pod/default/a 10.244.0.1 local serving terminating I http/TCP=8080",
 				"Pod/default/b 10.244.1.1 terminating http/TCP=8080",
 				"Pod/default/c 10.244.1.2 serving terminating I http/TCP=8080",
+			},
+		},
+		{
+			// kube-proxy: an unset serving condition means serving.
+			name: "serving unset on a terminating endpoint that is not ready: the fallback",
+			slices: []*discoveryv1.EndpointSlice{slice("default", "web-1", "web", false, []epSpec{
+				{addr: "10.244.1.1", pod: "b", node: "node-b", ready: no, terminating: yes},
+			})},
+			want: []string{
+				"Pod/default/b 10.244.1.1 serving terminating I http/TCP=8080",
 			},
 		},
 		{
@@ -298,9 +308,6 @@ func TestParseSliceBadInput(t *testing.T) {
 		edit  func(*discoveryv1.EndpointSlice)
 		field string
 	}{
-		{"bad address", func(es *discoveryv1.EndpointSlice) { es.Endpoints[0].Addresses = []string{"10.244.0.256"} }, "endpoints[0].addresses[0]"},
-		{"wrong family", func(es *discoveryv1.EndpointSlice) { es.Endpoints[0].Addresses = []string{"fd00::1"} }, "endpoints[0].addresses[0]"},
-		{"no address", func(es *discoveryv1.EndpointSlice) { es.Endpoints[0].Addresses = nil }, "endpoints[0].addresses"},
 		{"bad protocol", func(es *discoveryv1.EndpointSlice) { es.Ports[0].Protocol = ptr(corev1.Protocol("QUIC")) }, "ports[0].protocol"},
 		{"bad port", func(es *discoveryv1.EndpointSlice) { es.Ports[0].Port = ptr(int32(0)) }, "ports[0].port"},
 		{"duplicate port", func(es *discoveryv1.EndpointSlice) { es.Ports = append(es.Ports, es.Ports[0]) }, "ports"},

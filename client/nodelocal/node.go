@@ -2,6 +2,7 @@ package nodelocal
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -32,7 +33,7 @@ func ConvertNode(n *corev1.Node) (*client.Node, error) {
 		if t != client.NodeInternalIP && t != client.NodeExternalIP {
 			continue
 		}
-		ip, err := parseIP(a.Address)
+		ip, _, err := parseIP(a.Address)
 		if err != nil {
 			bad = append(bad, fieldError{fmt.Sprintf("status.addresses[%d].address", i), err})
 			continue
@@ -44,7 +45,7 @@ func ConvertNode(n *corev1.Node) (*client.Node, error) {
 		cidrs, field = []string{n.Spec.PodCIDR}, "spec.podCIDR"
 	}
 	for i, c := range cidrs {
-		p, err := parseCIDR(c)
+		p, _, err := parseCIDR(strings.TrimSpace(c))
 		if err != nil {
 			bad = append(bad, fieldError{fmt.Sprintf("%s[%d]", field, i), err})
 			continue

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,8 +18,10 @@ import (
 const (
 	// LabelServiceProxyName marks a service as served by another proxy.
 	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
-	// AnnotationSourceRanges is the legacy form of
-	// spec.loadBalancerSourceRanges (comma-separated CIDRs).
+	// AnnotationSourceRanges is the cloud provider's form of
+	// spec.loadBalancerSourceRanges (comma-separated CIDRs): the cloud's
+	// load balancer enforces it; a proxy does not read it (kube-proxy
+	// neither).
 	AnnotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
 	// AnnotationLastApplied is kubectl's copy of the object; it is dropped.
 	AnnotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
@@ -45,10 +49,20 @@ const DefaultAffinityTimeout = 10800
 // naming the skipped ports; only a service left without any port is
 // invalid as a whole.
 //
+// Addresses and ranges follow kube-proxy v1.37.2's input rules: a bad
+// external IP, load-balancer ingress IP or source range is skipped alone,
+// legacy and IPv4-mapped forms are repaired, external and load-balancer
+// IPs of a family the service has no cluster IP of are skipped
+// (ConvertServiceObject returns these as Adjustments).
+//
 // proxyName selects services by their service.kubernetes.io/service-proxy-name
 // label: empty serves unlabelled services only (kube-proxy's rule); non-empty
 // serves only the services labelled with that name.
 func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, skip string, err error) {
+	return convertService(s, proxyName, nil)
+}
+
+func convertService(s *corev1.Service, proxyName string, adj *adjustments) (svc *client.Service, skip string, err error) {
 	fail := func(err error) (*client.Service, string, error) {
 		fe := err.(fieldError)
 		return nil, "", &client.ObjectError{Kind: "Service", Namespace: s.Namespace, Name: s.Name, Field: fe.field, Err: fe.err}
@@ -67,7 +81,7 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 		return nil, skip, nil
 	}
 	svc = &client.Service{Namespace: s.Namespace, Name: s.Name, Type: typ}
-	if skip, err := convertAddresses(s, svc); err != nil || skip != "" {
+	if skip, err := convertAddresses(s, svc, adj); err != nil || skip != "" {
 		if err != nil {
 			return fail(err)
 		}
@@ -80,9 +94,7 @@ func ConvertService(s *corev1.Service, proxyName string) (svc *client.Service, s
 	if err := convertPolicies(s, svc); err != nil {
 		return fail(err)
 	}
-	if err := convertSourceRanges(s, svc); err != nil {
-		return fail(err)
-	}
+	convertSourceRanges(s, svc, adj)
 	copyMetadata(s, svc)
 	if len(badPorts) > 0 {
 		// Served without its bad ports; the error says which were skipped.
@@ -116,8 +128,10 @@ func serviceType(s *corev1.Service) (client.ServiceType, string, error) {
 }
 
 // convertAddresses fills the cluster, external and load-balancer IPs of
-// svc, or says the service is headless; the error is a fieldError.
-func convertAddresses(s *corev1.Service, svc *client.Service) (string, error) {
+// svc, or says the service is headless; the error is a fieldError. A bad
+// cluster IP makes the service invalid; a bad external or load-balancer IP
+// is skipped alone, as kube-proxy skips it (adj says which).
+func convertAddresses(s *corev1.Service, svc *client.Service, adj *adjustments) (string, error) {
 	clusterIPs, field := s.Spec.ClusterIPs, "spec.clusterIPs"
 	if len(clusterIPs) == 0 && s.Spec.ClusterIP != "" {
 		clusterIPs, field = []string{s.Spec.ClusterIP}, "spec.clusterIP"
@@ -129,14 +143,17 @@ func convertAddresses(s *corev1.Service, svc *client.Service) (string, error) {
 		if ip == corev1.ClusterIPNone {
 			return SkipHeadless, nil
 		}
-		if err := addIP(&svc.ClusterIPs, ip); err != nil {
+		a, r, err := parseIP(ip)
+		if err != nil {
 			return "", fieldError{indexed(field, i, field == "spec.clusterIPs"), err}
 		}
+		if r.any() {
+			adj.repaired(indexed(field, i, field == "spec.clusterIPs"), ip, a, r)
+		}
+		svc.ClusterIPs.Add(a)
 	}
 	for i, ip := range s.Spec.ExternalIPs {
-		if err := addIP(&svc.ExternalIPs, ip); err != nil {
-			return "", fieldError{fmt.Sprintf("spec.externalIPs[%d]", i), err}
-		}
+		addServiceIP(svc, &svc.ExternalIPs, "spec.externalIPs", i, ip, adj)
 	}
 	if svc.Type != client.LoadBalancer {
 		return "", nil
@@ -145,14 +162,50 @@ func convertAddresses(s *corev1.Service, svc *client.Service) (string, error) {
 		if ing.IP == "" {
 			continue // hostname-only ingress
 		}
-		if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+		// kube-proxy serves VIP mode only (unset is VIP): a Proxy load
+		// balancer delivers to node ports itself; an unknown mode is
+		// not served either.
+		if m := ing.IPMode; m != nil && *m != corev1.LoadBalancerIPModeVIP {
+			if *m != corev1.LoadBalancerIPModeProxy {
+				adj.skip(fmt.Sprintf("status.loadBalancer.ingress[%d].ipMode", i), string(*m), "unknown ipMode: only VIP (or unset) is served")
+			}
 			continue
 		}
-		if err := addIP(&svc.LoadBalancerIPs, ing.IP); err != nil {
-			return "", fieldError{fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), err}
-		}
+		addServiceIP(svc, &svc.LoadBalancerIPs, "status.loadBalancer.ingress", i, ing.IP, adj)
 	}
 	return "", nil
+}
+
+// addServiceIP adds item i of list (an external or load-balancer IP) to
+// ips, or skips it (adj says why): invalid, or of a family the service
+// has no cluster IP of (kube-proxy's proxier of that family does not serve
+// the service).
+func addServiceIP(svc *client.Service, ips *client.IPs, list string, i int, ip string, adj *adjustments) {
+	field := func() string {
+		if list == "spec.externalIPs" {
+			return fmt.Sprintf("%s[%d]", list, i)
+		}
+		return fmt.Sprintf("%s[%d].ip", list, i)
+	}
+	a, r, err := parseIP(ip)
+	switch {
+	case err != nil:
+		adj.skip(field(), ip, err.Error())
+		return
+	case len(svc.ClusterIPs.Family(a.Is6())) == 0:
+		adj.skip(field(), ip, fmt.Sprintf("the service has no %s cluster IP", familyName(a.Is6())))
+		return
+	case r.any():
+		adj.repaired(field(), ip, a, r)
+	}
+	ips.Add(a)
+}
+
+func familyName(v6 bool) string {
+	if v6 {
+		return "IPv6"
+	}
+	return "IPv4"
 }
 
 // convertPorts fills the ports of svc. A bad port is skipped, the
@@ -239,22 +292,42 @@ func convertPolicies(s *corev1.Service, svc *client.Service) error {
 	return nil
 }
 
-// convertSourceRanges fills the load-balancer source ranges of svc (the
-// field, or its legacy annotation); the error is a fieldError.
-func convertSourceRanges(s *corev1.Service, svc *client.Service) error {
-	ranges, field := s.Spec.LoadBalancerSourceRanges, "spec.loadBalancerSourceRanges"
-	if len(ranges) == 0 && s.Annotations[AnnotationSourceRanges] != "" {
-		ranges = strings.Split(s.Annotations[AnnotationSourceRanges], ",")
-		field = "metadata.annotations[" + AnnotationSourceRanges + "]"
-	}
-	for i, r := range ranges {
-		p, err := parseCIDR(r)
+// convertSourceRanges fills the load-balancer source ranges of svc from
+// spec.loadBalancerSourceRanges, as kube-proxy reads them: surrounding
+// spaces ignored, a bad range skipped alone (adj says which), and a family
+// holding a zero-length range left without ranges (open to every client).
+// The service.beta.kubernetes.io/load-balancer-source-ranges annotation is
+// the cloud provider's and is not read.
+func convertSourceRanges(s *corev1.Service, svc *client.Service, adj *adjustments) {
+	var open [2]bool // a zero-length range, by family (IPv4, IPv6)
+	for i, text := range s.Spec.LoadBalancerSourceRanges {
+		field := fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i)
+		p, r, err := parseCIDR(strings.TrimSpace(text))
 		if err != nil {
-			return fieldError{fmt.Sprintf("%s[%d]", field, i), err}
+			adj.skip(field, text, err.Error())
+			continue
+		}
+		if r.any() {
+			adj.repaired(field, text, p, r)
+		}
+		if p.Bits() == 0 {
+			open[boolIndex(p.Addr().Is6())] = true
 		}
 		svc.LoadBalancerSourceRanges = append(svc.LoadBalancerSourceRanges, p)
 	}
-	return nil
+	svc.LoadBalancerSourceRanges = slices.DeleteFunc(svc.LoadBalancerSourceRanges, func(p netip.Prefix) bool {
+		return open[boolIndex(p.Addr().Is6())]
+	})
+	if len(svc.LoadBalancerSourceRanges) == 0 {
+		svc.LoadBalancerSourceRanges = nil
+	}
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // copyMetadata copies the labels and annotations of s to svc, without
@@ -343,15 +416,6 @@ func protocol(p corev1.Protocol) (client.Protocol, error) {
 }
 
 func validPort(p int) bool { return p >= 1 && p <= 65535 }
-
-func addIP(ips *client.IPs, s string) error {
-	a, err := parseIP(s)
-	if err != nil {
-		return err
-	}
-	ips.Add(a)
-	return nil
-}
 
 func indexed(field string, i int, indexed bool) string {
 	if !indexed {

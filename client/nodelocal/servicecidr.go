@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -27,7 +28,7 @@ func ParseServiceCIDRObject(o *networkingv1.ServiceCIDR) ParsedServiceCIDR {
 	p := ParsedServiceCIDR{Name: o.Name}
 	var bad []fieldError
 	for i, c := range o.Spec.CIDRs {
-		pfx, err := parseCIDR(c)
+		pfx, _, err := parseCIDR(strings.TrimSpace(c))
 		if err != nil {
 			bad = append(bad, fieldError{fmt.Sprintf("spec.cidrs[%d]", i), err})
 			continue

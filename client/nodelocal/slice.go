@@ -122,8 +122,15 @@ func (e *SliceEndpoint) equal(o *SliceEndpoint) bool {
 
 // ParseSlice validates an EndpointSlice. It returns a nil slice and a nil
 // error for slices a proxy ignores (addressType FQDN), and a
-// *client.ObjectError naming the first bad field for an invalid one.
+// *client.ObjectError naming the first bad field for an invalid one. An
+// endpoint without a usable address (none, invalid, of the other family,
+// IPv4-mapped in an IPv6 slice) is skipped alone; legacy forms are
+// repaired (ParseSliceObject returns both as Adjustments).
 func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
+	return parseSlice(es, nil)
+}
+
+func parseSlice(es *discoveryv1.EndpointSlice, adj *adjustments) (*Slice, error) {
 	fail := func(err error) (*Slice, error) {
 		fe := err.(fieldError)
 		return nil, &client.ObjectError{Kind: "EndpointSlice", Namespace: es.Namespace, Name: es.Name, Field: fe.field, Err: fe.err}
@@ -153,9 +160,7 @@ func ParseSlice(es *discoveryv1.EndpointSlice) (*Slice, error) {
 	if out.Ports, err = slicePorts(es); err != nil {
 		return fail(err)
 	}
-	if err := parseEndpoints(es, out); err != nil {
-		return fail(err)
-	}
+	parseEndpoints(es, out, adj)
 	return out, nil
 }
 
@@ -197,8 +202,10 @@ func slicePorts(es *discoveryv1.EndpointSlice) ([]client.PortOverride, error) {
 }
 
 // parseEndpoints validates the endpoints of es into out.Endpoints (out's
-// address family and ports set); the error is a fieldError.
-func parseEndpoints(es *discoveryv1.EndpointSlice, out *Slice) error {
+// address family and ports set). An endpoint whose first address is not
+// usable is skipped (adj says why): kube-proxy skips one without
+// addresses, and fails a whole sync over one it cannot program.
+func parseEndpoints(es *discoveryv1.EndpointSlice, out *Slice, adj *adjustments) {
 	out.Endpoints = make([]SliceEndpoint, 0, len(es.Endpoints))
 	addrs := make([]netip.Addr, len(es.Endpoints)) // one allocation for every endpoint's IPs
 	var keys strings.Builder
@@ -207,18 +214,11 @@ func parseEndpoints(es *discoveryv1.EndpointSlice, out *Slice) error {
 	keyEnds := ends[:0]
 	for i := range es.Endpoints {
 		e := &es.Endpoints[i]
-		if len(e.Addresses) == 0 {
-			return fieldError{fmt.Sprintf("endpoints[%d].addresses", i), errors.New("no address")}
+		a, ok := endpointAddr(e, i, out.IPv6, adj)
+		if !ok {
+			continue
 		}
-		a, err := netip.ParseAddr(e.Addresses[0])
-		if err != nil || a.Zone() != "" {
-			return fieldError{fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("invalid IP %q", e.Addresses[0])}
-		}
-		a = a.Unmap()
-		if a.Is6() != out.IPv6 {
-			return fieldError{fmt.Sprintf("endpoints[%d].addresses[0]", i), fmt.Errorf("address %s does not match addressType %s", a, es.AddressType)}
-		}
-		se := SliceEndpoint{Endpoint: client.Endpoint{Ready: true, PortOverrides: out.Ports}}
+		se := SliceEndpoint{Endpoint: client.Endpoint{Ready: true, Serving: true, PortOverrides: out.Ports}}
 		addrs[i] = a
 		if out.IPv6 {
 			se.IPs.V6 = addrs[i : i+1 : i+1]
@@ -237,7 +237,35 @@ func parseEndpoints(es *discoveryv1.EndpointSlice, out *Slice) error {
 	for i, k := range keyEnds {
 		out.Endpoints[i].Key = client.EndpointKey(all[k[0]:k[1]])
 	}
-	return nil
+}
+
+// endpointAddr returns the address of endpoint i (its first, the only one
+// consumers use), read as kube-proxy reads it, or false when the endpoint
+// is skipped (adj says why).
+func endpointAddr(e *discoveryv1.Endpoint, i int, v6 bool, adj *adjustments) (netip.Addr, bool) {
+	// The field's name is built only when a value is reported: this runs
+	// for every endpoint.
+	field := func() string { return fmt.Sprintf("endpoints[%d].addresses[0]", i) }
+	if len(e.Addresses) == 0 {
+		adj.skip(fmt.Sprintf("endpoints[%d].addresses", i), "", "no address")
+		return netip.Addr{}, false
+	}
+	text := e.Addresses[0]
+	a, r, err := parseIP(text)
+	switch {
+	case err != nil:
+		adj.skip(field(), text, err.Error())
+		return netip.Addr{}, false
+	case v6 && r.mapped:
+		adj.skip(field(), text, "IPv4-mapped address in an IPv6 slice")
+		return netip.Addr{}, false
+	case a.Is6() != v6:
+		adj.skip(field(), text, fmt.Sprintf("not an %s address", familyName(v6)))
+		return netip.Addr{}, false
+	case r.any():
+		adj.repaired(field(), text, a, r)
+	}
+	return a, true
 }
 
 // writeKey writes an endpoint's key: its targetRef (kind/namespace/name,
@@ -276,10 +304,12 @@ func setEndpointFacts(se *SliceEndpoint, e *discoveryv1.Endpoint) {
 		se.Zone = *e.Zone
 	}
 	c := e.Conditions
+	// Unset ready and serving mean true (the API's and kube-proxy's
+	// reading), so an endpoint with ready false and no serving condition
+	// is serving.
 	if c.Ready != nil {
 		se.Ready = *c.Ready
 	}
-	se.Serving = se.Ready
 	if c.Serving != nil {
 		se.Serving = *c.Serving
 	}

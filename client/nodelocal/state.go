@@ -60,6 +60,10 @@ type State struct {
 	notProxied int
 	invalid    map[objRef]*client.ObjectError
 	total      atomic.Uint64
+	// adjusted holds the adjustments of each object that has some (see
+	// setAdjusted); repaired and skipped count them.
+	adjusted          map[objRef][]Adjustment
+	repaired, skipped atomic.Uint64
 
 	results *client.Tracker
 	dirty   []client.ServiceKey
@@ -107,6 +111,7 @@ func NewState(cfg Config) *State {
 		services:   map[client.ServiceKey]*svcState{},
 		sliceOwner: map[nsName]string{},
 		invalid:    map[objRef]*client.ObjectError{},
+		adjusted:   map[objRef][]Adjustment{},
 		results:    client.NewTracker(),
 	}
 }
@@ -142,8 +147,8 @@ func (st *State) setNotProxied(e *svcState, v bool) {
 // an invalid service, which is then not served (until a valid version
 // comes).
 func (st *State) SetService(s *corev1.Service) error {
-	svc, skip, err := ConvertService(s, st.cfg.ProxyName)
-	return st.setService(s.Namespace, s.Name, svc, skip, err)
+	c := ConvertServiceObject(s, st.cfg.ProxyName)
+	return st.SetConvertedService(&c)
 }
 
 // ConvertedService is a Service after conversion (ConvertService): what
@@ -156,18 +161,25 @@ type ConvertedService struct {
 	Service *client.Service
 	Skip    string
 	Err     error
+	// Adjustments are the values repaired or skipped in Service.
+	Adjustments []Adjustment
 }
 
 // ConvertServiceObject converts s with ConvertService. proxyName must be the
 // State's Config.ProxyName.
 func ConvertServiceObject(s *corev1.Service, proxyName string) ConvertedService {
-	svc, skip, err := ConvertService(s, proxyName)
-	return ConvertedService{Namespace: s.Namespace, Name: s.Name, Service: svc, Skip: skip, Err: err}
+	var adj adjustments
+	svc, skip, err := convertService(s, proxyName, &adj)
+	if svc == nil {
+		adj.list = nil // nothing of it is served
+	}
+	return ConvertedService{Namespace: s.Namespace, Name: s.Name, Service: svc, Skip: skip, Err: err, Adjustments: adj.list}
 }
 
 // SetConvertedService is SetService for a service converted beforehand
 // (ConvertServiceObject with this State's ProxyName).
 func (st *State) SetConvertedService(c *ConvertedService) error {
+	st.setAdjusted(objRef{"Service", c.Namespace, c.Name}, c.Adjustments)
 	return st.setService(c.Namespace, c.Name, c.Service, c.Skip, c.Err)
 }
 
@@ -189,6 +201,7 @@ func (st *State) setService(namespace, name string, svc *client.Service, skip st
 func (st *State) DeleteService(namespace, name string) {
 	key := client.ServiceKey{Namespace: namespace, Name: name}
 	st.setInvalid(objRef{"Service", namespace, name}, nil)
+	st.setAdjusted(objRef{"Service", namespace, name}, nil)
 	e := st.services[key]
 	if e == nil {
 		return
@@ -211,8 +224,8 @@ func (st *State) forget(k client.ServiceKey, e *svcState) {
 // SetSlice adds or updates an EndpointSlice. It returns the validation error
 // of an invalid slice, which is then left out of its service.
 func (st *State) SetSlice(es *discoveryv1.EndpointSlice) error {
-	s, err := ParseSlice(es)
-	return st.setSlice(es.Namespace, es.Name, s, err)
+	p := ParseSliceObject(es)
+	return st.SetParsedSlice(&p)
 }
 
 // ParsedSlice is an EndpointSlice after validation (ParseSlice): what
@@ -223,17 +236,24 @@ type ParsedSlice struct {
 	// FQDN slice).
 	Slice *Slice
 	Err   error
+	// Adjustments are the values repaired or skipped in Slice.
+	Adjustments []Adjustment
 }
 
 // ParseSliceObject validates es with ParseSlice.
 func ParseSliceObject(es *discoveryv1.EndpointSlice) ParsedSlice {
-	s, err := ParseSlice(es)
-	return ParsedSlice{Namespace: es.Namespace, Name: es.Name, Slice: s, Err: err}
+	var adj adjustments
+	s, err := parseSlice(es, &adj)
+	if s == nil {
+		adj.list = nil // nothing of it is served
+	}
+	return ParsedSlice{Namespace: es.Namespace, Name: es.Name, Slice: s, Err: err, Adjustments: adj.list}
 }
 
 // SetParsedSlice is SetSlice for a slice validated beforehand
 // (ParseSliceObject).
 func (st *State) SetParsedSlice(p *ParsedSlice) error {
+	st.setAdjusted(objRef{"EndpointSlice", p.Namespace, p.Name}, p.Adjustments)
 	return st.setSlice(p.Namespace, p.Name, p.Slice, p.Err)
 }
 
@@ -275,6 +295,7 @@ func (st *State) setSlice(namespace, name string, s *Slice, err error) error {
 func (st *State) DeleteSlice(namespace, name string) {
 	ref := nsName{namespace, name}
 	st.setInvalid(objRef{"EndpointSlice", namespace, name}, nil)
+	st.setAdjusted(objRef{"EndpointSlice", namespace, name}, nil)
 	if svc, ok := st.sliceOwner[ref]; ok {
 		st.removeSlice(ref, svc)
 	}
@@ -311,6 +332,36 @@ func (st *State) setInvalid(ref objRef, err error) {
 	if st.cfg.Logger != nil {
 		st.cfg.Logger.Warn("skipping invalid object", "kind", oe.Kind, "namespace", oe.Namespace,
 			"name", oe.Name, "field", oe.Field, "error", oe.Error())
+	}
+}
+
+// setAdjusted records the adjustments of an object's current version: each
+// one the object's previous version did not have is logged and counted,
+// so a value is reported once however often its object is set again.
+func (st *State) setAdjusted(ref objRef, adj []Adjustment) {
+	old := st.adjusted[ref]
+	if len(adj) == 0 {
+		if old != nil {
+			delete(st.adjusted, ref)
+		}
+		return
+	}
+	st.adjusted[ref] = adj
+	for _, a := range adj {
+		if slices.Contains(old, a) {
+			continue
+		}
+		verb := "repaired value"
+		if a.Skipped {
+			st.skipped.Add(1)
+			verb = "skipped value"
+		} else {
+			st.repaired.Add(1)
+		}
+		if st.cfg.Logger != nil {
+			st.cfg.Logger.Warn(verb, "kind", ref.kind, "namespace", ref.namespace, "name", ref.name,
+				"field", a.Field, "value", a.Value, "result", a.Result, "reason", a.Reason)
+		}
 	}
 }
 
@@ -399,10 +450,12 @@ func (st *State) recompute() []*client.ServiceEndpoints {
 // Stats returns the counters.
 func (st *State) Stats() client.Stats {
 	return client.Stats{
-		InvalidTotal: st.total.Load(),
-		Invalid:      len(st.invalid),
-		NotProxied:   st.notProxied,
-		Services:     st.results.Len(),
+		InvalidTotal:        st.total.Load(),
+		RepairedValuesTotal: st.repaired.Load(),
+		SkippedValuesTotal:  st.skipped.Load(),
+		Invalid:             len(st.invalid),
+		NotProxied:          st.notProxied,
+		Services:            st.results.Len(),
 	}
 }
 

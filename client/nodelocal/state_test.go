@@ -138,7 +138,9 @@ func TestStateBadInput(t *testing.T) {
 		t.Fatal("no error for an invalid service")
 	}
 	// A bad slice for db: it is left out, the good one stays.
-	if err := st.SetSlice(slice("default", "db-2", "db", false, []epSpec{{addr: "10.244.0.500", pod: "db2"}})); err == nil {
+	bad := slice("default", "db-2", "db", false, []epSpec{{addr: "10.244.0.6", pod: "db2"}})
+	bad.Ports[0].Protocol = ptr(corev1.Protocol("QUIC"))
+	if err := st.SetSlice(bad); err == nil {
 		t.Fatal("no error for an invalid slice")
 	}
 	s := st.Snapshot()
@@ -158,7 +160,7 @@ func TestStateBadInput(t *testing.T) {
 	for _, e := range st.Errors() {
 		fields = append(fields, e.Kind+" "+e.Namespace+"/"+e.Name+" "+e.Field)
 	}
-	if diff := cmp.Diff([]string{"EndpointSlice default/db-2 endpoints[0].addresses[0]", "Service default/web spec.ports[0].protocol"}, fields); diff != "" {
+	if diff := cmp.Diff([]string{"EndpointSlice default/db-2 ports[0].protocol", "Service default/web spec.ports[0].protocol"}, fields); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 

@@ -141,13 +141,18 @@ func Render(se *client.ServiceEndpoints, cfg Config, sink Sink) []error {
 		lbIPs = cfg.servable(svc, "status.loadBalancer.ingress", svc.LoadBalancerIPs.All(), false, &errs)
 	}
 	// The families the service lives in, in a fixed order: those of its
-	// cluster IPs.
+	// cluster IPs. An external or load-balancer IP of another family is
+	// not served: kube-proxy's proxier of that family skips the service
+	// (client/nodelocal already leaves such addresses out, and says so).
 	var families []xtables.Family
 	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
 		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return familyOf(a) == f }) {
 			families = append(families, f)
 		}
 	}
+	outside := func(a netip.Addr) bool { return !slices.Contains(families, familyOf(a)) }
+	externalIPs = slices.DeleteFunc(externalIPs, outside)
+	lbIPs = slices.DeleteFunc(lbIPs, outside)
 
 	for _, p := range svc.Ports {
 		proto, ok := protocol(p.Protocol)
@@ -251,16 +256,18 @@ func (r *renderer) loadBalancer(p client.Port, proto Protocol, port uint16, ip n
 		entry.Set = rules.SetName(f, rules.SetLoadBalancerLocal)
 		sink.Entry(entry)
 	}
-	if len(svc.LoadBalancerSourceRanges) == 0 {
+	// The firewall applies per family: without a range of the address's
+	// family (or with a zero-length one) the address is open to every
+	// client, as in kube-proxy; a zero-length range never reaches the
+	// kernel, which refuses it in a hash:ip,port,net set.
+	ranges := svc.SourceRanges(ip.Is6())
+	if len(ranges) == 0 {
 		return
 	}
 	entry.Set = rules.SetName(f, rules.SetLoadBalancerFW)
 	sink.Entry(entry)
 	fromNode := false
-	for _, src := range svc.LoadBalancerSourceRanges {
-		if src.Addr().Is4() != ip.Is4() {
-			continue
-		}
+	for _, src := range ranges {
 		sink.Entry(SetEntry{Set: rules.SetName(f, rules.SetLoadBalancerSrcNet), Addr: ip, Protocol: proto, Port: port, Net: src.Masked()})
 		for _, n := range r.nodeAddrs {
 			if src.Contains(n) {

@@ -334,3 +334,81 @@ func checkMatrix(t *testing.T, typ client.ServiceType, cips []string, etp, itp, 
 		t.Errorf("hairpin entry for a remote endpoint:\n%s", sets)
 	}
 }
+
+// TestSourceRangesPerFamily: kube-proxy's firewall of a load-balancer IP
+// is per family. A family without a range, or with a zero-length one
+// (allow all), has no firewall entry and no source entry: a zero-length
+// range in a hash:ip,port,net set is refused by the kernel, and the
+// address would then be in the firewall set with no allowed source.
+func TestSourceRangesPerFamily(t *testing.T) {
+	fw := func(r *recorder) []string {
+		var out []string
+		for _, l := range r.sorted("set ") {
+			if strings.Contains(l, "LOAD-BALANCER-FW") || strings.Contains(l, "LOAD-BALANCER-SOURCE") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		ranges []string
+		want   []string
+	}{
+		{"0.0.0.0/0 allows all IPv4 clients", []string{"0.0.0.0/0"}, nil},
+		{"::/0 allows all IPv6 clients; IPv4 filtered", []string{"::/0", "10.0.0.0/8"}, []string{
+			"set KUBE-LOAD-BALANCER-FW 198.51.100.4,tcp:80",
+			"set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.4,tcp:80,10.0.0.0/8",
+		}},
+		{"IPv4 ranges only: the IPv6 side is open", []string{"10.0.0.0/8"}, []string{
+			"set KUBE-LOAD-BALANCER-FW 198.51.100.4,tcp:80",
+			"set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.4,tcp:80,10.0.0.0/8",
+		}},
+		{"a zero-length range beside others opens its family only", []string{"10.0.0.0/8", "0.0.0.0/0", "2001:db8::/32"}, []string{
+			"set KUBE-6-LOAD-BALANCER-FW 2001:db8:2::1,tcp:80",
+			"set KUBE-6-LOAD-BALANCER-SOURCE-CID 2001:db8:2::1,tcp:80,2001:db8::/32",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &client.Service{Namespace: "shop", Name: "lb", Type: client.LoadBalancer,
+				ClusterIPs:      ips("10.96.0.30", "fd00:10:96::30"),
+				LoadBalancerIPs: ips("198.51.100.4", "2001:db8:2::1"),
+				Ports:           []client.Port{{Name: "http", Protocol: client.TCP, Port: 80, NodePort: 30080}}}
+			for _, p := range tt.ranges {
+				svc.LoadBalancerSourceRanges = append(svc.LoadBalancerSourceRanges, netip.MustParsePrefix(p))
+			}
+			r := render(t, &client.ServiceEndpoints{Service: svc}, nodeCfg)
+			if diff := cmp.Diff(tt.want, fw(r)); diff != "" {
+				t.Errorf("firewall entries (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOtherFamilyAddressesNotServed: an IPv6 external or load-balancer IP
+// of an IPv4-only service gets no virtual server, binding or set entry
+// (kube-proxy's IPv6 proxier does not serve the service).
+func TestOtherFamilyAddressesNotServed(t *testing.T) {
+	se := &client.ServiceEndpoints{
+		Service: &client.Service{Namespace: "shop", Name: "lb", Type: client.LoadBalancer,
+			ClusterIPs:      ips("10.96.0.30"),
+			ExternalIPs:     ips("203.0.113.7", "2001:db8::7"),
+			LoadBalancerIPs: ips("198.51.100.4", "2001:db8:2::1"),
+			Ports:           []client.Port{{Name: "http", Protocol: client.TCP, Port: 80}}},
+		Endpoints: []*client.Endpoint{ep("a", false, true, true, "10.244.2.5")},
+	}
+	r := render(t, se, nodeCfg)
+	var v6 []string
+	for l := range r.lines {
+		if strings.Contains(l, "2001:db8") {
+			v6 = append(v6, l)
+		}
+	}
+	if len(v6) != 0 {
+		t.Errorf("IPv6 addresses of an IPv4-only service served: %q", v6)
+	}
+	if diff := cmp.Diff([]string{"bind 10.96.0.30", "bind 198.51.100.4", "bind 203.0.113.7"}, r.sorted("bind ")); diff != "" {
+		t.Errorf("bindings (-want +got):\n%s", diff)
+	}
+}

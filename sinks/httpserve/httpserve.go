@@ -79,8 +79,10 @@ func NewMetrics() *Metrics {
 
 // WatchSource exports the source's Stats (read at each scrape):
 // proxysinks_source_stale (1 while the source cannot give a state it
-// trusts), proxysinks_source_invalid_objects and
-// proxysinks_source_invalid_objects_total.
+// trusts), proxysinks_source_invalid_objects,
+// proxysinks_source_invalid_objects_total,
+// proxysinks_source_repaired_values_total and
+// proxysinks_source_skipped_values_total.
 func (m *Metrics) WatchSource(stats func() client.Stats) {
 	m.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -97,6 +99,12 @@ func (m *Metrics) WatchSource(stats func() client.Stats) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "proxysinks_source_invalid_objects_total", Help: "Invalid object versions the source has seen."},
 			func() float64 { return float64(stats().InvalidTotal) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "proxysinks_source_repaired_values_total", Help: "Values of served objects read as kube-proxy reads them rather than as written (legacy leading zeros, IPv4-mapped IPv6, host bits), each counted once."},
+			func() float64 { return float64(stats().RepairedValuesTotal) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "proxysinks_source_skipped_values_total", Help: "Values skipped while the rest of their object is served (a bad external IP, source range or endpoint address, an address of a family the service lacks, an unknown ipMode), each counted once."},
+			func() float64 { return float64(stats().SkippedValuesTotal) }),
 	)
 }
 

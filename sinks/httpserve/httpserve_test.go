@@ -14,7 +14,7 @@ import (
 // /healthz, which stays healthy while the kernel keeps the last good state
 // (health follows queued changes and syncs, package healthcheck).
 func TestSourceStale(t *testing.T) {
-	st := client.Stats{Stale: true, StaleReason: "m.yaml: reads as empty", Invalid: 2, InvalidTotal: 5}
+	st := client.Stats{Stale: true, StaleReason: "m.yaml: reads as empty", Invalid: 2, InvalidTotal: 5, RepairedValuesTotal: 3, SkippedValuesTotal: 4}
 	m := NewMetrics()
 	m.WatchSource(func() client.Stats { return st })
 	h := healthcheck.NewProxyHealth(time.Minute, nil)
@@ -27,7 +27,8 @@ func TestSourceStale(t *testing.T) {
 		return rec.Code, rec.Body.String()
 	}
 	_, body := get("/metrics")
-	for _, want := range []string{"proxysinks_source_stale 1", "proxysinks_source_invalid_objects 2", "proxysinks_source_invalid_objects_total 5"} {
+	for _, want := range []string{"proxysinks_source_stale 1", "proxysinks_source_invalid_objects 2", "proxysinks_source_invalid_objects_total 5",
+		"proxysinks_source_repaired_values_total 3", "proxysinks_source_skipped_values_total 4"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

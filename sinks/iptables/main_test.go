@@ -83,3 +83,23 @@ func TestHelpListsNoIPVSFlag(t *testing.T) {
 		t.Errorf("--help lacks --masquerade-bit:\n%s", stdout.String())
 	}
 }
+
+// TestInputRules: kube-proxy's input rules on a dry run (see the IPVS
+// sinks' TestInputRules): a bad external IP or source range is skipped
+// alone, a legacy address and a mapped range are repaired, a zero-length
+// range opens its family, other-family and unknown-ipMode addresses and a
+// mapped IPv6 endpoint are not served, a terminating endpoint without
+// serving is the fallback.
+func TestInputRules(t *testing.T) {
+	out := sinktest.DryRun(t, run, sinktest.InputRules("iptables")...)
+	want := []string{
+		`-A KUBE-SERVICES -d 192.0.2.50 -p tcp -m comment --comment "default/lb:http external IP" -m tcp --dport 80 -j KUBE-EXT-JSLCNGWSGB5JPS5Q`,
+		`-A KUBE-SERVICES -d 192.0.2.52 -p tcp -m comment --comment "default/lb:http external IP" -m tcp --dport 80 -j KUBE-EXT-JSLCNGWSGB5JPS5Q`,
+		`-A KUBE-SERVICES -d 198.51.100.4 -p tcp -m comment --comment "default/lb:http loadbalancer IP" -m tcp --dport 80 -j KUBE-EXT-JSLCNGWSGB5JPS5Q`,
+		`-A KUBE-SERVICES -d 2001:db8:2::1 -p tcp -m comment --comment "default/lb:http loadbalancer IP" -m tcp --dport 80 -j KUBE-EXT-JSLCNGWSGB5JPS5Q`,
+		`-A KUBE-FW-E2OB6QLG3ZIAX25I -s 10.0.0.0/8 -m comment --comment "default/lb4:http loadbalancer IP" -j KUBE-EXT-E2OB6QLG3ZIAX25I`,
+		`-A KUBE-SEP-4CS3TEL5OY5GZK2X -p tcp -m comment --comment "default/lb4:http" -m tcp -j DNAT --to-destination 10.244.1.7:8080`,
+		`-A KUBE-SEP-43CBMVWRVWSEQZQX -p tcp -m comment --comment "default/lb:http" -m tcp -j DNAT --to-destination [fd00:244::5]:8080`,
+	}
+	sinktest.Lines(t, out, want, []string{"KUBE-FW-JSLCNGWSGB5JPS5Q", "/0 ", "2001:db8::50", "198.51.100.5", "10.244.1.6", "invalid"})
+}

@@ -87,3 +87,14 @@ func TestDryRunRoutes(t *testing.T) {
 		t.Errorf("dry-run output with routes, sorted (-want +got):\n%s", diff)
 	}
 }
+
+// TestInputRules: kube-proxy's input rules on a dry run (the IPVS
+// incremental sink runs the same test): a bad external IP or source range
+// is skipped alone, a legacy address and a mapped range are repaired, a
+// zero-length range opens its family, a family without ranges is open,
+// other-family and unknown-ipMode addresses and a mapped IPv6 endpoint
+// are not served, a terminating endpoint without serving is the fallback.
+func TestInputRules(t *testing.T) {
+	ipvssinktest.DualStackHost(t)
+	sinktest.Lines(t, sinktest.DryRun(t, run, sinktest.InputRules("ipvs-fullstate")...), ipvssinktest.InputRulesWant, ipvssinktest.InputRulesNot)
+}

@@ -26,3 +26,10 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("status %d, stderr %q", status, stderr.String())
 	}
 }
+
+// TestInputRules: kube-proxy's input rules on a dry run, as for the
+// full-state sink (its TestInputRules).
+func TestInputRules(t *testing.T) {
+	ipvssinktest.DualStackHost(t)
+	sinktest.Lines(t, sinktest.DryRun(t, run, sinktest.InputRules("ipvs-incremental")...), ipvssinktest.InputRulesWant, ipvssinktest.InputRulesNot)
+}

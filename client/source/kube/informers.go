@@ -53,7 +53,7 @@ func (s *Source) informers() ([]watched, error) {
 func (s *Source) serviceInformer() (watched, error) {
 	inf := coreinformers.NewServiceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, noIndexers)
 	proxyName := s.cfg.ProxyName
-	return register(inf, "service", transform(func(o *corev1.Service) *cachedService {
+	return s.register(inf, "service", transform(func(o *corev1.Service) *cachedService {
 		return &cachedService{ObjectMeta: trimMeta(&o.ObjectMeta), c: nodelocal.ConvertServiceObject(o, proxyName)}
 	}), handler(s, func(st *nodelocal.State, o *cachedService) error { return st.SetConvertedService(&o.c) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteService(ns, name) }))
@@ -63,7 +63,7 @@ func (s *Source) serviceInformer() (watched, error) {
 // slices.
 func (s *Source) sliceInformer() (watched, error) {
 	inf := discoveryinformers.NewEndpointSliceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, noIndexers)
-	return register(inf, "EndpointSlice", transform(func(o *discoveryv1.EndpointSlice) *cachedSlice {
+	return s.register(inf, "EndpointSlice", transform(func(o *discoveryv1.EndpointSlice) *cachedSlice {
 		return &cachedSlice{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseSliceObject(o)}
 	}), handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(&o.p) },
 		func(st *nodelocal.State, ns, name string) { st.DeleteSlice(ns, name) }))
@@ -78,7 +78,7 @@ func (s *Source) nodeInformer() (watched, error) {
 	// The handlers run under s.mu (handler), which also guards s.node.
 	// The field selector keeps other nodes out, but not every client
 	// (fakes) honours it.
-	return register(inf, "node", transform(func(o *corev1.Node) *corev1.Node { return trimNode(o, keepFacts) }),
+	return s.register(inf, "node", transform(func(o *corev1.Node) *corev1.Node { return trimNode(o, keepFacts) }),
 		handler(s, func(st *nodelocal.State, o *corev1.Node) error {
 			if o.Name == s.cfg.NodeName {
 				s.node = nodeStatus(o)
@@ -122,16 +122,19 @@ func trimNode(o *corev1.Node, facts bool) *corev1.Node {
 // holds their parsed prefixes.
 func (s *Source) serviceCIDRInformer() (watched, error) {
 	inf := networkinginformers.NewServiceCIDRInformer(s.cs, s.cfg.ResyncPeriod, noIndexers)
-	return register(inf, "ServiceCIDR", transform(func(o *networkingv1.ServiceCIDR) *cachedServiceCIDR {
+	return s.register(inf, "ServiceCIDR", transform(func(o *networkingv1.ServiceCIDR) *cachedServiceCIDR {
 		return &cachedServiceCIDR{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseServiceCIDRObject(o)}
 	}), handler(s, func(st *nodelocal.State, o *cachedServiceCIDR) error { return st.SetParsedServiceCIDR(&o.p) },
 		func(st *nodelocal.State, _, name string) { st.DeleteServiceCIDR(name) }))
 }
 
-// register sets an informer's transform and handler; what names the
-// informer in errors.
-func register(inf cache.SharedIndexInformer, what string, t cache.TransformFunc, h cache.ResourceEventHandler) (watched, error) {
+// register sets an informer's transform, handler and list-and-watch
+// error handler; what names the informer in errors.
+func (s *Source) register(inf cache.SharedIndexInformer, what string, t cache.TransformFunc, h cache.ResourceEventHandler) (watched, error) {
 	if err := inf.SetTransform(t); err != nil {
+		return watched{}, fmt.Errorf("kube source: %s informer: %w", what, err)
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(s.causes.watchErrors(what)); err != nil {
 		return watched{}, fmt.Errorf("kube source: %s informer: %w", what, err)
 	}
 	reg, err := inf.AddEventHandler(h)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,11 +76,25 @@ func NewForConfig(path string, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newForRESTConfig(rc, cfg)
+}
+
+// newForRESTConfig returns a source using a clientset for rc whose
+// transport errors are logged as they happen (see causes): client-go
+// retries a refused list for about ten seconds before its informer sees
+// the error.
+func newForRESTConfig(rc *rest.Config, cfg Config) (*Source, error) {
+	c := &causes{}
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &errorLogger{next: rt, causes: c} })
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kube source: API client: %w", err)
 	}
-	return New(cs, cfg), nil
+	s := New(cs, cfg)
+	c.log = s.log
+	s.causes = c
+	return s, nil
 }
 
 // Source watches the API and delivers node-local snapshots.
@@ -96,6 +111,9 @@ type Source struct {
 	// delivered is set once the first snapshot is (under mu).
 	delivered bool
 	node      NodeStatus // of cfg.NodeName, under mu
+	// causes logs why the API server cannot be reached or answers with
+	// an error, once per distinct cause.
+	causes *causes
 }
 
 // Clientset returns the API client the source watches through, for a
@@ -146,12 +164,14 @@ func New(cs kubernetes.Interface, cfg Config) *Source {
 	if log == nil {
 		log = slog.Default()
 	}
+	log = log.With("source", "kube")
 	return &Source{
-		cs:    cs,
-		cfg:   cfg,
-		log:   log.With("source", "kube"),
-		state: nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log, Needs: cfg.Needs}),
-		kick:  coalesce.New(cfg.MinInterval, cfg.SyncPeriod),
+		causes: &causes{log: log},
+		cs:     cs,
+		cfg:    cfg,
+		log:    log,
+		state:  nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log, Needs: cfg.Needs}),
+		kick:   coalesce.New(cfg.MinInterval, cfg.SyncPeriod),
 	}
 }
 

@@ -1,9 +1,13 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/nodelocal"
@@ -363,15 +368,16 @@ func TestBadObjects(t *testing.T) {
 	for _, e := range h.src.Errors() {
 		got = append(got, e.Error())
 	}
+	// The slice's bad endpoint is skipped alone (counted, not an invalid
+	// object).
 	want := []string{
-		`EndpointSlice default/web-bad: endpoints[0].addresses[0]: invalid IP "10.244.0.999"`,
 		`Service default/bad: spec.clusterIPs[0]: invalid IP "10.96.0.300"`,
 		`Service default/bad-policy: spec.externalTrafficPolicy: unknown policy "Nearest"`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
-	if st := h.src.Stats(); st.Invalid != 3 || st.InvalidTotal != 3 || st.Services != 1 {
+	if st := h.src.Stats(); st.Invalid != 2 || st.InvalidTotal != 2 || st.SkippedValuesTotal != 1 || st.Services != 1 {
 		t.Errorf("stats = %+v", st)
 	}
 	// Fixing the service serves it.
@@ -379,7 +385,7 @@ func TestBadObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.until("fixed", []string{"bad:", "web: 10.244.0.1*"})
-	if st := h.src.Stats(); st.Invalid != 2 || st.InvalidTotal != 3 {
+	if st := h.src.Stats(); st.Invalid != 1 || st.InvalidTotal != 2 {
 		t.Errorf("stats after fix = %+v", st)
 	}
 }
@@ -465,4 +471,54 @@ func TestNodeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus("deleted", NodeStatus{})
+}
+
+// TestUnreachableAPIServerLogsWhy: when the API server cannot be reached
+// the log says why ("connection refused"), once per distinct cause, not
+// once per informer and retry.
+func TestUnreachableAPIServerLogsWhy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	var buf syncBuffer
+	src, err := newForRESTConfig(&rest.Config{Host: "http://" + addr}, Config{NodeName: "node-a", Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := src.Run(ctx, func(*client.Snapshot) { t.Error("snapshot without an API server") }); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `cause="connection refused"`) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d log lines say connection refused, want 1:\n%s", n, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
