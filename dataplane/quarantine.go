@@ -4,8 +4,8 @@ import (
 	"errors"
 	"net/netip"
 
-	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 )
 
 // WholeError is a write that failed as a whole (the socket failed, the

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/dataplane/render"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 )
 
 // ObjectMap maps objects of a plan, by kind, to a value: the error of each

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
