@@ -347,8 +347,11 @@ func (pr *portRenderer) externalRules() {
 	if !rt.eLocal {
 		w.rule(ext).comment("masquerade traffic for ", pn, " external destinations").args("-j", KubeMarkMasqChain).inChain(ext)
 	} else {
-		if pr.fc.localCIDR.IsValid() {
+		switch {
+		case pr.fc.localCIDR.IsValid():
 			w.rule(ext).args("-s", pr.sc.cidr).comment("pod traffic for ", pn, " external destinations").args("-j", pr.svcChain).inChain(ext)
+		case pr.fc.localIn != "":
+			w.rule(ext).args("-i", pr.fc.localIn).comment("pod traffic for ", pn, " external destinations").args("-j", pr.svcChain).inChain(ext)
 		}
 		w.rule(ext).comment("masquerade LOCAL traffic for ", pn, " external destinations").args("-m", "addrtype", "--src-type", "LOCAL", "-j", KubeMarkMasqChain).inChain(ext)
 		w.rule(ext).comment("route LOCAL traffic for ", pn, " external destinations").args("-m", "addrtype", "--src-type", "LOCAL", "-j", pr.svcChain).inChain(ext)
@@ -382,7 +385,7 @@ func (pr *portRenderer) firewallRules() {
 
 // internalMasquerade writes the internal chain's first rule, which marks
 // traffic to the cluster IP for masquerading (all of it, or that from
-// outside the cluster CIDR).
+// not from this node's pods).
 func (pr *portRenderer) internalMasquerade() {
 	rt := &pr.route
 	if !rt.hasInternal {
@@ -394,6 +397,10 @@ func (pr *portRenderer) internalMasquerade() {
 		w.rule(c).host("-d", a.clusterIP).args("-p", pr.proto).comment(pr.pn, " cluster IP").args("-m", pr.proto).port("--dport", pr.port.Port).args("-j", KubeMarkMasqChain).inChain(c)
 	case pr.fc.localCIDR.IsValid():
 		w.rule(c).args("!", "-s", pr.sc.cidr).host("-d", a.clusterIP).args("-p", pr.proto).comment(pr.pn, " cluster IP").args("-m", pr.proto).port("--dport", pr.port.Port).args("-j", KubeMarkMasqChain).inChain(c)
+	case pr.fc.localIn != "":
+		// iptables-save prints the input interface after the
+		// destination.
+		w.rule(c).host("-d", a.clusterIP).args("!", "-i", pr.fc.localIn, "-p", pr.proto).comment(pr.pn, " cluster IP").args("-m", pr.proto).port("--dport", pr.port.Port).args("-j", KubeMarkMasqChain).inChain(c)
 	}
 }
 

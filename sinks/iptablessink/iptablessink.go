@@ -124,7 +124,7 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 	}
 	cfg := iptables.Config{
 		IPv4: true, IPv6: slices.ContainsFunc(env.NodeAddresses, netip.Addr.Is6) || slices.ContainsFunc(nodeIPs, netip.Addr.Is6),
-		MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs,
+		MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, Local: c.LocalTraffic(nil),
 		NodeIPs: nodeIPs, SyncPeriod: c.SyncPeriod, DryRun: env.DryRun,
 	}
 	if len(c.NodePortAddresses) > 0 {
@@ -160,7 +160,7 @@ func build(env runtime.Env) (runtime.Built, error) {
 		if err != nil {
 			return runtime.Built{}, err
 		}
-		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync}}, nil
+		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}}, nil
 	}
 	if len(env.Config.NodePortAddresses) > 0 && len(env.NodeAddresses) == 0 {
 		return runtime.Built{}, errors.New("--nodeport-addresses: no node address is in these CIDRs")
@@ -199,7 +199,17 @@ func build(env runtime.Env) (runtime.Built, error) {
 		return runtime.Built{}, err
 	}
 	env.Log.Info("iptables proxier", "ipv6", cfg.IPv6, "backends", p.Backends(), "tcp-be-liberal", cfg.TCPBeLiberal)
-	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync}, Close: closeCT}, nil
+	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}, Close: closeCT}, nil
+}
+
+// nodeLocal returns Controller.Local for the configuration: the
+// detection by the Node's pod CIDRs with --detect-local-mode=NodeCIDR,
+// else nil (the detection does not depend on the Node).
+func nodeLocal(c runtime.Config) func(*client.Node) xtables.LocalTraffic {
+	if c.DetectLocalMode != xtables.LocalNodeCIDR {
+		return nil
+	}
+	return c.LocalTraffic
 }
 
 // Controller adapts iptables.Proxier to runtime.Controller.
@@ -210,6 +220,10 @@ type Controller struct {
 	Log     *slog.Logger
 	// OnSync, when not nil, is called after every sync.
 	OnSync func(runtime.SyncStats)
+	// Local, when not nil, is the local-traffic detection of a Node
+	// (--detect-local-mode=NodeCIDR): every snapshot that carries the
+	// Node sets it (Proxier.SetLocal).
+	Local func(*client.Node) xtables.LocalTraffic
 
 	noLocal int // of the last snapshot
 }
@@ -232,6 +246,9 @@ func noLocalEndpoints(s *client.Snapshot) int {
 // lists them).
 func (c *Controller) Snapshot(s *client.Snapshot) {
 	start := time.Now()
+	if c.Local != nil && s.Node != nil {
+		c.P.SetLocal(c.Local(s.Node))
+	}
 	st, err := c.P.Snapshot(s)
 	c.noLocal = noLocalEndpoints(s)
 	c.report(start, s.Len(), st, err)

@@ -10,9 +10,8 @@
 // flag, or is checked), ignored (a warning at start: it only tunes
 // kube-proxy's own process, conntrack sysctls, client QPS, OOM score,
 // profiling, or another mode), or refused (an error naming it: ignoring it
-// would change what traffic does, detectLocalMode other than ClusterCIDR,
-// the nftables settings). The file cannot choose the sink: a mode other
-// than the binary's is an error.
+// would change what traffic does, such as the nftables settings). The file
+// cannot choose the sink: a mode other than the binary's is an error.
 package kpconfig
 
 import (

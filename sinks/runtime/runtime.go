@@ -28,6 +28,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
@@ -234,7 +235,10 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		}
 		c.NodeName = h
 	}
-	src, err := c.source(sink.Needs, log)
+	needs := sink.Needs
+	// The Node's pod CIDRs are the local pods' (--detect-local-mode).
+	needs.Node = needs.Node || c.DetectLocalMode == xtables.LocalNodeCIDR
+	src, err := c.source(needs, log)
 	if err != nil {
 		return err
 	}
