@@ -24,7 +24,8 @@ func TestConfigFileFields(t *testing.T) {
 			want: []kpconfig.Setting{{Field: "iptables.syncPeriod", Flag: "sync-period", Value: "10s"}, {Field: "iptables.minSyncPeriod", Flag: "min-sync-period", Value: "2s"}}},
 		{name: "ipvs sync period", body: "ipvs:\n  syncPeriod: 10s\n", wantWarning: "--config: ipvs.syncPeriod ignored: the iptables sink takes iptables.syncPeriod"},
 		{name: "ipvs scheduler", body: "ipvs:\n  scheduler: wrr\n", wantErr: "--config: ipvs.scheduler has no meaning for this sink (no --ipvs-scheduler)"},
-		{name: "localhost node ports", body: "iptables:\n  localhostNodePorts: true\n", wantErr: "--config: iptables.localhostNodePorts has no meaning for this sink (no --iptables-localhost-nodeports)"},
+		{name: "localhost node ports", body: "iptables:\n  localhostNodePorts: false\n",
+			want: []kpconfig.Setting{{Field: "iptables.localhostNodePorts", Flag: "iptables-localhost-nodeports", Value: "false"}}},
 		{name: "nftables", body: "nftables:\n  syncPeriod: 1s\n", wantErr: "--config: nftables no sink programs nftables"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
@@ -43,12 +44,34 @@ func IPVSOnly() []runtime.Flag {
 	return runtime.Classed(kpconfig.Refused, fs...)
 }
 
+// Config is what the iptables sink's own flags set
+// (runtime.Config.SinkConfig).
+type Config struct {
+	// LocalhostNodePorts serves IPv4 node ports on 127.0.0.0/8
+	// (--iptables-localhost-nodeports, default true) when
+	// --nodeport-addresses allows loopback.
+	LocalhostNodePorts bool
+}
+
+// flags are the iptables sink's own flags, then the IPVS sinks' it
+// refuses.
+func flags() []runtime.Flag {
+	own := runtime.Classed(kpconfig.Honoured,
+		&cli.BoolFlag{Name: "iptables-localhost-nodeports", Value: true, Usage: "serve IPv4 node ports on 127.0.0.0/8 too, when --nodeport-addresses allows loopback (sets route_localnet=1, guarded by KUBE-FIREWALL)"})
+	return append(own, IPVSOnly()...)
+}
+
+// parse reads the iptables sink's own flags (runtime.Sink.Parse).
+func parse(c *cli.Context) (any, error) {
+	return Config{LocalhostNodePorts: c.Bool("iptables-localhost-nodeports")}, nil
+}
+
 // fields class the KubeProxyConfiguration fields of the modes: the
-// iptables sync periods are honoured, the ipvs ones ignored, the other
-// ipvs settings, iptables.localhostNodePorts and the nftables settings
+// iptables sync periods and iptables.localhostNodePorts are honoured, the
+// ipvs ones ignored, the other ipvs settings and the nftables settings
 // refused.
 var fields = []kpconfig.Field{
-	kpconfig.NoFlag("iptables.localhostNodePorts", "iptables-localhost-nodeports"),
+	{Name: "iptables.localhostNodePorts", Class: kpconfig.Honoured, Flag: "iptables-localhost-nodeports"},
 	{Name: "iptables.syncPeriod", Class: kpconfig.Honoured, Flag: "sync-period"},
 	{Name: "iptables.minSyncPeriod", Class: kpconfig.Honoured, Flag: "min-sync-period"},
 	{Name: "ipvs.syncPeriod", Class: kpconfig.Ignored, Why: "the iptables sink takes iptables.syncPeriod"},
@@ -65,7 +88,7 @@ var fields = []kpconfig.Field{
 // Sink returns the runtime.Sink of the iptables sink binary; /proxyMode
 // answers "iptables".
 func Sink(name, usage string) runtime.Sink {
-	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Flags: IPVSOnly, Fields: fields,
+	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Flags: flags, Parse: parse, Fields: fields,
 		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }}
 }
 
@@ -130,7 +153,34 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 	if len(c.NodePortAddresses) > 0 {
 		cfg.NodePortCIDRs, cfg.NodePortIPs = c.NodePortAddresses, env.NodeAddresses
 	}
+	cfg.LocalhostNodePorts = localhostNodePorts(c)
+	if lo := netip.AddrFrom4([4]byte{127, 0, 0, 1}); cfg.LocalhostNodePorts && slices.ContainsFunc(c.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(lo) }) {
+		// The address loopback holds, as kube-proxy finds it among the
+		// node's interface addresses.
+		cfg.NodePortIPs = append(cfg.NodePortIPs, lo)
+	}
 	return cfg
+}
+
+// localhostNodePorts reports whether IPv4 node ports are served on
+// 127.0.0.0/8, as kube-proxy decides: --iptables-localhost-nodeports
+// (default true), and --nodeport-addresses unset for IPv4 or with an IPv4
+// CIDR that holds 127.0.0.0 or is a loopback one.
+func localhostNodePorts(c runtime.Config) bool {
+	sc, _ := c.SinkConfig.(Config)
+	if !sc.LocalhostNodePorts {
+		return false
+	}
+	v4 := false
+	for _, p := range c.NodePortAddresses {
+		if p.Addr().Is4() {
+			v4 = true
+			if p.Addr().IsLoopback() || p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 0})) {
+				return true
+			}
+		}
+	}
+	return !v4
 }
 
 // ipv6Usable reports whether ip6tables works on this node (either
@@ -141,6 +191,21 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 func ipv6Usable(run xtables.Runner) bool {
 	_, err := xtables.Detect(xtables.IPv6, run)
 	return err == nil
+}
+
+// sysctlRouteLocalnet lets the node route packets to 127.0.0.0/8 that
+// node ports DNAT elsewhere.
+const sysctlRouteLocalnet = "net/ipv4/conf/all/route_localnet"
+
+// ensureRouteLocalnet sets route_localnet=1 (in the calling thread's
+// network namespace): the node's packets to 127.0.0.0/8 that a node port
+// DNATs to an endpoint leave with their loopback source, which only
+// route_localnet routes (KUBE-FIREWALL drops what it would let in).
+func ensureRouteLocalnet(s kernel.Sysctl) error {
+	if _, err := kernel.EnsureSysctl(s, sysctlRouteLocalnet, 1); err != nil {
+		return fmt.Errorf("localhost node ports (--iptables-localhost-nodeports): %w", err)
+	}
+	return nil
 }
 
 // tcpBeLiberal reports whether the kernel accepts out-of-window TCP
@@ -162,7 +227,7 @@ func build(env runtime.Env) (runtime.Built, error) {
 		}
 		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}}, nil
 	}
-	if len(env.Config.NodePortAddresses) > 0 && len(env.NodeAddresses) == 0 {
+	if len(env.Config.NodePortAddresses) > 0 && len(cfg.NodePortIPs) == 0 {
 		return runtime.Built{}, errors.New("--nodeport-addresses: no node address is in these CIDRs")
 	}
 	if ok, err := iptables.CanUseIPTablesProxier(iptables.ExecVersioner{Backend: xtables.NFT}, iptables.LinuxKernelCompatTester{}); !ok {
@@ -174,6 +239,12 @@ func build(env runtime.Env) (runtime.Built, error) {
 		cfg.IPv6 = true
 	}
 	cfg.TCPBeLiberal = tcpBeLiberal("/proc/sys")
+	if cfg.LocalhostNodePorts {
+		if err := ensureRouteLocalnet(kernel.Sysctl{}); err != nil {
+			return runtime.Built{}, err
+		}
+		env.Log.Info("route_localnet=1 for node ports on localhost; to change this, give --iptables-localhost-nodeports=false or --nodeport-addresses without loopback")
+	}
 	// The tools run in this process's namespace: the Proxier reads its
 	// nf_tables generation (Config.Generation's default).
 	cfg.Log = env.Log
