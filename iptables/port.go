@@ -325,6 +325,10 @@ func (pr *portRenderer) topRules() {
 		}
 	}
 	if np := pr.port.NodePort; np != 0 {
+		if rt.hasAny && pr.fc.acctLocalhost {
+			// Localhost node-port packets, counted.
+			w.rule(chainNodePorts).args("-d", "127.0.0.0/8", "-p", proto).comment(pn).args("-m", proto).port("--dport", np).raw(nfacctMatch(AcctLocalhostNodePorts)).args("-j", pr.extChain).inTop(topNATNodePorts)
+		}
 		if rt.hasAny {
 			w.rule(chainNodePorts).args("-p", proto).comment(pn).args("-m", proto).port("--dport", np).args("-j", pr.extChain).inTop(topNATNodePorts)
 		}

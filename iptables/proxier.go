@@ -53,6 +53,11 @@ type Config struct {
 	TCPBeLiberal bool
 	// NoRandomFully leaves --random-fully off MASQUERADE.
 	NoRandomFully bool
+	// Accounting, when not nil, keeps kube-proxy's nfacct objects: every
+	// full sync ensures them, and the rules count into those that exist
+	// (AcctInvalidDropped, AcctLocalhostNodePorts). nil: no counting
+	// (dry run).
+	Accounting Accounting
 
 	// Run runs iptables-save and iptables-restore; nil means
 	// xtables.Exec. Tests run the tools in a network namespace. The stdin
@@ -190,6 +195,9 @@ type Proxier struct {
 	// tests lower it).
 	largeAt int
 	gen     genTracker
+	// acctErr is the last failure to ensure the nfacct objects (logged
+	// when it changes).
+	acctErr string
 }
 
 // NewProxier checks the configuration, detects the iptables backend of
@@ -323,6 +331,9 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	st := SyncStats{Full: full}
 	var errs []error
 	var targets []conntrack.Target
+	if full {
+		p.ensureAccounting()
+	}
 	gs := p.gen.begin(p.fams, s)
 	for _, f := range p.fams {
 		var fs SyncStats

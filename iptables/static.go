@@ -89,7 +89,11 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 	}
 	var forward []string
 	if !c.TCPBeLiberal {
-		forward = append(forward, "-A "+chainForward+" -m conntrack --ctstate INVALID -j DROP")
+		acct := ""
+		if fc.acctInvalid {
+			acct = nfacctMatch(AcctInvalidDropped)
+		}
+		forward = append(forward, "-A "+chainForward+" -m conntrack --ctstate INVALID"+acct+" -j DROP")
 	}
 	forward = append(forward,
 		"-A "+chainForward+" -m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+mark+"/"+mark+" -j ACCEPT",

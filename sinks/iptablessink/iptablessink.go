@@ -248,29 +248,36 @@ func build(env runtime.Env) (runtime.Built, error) {
 	// The tools run in this process's namespace: the Proxier reads its
 	// nf_tables generation (Config.Generation's default).
 	cfg.Log = env.Log
-	var closeCT func()
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
 	if ct, err := conntrack.Dial(nil); err != nil {
 		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
 	} else {
 		cfg.Conntrack = ct
-		closeCT = func() { ct.Close() }
+		closers = append(closers, func() { ct.Close() })
+	}
+	if acct, closeAcct, err := dialAccounting(env.Registry, env.Log); err != nil {
+		env.Log.Warn("no nfacct: kube-proxy's INVALID-drop and localhost node-port counters are not kept", "error", err)
+	} else {
+		cfg.Accounting = acct
+		closers = append(closers, closeAcct)
 	}
 	p, err := iptables.NewProxier(cfg)
 	if err != nil {
-		if closeCT != nil {
-			closeCT()
-		}
+		closeAll()
 		return runtime.Built{}, err
 	}
 	m, err := NewMetrics(env.Registry)
 	if err != nil {
-		if closeCT != nil {
-			closeCT()
-		}
+		closeAll()
 		return runtime.Built{}, err
 	}
 	env.Log.Info("iptables proxier", "ipv6", cfg.IPv6, "backends", p.Backends(), "tcp-be-liberal", cfg.TCPBeLiberal)
-	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}, Close: closeCT}, nil
+	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}, Close: closeAll}, nil
 }
 
 // nodeLocal returns Controller.Local for the configuration: the

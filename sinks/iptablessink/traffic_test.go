@@ -113,8 +113,27 @@ func source(ns *nstest.NetNS, addr string) (string, error) {
 // the sink builds from env, over the node's Node, if any.
 func (n *testNet) program(t *testing.T, env runtime.Env, node *client.Node) {
 	t.Helper()
+	n.programEnv(t, env, node, nil)
+}
+
+// programWith programs the service with the sink's defaults, mod applied
+// to the Proxier's configuration.
+func (n *testNet) programWith(t *testing.T, mod func(*iptables.Config)) {
+	t.Helper()
+	sc, err := parseDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.programEnv(t, runtime.Env{Config: runtime.Config{MasqueradeBit: 14, SinkConfig: sc}, NodeAddresses: []netip.Addr{netip.MustParseAddr("192.168.50.2")}}, nil, mod)
+}
+
+func (n *testNet) programEnv(t *testing.T, env runtime.Env, node *client.Node, mod func(*iptables.Config)) {
+	t.Helper()
 	cfg := ProxierConfig(env)
 	cfg.IPv6, cfg.Backend, cfg.Run = false, xtables.NFT, xtables.ExecWith(n.node.Do)
+	if mod != nil {
+		mod(&cfg)
+	}
 	p, err := iptables.NewProxier(cfg)
 	if err != nil {
 		t.Fatal(err)
