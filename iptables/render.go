@@ -21,24 +21,14 @@ type famConfig struct {
 	masqueradeAll bool         // masquerade every packet to a cluster IP
 	localCIDR     netip.Prefix // sources of local pods (Config.Local); invalid: none
 	localIn       string       // input interface of local pods (Config.Local); "": none
+	nodeIP        netip.Addr   // the node's address of the family, if known
 	// acctInvalid and acctLocalhost: the nfacct objects the rules count
 	// into exist (ensureAccounting; the localhost one only with localhost
 	// node ports, IPv4)
 	acctInvalid, acctLocalhost bool
-	nodeIP                     netip.Addr // the node's address of the family, if known
 	// scratch, when not nil, holds the slices render reuses from one
 	// service to the next (renders of one famConfig are sequential).
 	scratch *renderScratch
-}
-
-// setLocal sets the family's local-traffic detection; the text of its
-// prefix is cached anew.
-func (fc *famConfig) setLocal(l xtables.LocalTraffic) {
-	fc.localCIDR, _ = l.Source(fc.fam)
-	fc.localIn = l.Interface
-	if fc.scratch != nil {
-		fc.scratch.cidr = ""
-	}
 }
 
 // renderScratch holds what render reuses from one service to the next:
