@@ -27,8 +27,8 @@ func kernelProxier(t *testing.T, b xtables.Backend, mod func(*Config)) (*Proxier
 func proxierIn(t *testing.T, ns *nstest.NetNS, b xtables.Backend, mod func(*Config)) *Proxier {
 	t.Helper()
 	cfg := Config{IPv4: true, IPv6: true, MasqueradeBit: 14, Backend: b, Run: xtables.ExecWith(ns.Do), Generation: nsGeneration(ns),
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")},
-		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.50.2")}}
+		Local:   xtables.LocalTraffic{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")}},
+		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.50.2")}}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -325,6 +325,10 @@ func (pr *portRenderer) topRules() {
 		}
 	}
 	if np := pr.port.NodePort; np != 0 {
+		if rt.hasAny && pr.fc.acctLocalhost {
+			// Localhost node-port packets, counted.
+			w.rule(chainNodePorts).args("-d", "127.0.0.0/8", "-p", proto).comment(pn).args("-m", proto).port("--dport", np).raw(nfacctMatch(AcctLocalhostNodePorts)).args("-j", pr.extChain).inTop(topNATNodePorts)
+		}
 		if rt.hasAny {
 			w.rule(chainNodePorts).args("-p", proto).comment(pn).args("-m", proto).port("--dport", np).args("-j", pr.extChain).inTop(topNATNodePorts)
 		}
@@ -347,8 +351,11 @@ func (pr *portRenderer) externalRules() {
 	if !rt.eLocal {
 		w.rule(ext).comment("masquerade traffic for ", pn, " external destinations").args("-j", KubeMarkMasqChain).inChain(ext)
 	} else {
-		if pr.fc.localCIDR.IsValid() {
+		switch {
+		case pr.fc.localCIDR.IsValid():
 			w.rule(ext).args("-s", pr.sc.cidr).comment("pod traffic for ", pn, " external destinations").args("-j", pr.svcChain).inChain(ext)
+		case pr.fc.localIn != "":
+			w.rule(ext).args("-i", pr.fc.localIn).comment("pod traffic for ", pn, " external destinations").args("-j", pr.svcChain).inChain(ext)
 		}
 		w.rule(ext).comment("masquerade LOCAL traffic for ", pn, " external destinations").args("-m", "addrtype", "--src-type", "LOCAL", "-j", KubeMarkMasqChain).inChain(ext)
 		w.rule(ext).comment("route LOCAL traffic for ", pn, " external destinations").args("-m", "addrtype", "--src-type", "LOCAL", "-j", pr.svcChain).inChain(ext)
@@ -382,7 +389,7 @@ func (pr *portRenderer) firewallRules() {
 
 // internalMasquerade writes the internal chain's first rule, which marks
 // traffic to the cluster IP for masquerading (all of it, or that from
-// outside the cluster CIDR).
+// not from this node's pods).
 func (pr *portRenderer) internalMasquerade() {
 	rt := &pr.route
 	if !rt.hasInternal {
@@ -394,6 +401,10 @@ func (pr *portRenderer) internalMasquerade() {
 		w.rule(c).host("-d", a.clusterIP).args("-p", pr.proto).comment(pr.pn, " cluster IP").args("-m", pr.proto).port("--dport", pr.port.Port).args("-j", KubeMarkMasqChain).inChain(c)
 	case pr.fc.localCIDR.IsValid():
 		w.rule(c).args("!", "-s", pr.sc.cidr).host("-d", a.clusterIP).args("-p", pr.proto).comment(pr.pn, " cluster IP").args("-m", pr.proto).port("--dport", pr.port.Port).args("-j", KubeMarkMasqChain).inChain(c)
+	case pr.fc.localIn != "":
+		// iptables-save prints the input interface after the
+		// destination.
+		w.rule(c).host("-d", a.clusterIP).args("!", "-i", pr.fc.localIn, "-p", pr.proto).comment(pr.pn, " cluster IP").args("-m", pr.proto).port("--dport", pr.port.Port).args("-j", KubeMarkMasqChain).inChain(c)
 	}
 }
 

@@ -26,11 +26,12 @@ type Config struct {
 	MasqueradeBit int
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
-	// ClusterCIDRs are the pod networks (--cluster-cidr): traffic to a
-	// cluster IP from outside them is masqueraded, and pod traffic to an
-	// external destination of an eTP=Local service is short-circuited.
-	// The first prefix of each family is used.
-	ClusterCIDRs []netip.Prefix
+	// Local tells traffic from this node's pods (kube-proxy's
+	// detectLocalMode: by source prefix, the first of each family, or by
+	// input interface): traffic to a cluster IP from elsewhere is
+	// masqueraded, and pod traffic to an external destination of an
+	// eTP=Local service is short-circuited. SetLocal changes it.
+	Local xtables.LocalTraffic
 	// NodeIPs are the node's addresses (one per family); a load-balancer
 	// source range that contains the node's address also admits the
 	// load-balancer IPs as sources.
@@ -53,6 +54,11 @@ type Config struct {
 	TCPBeLiberal bool
 	// NoRandomFully leaves --random-fully off MASQUERADE.
 	NoRandomFully bool
+	// Accounting, when not nil, keeps kube-proxy's nfacct objects: every
+	// full sync ensures them, and the rules count into those that exist
+	// (AcctInvalidDropped, AcctLocalhostNodePorts). nil: no counting
+	// (dry run).
+	Accounting Accounting
 
 	// Run runs iptables-save and iptables-restore; nil means
 	// xtables.Exec. Tests run the tools in a network namespace. The stdin
@@ -162,6 +168,9 @@ type family struct {
 	from       *client.Snapshot
 	renderErrs []error
 	renders    int // full renders (tests)
+	// rerender makes the next full render render every service, none
+	// reused (the local-traffic detection changed).
+	rerender bool
 	// gens are the text bytes carved from each arena svcs' renderings
 	// come from, by arena; nextGens is what gens becomes when the full sync
 	// being made succeeds. lastGen numbers arenas.
@@ -192,6 +201,9 @@ type Proxier struct {
 	q *quarantine.Set[qkey]
 	// retryAll is set during a Resync: no quarantined service is held.
 	retryAll bool
+	// acctErr is the last failure to ensure the nfacct objects (logged
+	// when it changes).
+	acctErr string
 }
 
 // NewProxier checks the configuration, detects the iptables backend of
@@ -214,11 +226,7 @@ func NewProxier(cfg Config) (*Proxier, error) {
 			continue
 		}
 		fc := famConfig{fam: f, mark: hexMark(cfg.MasqueradeBit), masqueradeAll: cfg.MasqueradeAll, scratch: &renderScratch{}}
-		for _, c := range cfg.ClusterCIDRs {
-			if c.Addr().Is6() == (f == xtables.IPv6) && !fc.localCIDR.IsValid() {
-				fc.localCIDR = c.Masked()
-			}
-		}
+		fc.setLocal(cfg.Local)
 		for _, a := range cfg.NodeIPs {
 			if a.Is6() == (f == xtables.IPv6) && !fc.nodeIP.IsValid() {
 				fc.nodeIP = a
@@ -239,6 +247,22 @@ func NewProxier(cfg Config) (*Proxier, error) {
 		p.fams = append(p.fams, fam)
 	}
 	return p, nil
+}
+
+// SetLocal changes the local-traffic detection (Config.Local; the Node's
+// pod CIDRs of --detect-local-mode=NodeCIDR, which may change): when it
+// differs, the next sync is a full one that renders every service again.
+func (p *Proxier) SetLocal(l xtables.LocalTraffic) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l.Equal(p.cfg.Local) {
+		return
+	}
+	p.cfg.Local = l
+	for _, f := range p.fams {
+		f.fc.setLocal(l)
+		f.full, f.rerender, f.from = true, true, nil
+	}
 }
 
 // Backends returns the iptables backend of each enabled family (IPv4
@@ -329,6 +353,9 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	st := SyncStats{Full: full}
 	var errs []error
 	var targets []conntrack.Target
+	if full {
+		p.ensureAccounting()
+	}
 	gs := p.gen.begin(p.fams, s)
 	for _, f := range p.fams {
 		var fs SyncStats
@@ -387,7 +414,7 @@ func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, ou
 		r := &rs[len(list)]
 		k := se.Service.Key()
 		old := f.svcs[k]
-		if old != nil && old.large == large && old.src.Equal(se) {
+		if old != nil && !f.rerender && old.large == large && old.src.Equal(se) {
 			*r = *old
 			reused = true
 		} else if err := renderIn(&f.fc, a, se, large, r); err != nil {
@@ -424,5 +451,6 @@ func (f *family) renderAll(s *client.Snapshot, large bool) (list []*rendered, ou
 		gens[a.gen] = a.used
 	}
 	f.nextGens = gens
+	f.rerender = false
 	return list, out, eps, errs
 }

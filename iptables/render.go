@@ -19,8 +19,13 @@ type famConfig struct {
 	fam           xtables.Family
 	mark          string       // "0x4000"
 	masqueradeAll bool         // masquerade every packet to a cluster IP
-	localCIDR     netip.Prefix // pods of this node's cluster; invalid: no local detection
+	localCIDR     netip.Prefix // sources of local pods (Config.Local); invalid: none
+	localIn       string       // input interface of local pods (Config.Local); "": none
 	nodeIP        netip.Addr   // the node's address of the family, if known
+	// acctInvalid and acctLocalhost: the nfacct objects the rules count
+	// into exist (ensureAccounting; the localhost one only with localhost
+	// node ports, IPv4)
+	acctInvalid, acctLocalhost bool
 	// scratch, when not nil, holds the slices render reuses from one
 	// service to the next (renders of one famConfig are sequential).
 	scratch *renderScratch

@@ -214,8 +214,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 func TestGoldenBroad(t *testing.T) {
 	var out strings.Builder
 	p, err := NewProxier(Config{IPv4: true, IPv6: true, MasqueradeBit: 14, DryRun: &out, Backend: xtables.NFT, LocalhostNodePorts: true, MaxRestoreRules: -1,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")},
-		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.50.2")}})
+		Local:   xtables.LocalTraffic{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")}},
+		NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.50.2")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,10 @@ type jump struct {
 
 // jumps returns kube-proxy's jumps from the built-in chains, in its order.
 // A missing jump is inserted at the top of its chain, so the last one ends
-// up first, as with kube-proxy.
-func jumps(localhostNodePorts bool, fam xtables.Family) []jump {
+// up first, as with kube-proxy: its own, then those to the kubelet's
+// KUBE-FIREWALL, which kube-proxy makes in both families whatever its
+// settings.
+func jumps() []jump {
 	ext := "kubernetes externally-visible service portals"
 	portals := "kubernetes service portals"
 	fw := "kubernetes load balancer firewall"
@@ -33,11 +35,8 @@ func jumps(localhostNodePorts bool, fam xtables.Family) []jump {
 		{"nat", "OUTPUT", "-m comment --comment \"" + portals + "\" -j " + chainServices},
 		{"nat", "PREROUTING", "-m comment --comment \"" + portals + "\" -j " + chainServices},
 		{"nat", "POSTROUTING", "-m comment --comment \"kubernetes postrouting rules\" -j " + chainPostrouting},
-	}
-	if localhostNodePorts && fam == xtables.IPv4 {
-		js = append(js,
-			jump{"filter", "INPUT", "-j " + chainKubeletFirewall},
-			jump{"filter", "OUTPUT", "-j " + chainKubeletFirewall})
+		{"filter", "INPUT", "-j " + chainKubeletFirewall},
+		{"filter", "OUTPUT", "-j " + chainKubeletFirewall},
 	}
 	return js
 }
@@ -49,6 +48,10 @@ type staticChain struct {
 	table, chain string
 	rules        []string // full lines, "-A chain ..."
 	slot         int      // the services' slot, or -1
+	// shared marks a chain the kubelet fills too (KUBE-FIREWALL without
+	// localhost node ports): created when missing, never rewritten, as
+	// kube-proxy's iptables -N does.
+	shared bool
 }
 
 // staticChains returns every top-level chain the Proxier owns for a family,
@@ -86,7 +89,11 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 	}
 	var forward []string
 	if !c.TCPBeLiberal {
-		forward = append(forward, "-A "+chainForward+" -m conntrack --ctstate INVALID -j DROP")
+		acct := ""
+		if fc.acctInvalid {
+			acct = nfacctMatch(AcctInvalidDropped)
+		}
+		forward = append(forward, "-A "+chainForward+" -m conntrack --ctstate INVALID"+acct+" -j DROP")
 	}
 	forward = append(forward,
 		"-A "+chainForward+" -m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+mark+"/"+mark+" -j ACCEPT",
@@ -96,27 +103,32 @@ func staticChains(c *Config, fc *famConfig) []staticChain {
 		masq += " --random-fully"
 	}
 	out := []staticChain{
-		{"filter", chainServices, nil, topFilterServices},
-		{"filter", chainExternalServices, nil, topFilterExternal},
-		{"filter", chainForward, forward, -1},
-		{"filter", chainNodePorts, nil, topFilterNodePorts},
-		{"filter", chainProxyFirewall, nil, topFilterFirewall},
-		{"filter", chainCanary, nil, -1},
+		{"filter", chainServices, nil, topFilterServices, false},
+		{"filter", chainExternalServices, nil, topFilterExternal, false},
+		{"filter", chainForward, forward, -1, false},
+		{"filter", chainNodePorts, nil, topFilterNodePorts, false},
+		{"filter", chainProxyFirewall, nil, topFilterFirewall, false},
+		{"filter", chainCanary, nil, -1, false},
 	}
 	if c.LocalhostNodePorts && fc.fam == xtables.IPv4 {
-		out = append(out, staticChain{"filter", chainKubeletFirewall, []string{
-			"-A " + chainKubeletFirewall + " ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment \"block incoming localnet connections\" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"}, -1})
+		// route_localnet lets packets to 127.0.0.0/8 arrive from outside
+		// (issue 90259); this rule, the kubelet's too, drops them unless
+		// they were DNAT'd (to a node port's endpoint) or answer the node.
+		out = append(out, staticChain{table: "filter", chain: chainKubeletFirewall, slot: -1, rules: []string{
+			"-A " + chainKubeletFirewall + " ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment \"block incoming localnet connections\" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"}})
+	} else {
+		out = append(out, staticChain{table: "filter", chain: chainKubeletFirewall, slot: -1, shared: true})
 	}
 	out = append(out,
-		staticChain{"nat", chainServices, nodePorts, topNATServices},
-		staticChain{"nat", chainNodePorts, nil, topNATNodePorts},
+		staticChain{"nat", chainServices, nodePorts, topNATServices, false},
+		staticChain{"nat", chainNodePorts, nil, topNATNodePorts, false},
 		staticChain{"nat", chainPostrouting, []string{
 			"-A " + chainPostrouting + " -m mark ! --mark " + mark + "/" + mark + " -j RETURN",
 			"-A " + chainPostrouting + " -j MARK --set-xmark " + mark + "/0x0",
-			masq}, -1},
-		staticChain{"nat", KubeMarkMasqChain, []string{"-A " + KubeMarkMasqChain + " -j MARK --set-xmark " + mark + "/" + mark}, -1},
-		staticChain{"nat", chainCanary, nil, -1},
-		staticChain{"mangle", chainCanary, nil, -1},
+			masq}, -1, false},
+		staticChain{"nat", KubeMarkMasqChain, []string{"-A " + KubeMarkMasqChain + " -j MARK --set-xmark " + mark + "/" + mark}, -1, false},
+		staticChain{"nat", chainCanary, nil, -1, false},
+		staticChain{"mangle", chainCanary, nil, -1, false},
 	)
 	return out
 }

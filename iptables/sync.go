@@ -229,6 +229,12 @@ func (w *fullWrite) writeServices() (kept int, err error) {
 // between.
 func (w *fullWrite) writeTop(sc staticChain) {
 	t := w.t
+	if sc.shared {
+		if !w.kern[sc.table].chains[sc.chain] {
+			t.declare(sc.table, sc.chain)
+		}
+		return
+	}
 	if sc.slot >= 0 && w.progressive[sc.slot] {
 		for _, l := range sc.rules {
 			t.lines(sc.table, []byte(l+"\n"), 1)
@@ -309,7 +315,7 @@ func (w *fullWrite) deleteStale(svcs map[client.ServiceKey]*rendered, kept int) 
 // addJumps inserts the jumps from the built-in chains that the kernel
 // lacks.
 func (w *fullWrite) addJumps() {
-	for _, j := range jumps(w.p.cfg.LocalhostNodePorts, w.f.fc.fam) {
+	for _, j := range jumps() {
 		line := "-A " + j.from + " " + j.rule
 		if slices.Contains(w.kern[j.table].rules[j.from], line) {
 			continue

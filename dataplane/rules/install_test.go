@@ -61,8 +61,10 @@ func TestEnsureKernel(t *testing.T) {
 	configs := map[string]Config{
 		"default":        {MasqueradeBit: 14, RandomFully: true},
 		"masquerade-all": {MasqueradeBit: 14, MasqueradeAll: true},
-		"cluster-cidr": {MasqueradeBit: 5, ClusterCIDRs: []netip.Prefix{
-			netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}},
+		"cluster-cidr": {MasqueradeBit: 5, Local: xtables.LocalTraffic{CIDRs: []netip.Prefix{
+			netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}}},
+		"bridge":           {MasqueradeBit: 14, Local: xtables.LocalTraffic{Interface: "cbr0"}},
+		"interface-prefix": {MasqueradeBit: 14, Local: xtables.LocalTraffic{Interface: "veth+"}},
 	}
 	if nstest.InVM() {
 		// Under emulation every exec costs a lot: the VM checks each backend

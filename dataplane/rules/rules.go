@@ -86,9 +86,11 @@ type Config struct {
 	MasqueradeBit int
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
-	// ClusterCIDRs are the pod networks; traffic to a cluster IP from outside
-	// them is masqueraded. Only the prefixes of the family are used.
-	ClusterCIDRs []netip.Prefix
+	// Local tells traffic from this node's pods (kube-proxy's
+	// detectLocalMode): traffic to a cluster IP from elsewhere is
+	// masqueraded. Without detection in a family, the node's own traffic
+	// from a service address is.
+	Local xtables.LocalTraffic
 	// RandomFully adds --random-fully to MASQUERADE (iptables >= 1.6.2).
 	RandomFully bool
 }
@@ -244,15 +246,20 @@ func (b builder) natRules(cfg Config) {
 
 // servicesRules appends nat KUBE-SERVICES.
 func (b builder) servicesRules(cfg Config) {
+	// The node's connections from loopback return at once, as in
+	// kube-proxy.
+	lo := "127.0.0.0/8"
+	if b.rs.Family == xtables.IPv6 {
+		lo = "::1/128"
+	}
+	b.nat(ChainServices, "-s", lo, "-j", "RETURN")
 	b.nat(ChainServices, cat(comment("Kubernetes service lb portal"), b.matchSet(SetLoadBalancer, "dst,dst"), jump(ChainLoadBalancer))...)
 	clusterIPMasq := comment("Kubernetes service cluster ip + port for masquerade purpose")
-	switch cidrs := familyPrefixes(cfg.ClusterCIDRs, b.rs.Family); {
+	switch {
 	case cfg.MasqueradeAll:
 		b.nat(ChainServices, cat(clusterIPMasq, b.matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
-	case len(cidrs) > 0:
-		for _, p := range cidrs {
-			b.nat(ChainServices, cat([]string{"!", "-s", p.String()}, clusterIPMasq, b.matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
-		}
+	case cfg.Local.Detects(b.rs.Family):
+		b.nat(ChainServices, cat(notLocal(cfg.Local, b.rs.Family), clusterIPMasq, b.matchSet(SetClusterIP, "dst,dst"), jump(ChainMarkMasq))...)
 	default:
 		// Without the pod networks, masquerade at least the node's own
 		// traffic to a service it is an endpoint of.
@@ -357,14 +364,13 @@ func rejectWith(f xtables.Family) string {
 	return "icmp-port-unreachable"
 }
 
-func familyPrefixes(ps []netip.Prefix, f xtables.Family) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range ps {
-		if p.Addr().Is4() == (f == xtables.IPv4) {
-			out = append(out, p.Masked())
-		}
+// notLocal matches traffic that is not from this node's pods in the
+// family, as iptables-save prints it ("! -s <cidr>" or "! -i <name>").
+func notLocal(l xtables.LocalTraffic, f xtables.Family) []string {
+	if p, ok := l.Source(f); ok {
+		return []string{"!", "-s", p.String()}
 	}
-	return out
+	return []string{"!", "-i", l.Interface}
 }
 
 // Sets returns the names of the ipsets the rules match, for the family.

@@ -61,12 +61,6 @@ func TestBuild(t *testing.T) {
 		t.Errorf("bit 0 mark rule: %q", find(Build(Config{}, xtables.IPv4), ChainMarkMasq, ""))
 	}
 
-	cidr := Build(Config{MasqueradeBit: 14, ClusterCIDRs: []netip.Prefix{
-		netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00::/64")}}, xtables.IPv4)
-	want := []string{`-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ`}
-	if diff := cmp.Diff(want, find(cidr, ChainServices, "cluster ip + port for masquerade")); diff != "" {
-		t.Errorf("cluster CIDR masquerade (-want +got):\n%s", diff)
-	}
 	all := Build(Config{MasqueradeBit: 14, MasqueradeAll: true}, xtables.IPv6)
 	if got := find(all, ChainServices, "KUBE-6-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ"); len(got) != 1 || strings.Contains(got[0], "! -s") {
 		t.Errorf("masquerade-all rule: %q", got)
@@ -79,6 +73,72 @@ func TestBuild(t *testing.T) {
 		for _, r := range Build(Config{MasqueradeBit: 14}, f).Rules {
 			if i := slices.Index(r.Args, "--match-set"); i >= 0 && !slices.Contains(Sets(f), r.Args[i+1]) {
 				t.Errorf("%s rule matches unknown set %s", f, r.Args[i+1])
+			}
+		}
+	}
+}
+
+// TestLocalDetection: the cluster-IP masquerade rule of KUBE-SERVICES
+// follows the local-traffic detection as kube-proxy v1.37.2 writes it
+// (its LocalTrafficDetector's IfNotLocal: "! -s <cidr>", "! -i <bridge>",
+// "! -i <prefix>+"), per family; without detection in a family the node's
+// own traffic from a service address is masqueraded (src,dst).
+func TestLocalDetection(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	const rest = `-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set %s -j KUBE-MARK-MASQ`
+	rule := func(match, set string) string {
+		if match != "" {
+			match += " "
+		}
+		return "-A KUBE-SERVICES " + match + strings.Replace(rest, "%s", set, 1)
+	}
+	cidrs := []netip.Prefix{pfx("10.244.0.0/16"), pfx("10.250.0.0/16"), pfx("fd00:244::/48")}
+	tests := []struct {
+		name         string
+		local        xtables.LocalTraffic
+		want4, want6 string
+	}{
+		{"ClusterCIDR: the first CIDR of each family", xtables.LocalTraffic{CIDRs: cidrs},
+			rule("! -s 10.244.0.0/16", "KUBE-CLUSTER-IP dst,dst"), rule("! -s fd00:244::/48", "KUBE-6-CLUSTER-IP dst,dst")},
+		{"NodeCIDR, IPv4 only: IPv6 detects nothing", xtables.LocalTraffic{CIDRs: []netip.Prefix{pfx("10.244.1.0/24")}},
+			rule("! -s 10.244.1.0/24", "KUBE-CLUSTER-IP dst,dst"), rule("", "KUBE-6-CLUSTER-IP src,dst")},
+		{"BridgeInterface", xtables.LocalTraffic{Interface: "cbr0"},
+			rule("! -i cbr0", "KUBE-CLUSTER-IP dst,dst"), rule("! -i cbr0", "KUBE-6-CLUSTER-IP dst,dst")},
+		{"InterfaceNamePrefix", xtables.LocalTraffic{Interface: "veth+"},
+			rule("! -i veth+", "KUBE-CLUSTER-IP dst,dst"), rule("! -i veth+", "KUBE-6-CLUSTER-IP dst,dst")},
+		{"none", xtables.LocalTraffic{}, rule("", "KUBE-CLUSTER-IP src,dst"), rule("", "KUBE-6-CLUSTER-IP src,dst")},
+	}
+	find := func(rs Ruleset) []string {
+		var out []string
+		for _, r := range rs.Rules {
+			if r.Chain == ChainServices && strings.Contains(r.String(), "cluster ip + port for masquerade") {
+				out = append(out, r.String())
+			}
+		}
+		return out
+	}
+	for _, tt := range tests {
+		for _, f := range []struct {
+			fam  xtables.Family
+			want string
+		}{{xtables.IPv4, tt.want4}, {xtables.IPv6, tt.want6}} {
+			if diff := cmp.Diff([]string{f.want}, find(Build(Config{MasqueradeBit: 14, Local: tt.local}, f.fam))); diff != "" {
+				t.Errorf("%s, %s (-want +got):\n%s", tt.name, f.fam, diff)
+			}
+		}
+	}
+}
+
+// TestLoopbackReturn: KUBE-SERVICES starts with kube-proxy's early return
+// of the node's loopback connections, in each family.
+func TestLoopbackReturn(t *testing.T) {
+	for f, want := range map[xtables.Family]string{xtables.IPv4: "-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN", xtables.IPv6: "-A KUBE-SERVICES -s ::1/128 -j RETURN"} {
+		for _, r := range Build(Config{MasqueradeBit: 14}, f).Rules {
+			if r.Chain == ChainServices {
+				if r.String() != want {
+					t.Errorf("%s: first rule of KUBE-SERVICES %q, want %q", f, r.String(), want)
+				}
+				break
 			}
 		}
 	}

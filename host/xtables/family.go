@@ -1,8 +1,9 @@
 // Package xtables holds the host tooling every netfilter sink shares for
 // iptables: the address family (iptables or ip6tables), a Runner for the
 // iptables-save and iptables-restore binaries, the back end a node already
-// uses (nft or legacy, Detect), and the nf_tables ruleset generation that
-// tells whether anyone changed the rules (NFTGeneration).
+// uses (nft or legacy, Detect), the nf_tables ruleset generation that
+// tells whether anyone changed the rules (NFTGeneration), and kube-proxy's
+// local-traffic detection the rules match (LocalTraffic).
 //
 // It knows no sink: the rules themselves are the sinks' (the IPVS sinks'
 // static ruleset in dataplane/rules, the iptables sink's chains in

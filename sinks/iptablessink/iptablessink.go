@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
@@ -50,12 +51,34 @@ func IPVSOnly() []runtime.Flag {
 	}
 }
 
+// Config is what the iptables sink's own flags set
+// (runtime.Config.SinkConfig).
+type Config struct {
+	// LocalhostNodePorts serves IPv4 node ports on 127.0.0.0/8
+	// (--iptables-localhost-nodeports, default true) when
+	// --nodeport-addresses allows loopback.
+	LocalhostNodePorts bool
+}
+
+// flags are the iptables sink's own flags, then the IPVS sinks' it
+// refuses.
+func flags() []runtime.Flag {
+	own := runtime.Classed(kpconfig.Honoured,
+		&cli.BoolFlag{Name: "iptables-localhost-nodeports", Value: true, Usage: "serve IPv4 node ports on 127.0.0.0/8 too, when --nodeport-addresses allows loopback (sets route_localnet=1, guarded by KUBE-FIREWALL)"})
+	return append(own, IPVSOnly()...)
+}
+
+// parse reads the iptables sink's own flags (runtime.Sink.Parse).
+func parse(c *cli.Context) (any, error) {
+	return Config{LocalhostNodePorts: c.Bool("iptables-localhost-nodeports")}, nil
+}
+
 // fields class the KubeProxyConfiguration fields of the modes: the
-// iptables sync periods are honoured; the ipvs and nftables settings are
-// ignored (logged), as in kube-proxy's iptables mode;
-// iptables.localhostNodePorts is refused.
+// iptables sync periods and iptables.localhostNodePorts are honoured; the
+// ipvs and nftables settings are ignored (logged), as in kube-proxy's
+// iptables mode.
 var fields = []kpconfig.Field{
-	kpconfig.NoFlag("iptables.localhostNodePorts", "iptables-localhost-nodeports"),
+	{Name: "iptables.localhostNodePorts", Class: kpconfig.Honoured, Flag: "iptables-localhost-nodeports"},
 	{Name: "iptables.syncPeriod", Class: kpconfig.Honoured, Flag: "sync-period"},
 	{Name: "iptables.minSyncPeriod", Class: kpconfig.Honoured, Flag: "min-sync-period"},
 	{Name: "ipvs.syncPeriod", Class: kpconfig.Ignored, Why: "the iptables sink takes iptables.syncPeriod"},
@@ -68,7 +91,7 @@ var fields = []kpconfig.Field{
 // Sink returns the runtime.Sink of the iptables sink binary; /proxyMode
 // answers "iptables".
 func Sink(name, usage string) runtime.Sink {
-	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Flags: IPVSOnly, Fields: fields,
+	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Flags: flags, Parse: parse, Fields: fields,
 		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }}
 }
 
@@ -128,12 +151,41 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 		nodeIPs = env.NodePorts.Addrs
 	}
 	nodeIPs = append(runtime.PrimaryIPs(nil, c.BindAddress), nodeIPs...)
-	return iptables.Config{
+	cfg := iptables.Config{
 		IPv4: true, IPv6: slices.ContainsFunc(env.NodePorts.Addrs, netip.Addr.Is6) || slices.ContainsFunc(nodeIPs, netip.Addr.Is6),
-		MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs,
+		MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, Local: c.LocalTraffic(nil),
 		NodeIPs: nodeIPs, SyncPeriod: c.SyncPeriod, DryRun: env.DryRun,
 		NodePortCIDRs: env.NodePorts.CIDRs, NodePortIPs: env.NodePorts.Addrs,
 	}
+	cfg.LocalhostNodePorts = localhostNodePorts(c)
+	if lo := netip.AddrFrom4([4]byte{127, 0, 0, 1}); cfg.LocalhostNodePorts && !slices.Contains(cfg.NodePortIPs, lo) &&
+		slices.ContainsFunc(c.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(lo) }) {
+		// The address loopback holds, as kube-proxy finds it among the
+		// node's interface addresses.
+		cfg.NodePortIPs = append(slices.Clip(cfg.NodePortIPs), lo)
+	}
+	return cfg
+}
+
+// localhostNodePorts reports whether IPv4 node ports are served on
+// 127.0.0.0/8, as kube-proxy decides: --iptables-localhost-nodeports
+// (default true), and --nodeport-addresses unset for IPv4 or with an IPv4
+// CIDR that holds 127.0.0.0 or is a loopback one.
+func localhostNodePorts(c runtime.Config) bool {
+	sc, _ := c.SinkConfig.(Config)
+	if !sc.LocalhostNodePorts {
+		return false
+	}
+	v4 := false
+	for _, p := range c.NodePortAddresses {
+		if p.Addr().Is4() {
+			v4 = true
+			if p.Addr().IsLoopback() || p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 0})) {
+				return true
+			}
+		}
+	}
+	return !v4
 }
 
 // ipv6Usable reports whether ip6tables works on this node (either
@@ -144,6 +196,21 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 func ipv6Usable(run xtables.Runner) bool {
 	_, err := xtables.Detect(xtables.IPv6, run)
 	return err == nil
+}
+
+// sysctlRouteLocalnet lets the node route packets to 127.0.0.0/8 that
+// node ports DNAT elsewhere.
+const sysctlRouteLocalnet = "net/ipv4/conf/all/route_localnet"
+
+// ensureRouteLocalnet sets route_localnet=1 (in the calling thread's
+// network namespace): the node's packets to 127.0.0.0/8 that a node port
+// DNATs to an endpoint leave with their loopback source, which only
+// route_localnet routes (KUBE-FIREWALL drops what it would let in).
+func ensureRouteLocalnet(s kernel.Sysctl) error {
+	if _, err := kernel.EnsureSysctl(s, sysctlRouteLocalnet, 1); err != nil {
+		return fmt.Errorf("localhost node ports (--iptables-localhost-nodeports): %w", err)
+	}
+	return nil
 }
 
 // tcpBeLiberal reports whether the kernel accepts out-of-window TCP
@@ -163,7 +230,7 @@ func build(env runtime.Env) (runtime.Built, error) {
 		if err != nil {
 			return runtime.Built{}, err
 		}
-		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync}}, nil
+		return runtime.Built{Controller: &Controller{P: p, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}}, nil
 	}
 	if len(env.NodePorts.CIDRs) > 0 && !slices.ContainsFunc(env.NodePorts.Addrs, env.NodePorts.Restricted) {
 		env.Log.Warn("no node address is in --nodeport-addresses yet: NodePorts are served once one is added", "cidrs", env.NodePorts.CIDRs)
@@ -177,32 +244,55 @@ func build(env runtime.Env) (runtime.Built, error) {
 		cfg.IPv6 = true
 	}
 	cfg.TCPBeLiberal = tcpBeLiberal("/proc/sys")
+	if cfg.LocalhostNodePorts {
+		if err := ensureRouteLocalnet(kernel.Sysctl{}); err != nil {
+			return runtime.Built{}, err
+		}
+		env.Log.Info("route_localnet=1 for node ports on localhost; to change this, give --iptables-localhost-nodeports=false or --nodeport-addresses without loopback")
+	}
 	// The tools run in this process's namespace: the Proxier reads its
 	// nf_tables generation (Config.Generation's default).
 	cfg.Log = env.Log
-	var closeCT func()
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
 	if ct, err := conntrack.Dial(nil); err != nil {
 		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
 	} else {
 		cfg.Conntrack = ct
-		closeCT = func() { ct.Close() }
+		closers = append(closers, func() { ct.Close() })
+	}
+	if acct, closeAcct, err := dialAccounting(env.Registry, env.Log); err != nil {
+		env.Log.Warn("no nfacct: kube-proxy's INVALID-drop and localhost node-port counters are not kept", "error", err)
+	} else {
+		cfg.Accounting = acct
+		closers = append(closers, closeAcct)
 	}
 	p, err := iptables.NewProxier(cfg)
 	if err != nil {
-		if closeCT != nil {
-			closeCT()
-		}
+		closeAll()
 		return runtime.Built{}, err
 	}
 	m, err := NewMetrics(env.Registry)
 	if err != nil {
-		if closeCT != nil {
-			closeCT()
-		}
+		closeAll()
 		return runtime.Built{}, err
 	}
 	env.Log.Info("iptables proxier", "ipv6", cfg.IPv6, "backends", p.Backends(), "tcp-be-liberal", cfg.TCPBeLiberal)
-	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync}, Close: closeCT}, nil
+	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}, Close: closeAll}, nil
+}
+
+// nodeLocal returns Controller.Local for the configuration: the
+// detection by the Node's pod CIDRs with --detect-local-mode=NodeCIDR,
+// else nil (the detection does not depend on the Node).
+func nodeLocal(c runtime.Config) func(*client.Node) xtables.LocalTraffic {
+	if c.DetectLocalMode != xtables.LocalNodeCIDR {
+		return nil
+	}
+	return c.LocalTraffic
 }
 
 // Controller adapts iptables.Proxier to runtime.Controller.
@@ -213,6 +303,10 @@ type Controller struct {
 	Log     *slog.Logger
 	// OnSync, when not nil, is called after every sync.
 	OnSync func(runtime.SyncStats)
+	// Local, when not nil, is the local-traffic detection of a Node
+	// (--detect-local-mode=NodeCIDR): every snapshot that carries the
+	// Node sets it (Proxier.SetLocal).
+	Local func(*client.Node) xtables.LocalTraffic
 
 	noLocal int // of the last snapshot
 }
@@ -235,6 +329,9 @@ func noLocalEndpoints(s *client.Snapshot) int {
 // lists them).
 func (c *Controller) Snapshot(s *client.Snapshot) {
 	start := time.Now()
+	if c.Local != nil && s.Node != nil {
+		c.P.SetLocal(c.Local(s.Node))
+	}
 	st, err := c.P.Snapshot(s)
 	c.noLocal = noLocalEndpoints(s)
 	c.report(start, s.Len(), st, err)

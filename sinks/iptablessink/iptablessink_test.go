@@ -180,6 +180,37 @@ func TestProxierConfig(t *testing.T) {
 	}
 }
 
+// TestLocalhostNodePorts: IPv4 node ports are served on 127.0.0.0/8 as
+// kube-proxy decides it: --iptables-localhost-nodeports (default true)
+// and --nodeport-addresses unset for IPv4 or holding loopback; a CIDR
+// that holds 127.0.0.1 adds it to the node-port addresses.
+func TestLocalhostNodePorts(t *testing.T) {
+	pfx, lo := netip.MustParsePrefix, netip.MustParseAddr("127.0.0.1")
+	v4 := netip.MustParseAddr("192.168.1.10")
+	on := Config{LocalhostNodePorts: true}
+	for _, tt := range []struct {
+		name    string
+		flag    Config
+		cidrs   []netip.Prefix
+		want    bool
+		wantIPs []netip.Addr
+	}{
+		{"default", on, nil, true, []netip.Addr{v4}},
+		{"flag off", Config{}, nil, false, []netip.Addr{v4}},
+		{"IPv6 CIDR only: IPv4 unrestricted", on, []netip.Prefix{pfx("fd00::/64")}, true, []netip.Addr{v4}},
+		{"IPv4 CIDR without loopback", on, []netip.Prefix{pfx("192.168.1.0/24")}, false, []netip.Addr{v4}},
+		{"loopback CIDR", on, []netip.Prefix{pfx("192.168.1.0/24"), pfx("127.0.0.0/8")}, true, []netip.Addr{v4, lo}},
+		{"0.0.0.0/0", on, []netip.Prefix{pfx("0.0.0.0/0")}, true, []netip.Addr{v4, lo}},
+		{"loopback CIDR, flag off", Config{}, []netip.Prefix{pfx("127.0.0.0/8")}, false, []netip.Addr{v4}},
+	} {
+		env := runtime.Env{Config: runtime.Config{NodePortAddresses: tt.cidrs, SinkConfig: tt.flag}, NodePorts: runtime.NodePorts{CIDRs: tt.cidrs, Addrs: []netip.Addr{v4}}}
+		got := ProxierConfig(env)
+		if got.LocalhostNodePorts != tt.want || !cmp.Equal(got.NodePortIPs, tt.wantIPs, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
+			t.Errorf("%s: localhost node ports %v on %v, want %v on %v", tt.name, got.LocalhostNodePorts, got.NodePortIPs, tt.want, tt.wantIPs)
+		}
+	}
+}
+
 // TestNoLocalEndpoints: services with a Local policy and no ready or
 // serving local endpoint are counted and reported with the sync.
 func TestNoLocalEndpoints(t *testing.T) {

@@ -52,15 +52,19 @@ func flags() []runtime.Flag {
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "never touch virtual servers or addresses in these `CIDRs`"},
 		&cli.StringFlag{Name: "ipvs-vip-binding", Value: "addresses", Usage: "how virtual IPs are made local: addresses (each bound on kube-ipvs0, as kube-proxy does) or routes (IPv4: one local route each through lo, protocol 156, no address; much cheaper to program at scale)"},
 	}
-	return runtime.Classed(kpconfig.Honoured, fs...)
+	return append(runtime.Classed(kpconfig.Honoured, fs...),
+		// The iptables sink's; kube-proxy's IPVS mode accepts it too.
+		runtime.Flag{Flag: &cli.BoolFlag{Name: "iptables-localhost-nodeports", Value: true}, Class: kpconfig.Ignored,
+			Why: "IPVS never serves node ports on loopback (kube-proxy: iptables mode only)", File: "iptables.localhostNodePorts"})
 }
 
 // fields class the KubeProxyConfiguration fields of the modes: the ipvs
 // ones set the IPVS sinks' flags and the sync periods, the iptables sync
-// periods are ignored, the iptables and nftables settings the IPVS sinks
-// cannot honour are refused.
+// periods and iptables.localhostNodePorts are ignored, the nftables
+// settings are refused.
 var fields = []kpconfig.Field{
-	kpconfig.NoFlag("iptables.localhostNodePorts", "iptables-localhost-nodeports"),
+	// kube-proxy's IPVS mode never serves node ports on loopback.
+	{Name: "iptables.localhostNodePorts", Class: kpconfig.Ignored, Why: "IPVS never serves node ports on loopback (kube-proxy: iptables mode only)"},
 	{Name: "ipvs.syncPeriod", Class: kpconfig.Honoured, Flag: "sync-period"},
 	{Name: "ipvs.minSyncPeriod", Class: kpconfig.Honoured, Flag: "min-sync-period"},
 	{Name: "iptables.syncPeriod", Class: kpconfig.Ignored, Why: "the IPVS sinks take ipvs.syncPeriod"},

@@ -36,6 +36,7 @@ func TestConfigFileFields(t *testing.T) {
 		{Field: "clientConnection.kubeconfig", Flag: "kubeconfig", Value: "/var/lib/kube-proxy/kubeconfig.conf"},
 		{Field: "nodePortAddresses", Flag: "nodeport-addresses", Value: "192.168.0.0/16,fd00:1::/64"},
 		{Field: "clusterCIDR", Flag: "cluster-cidr", Value: "10.244.0.0/16,fd00:244::/56"},
+		{Field: "detectLocalMode", Flag: "detect-local-mode", Value: "ClusterCIDR"},
 		{Field: "iptables.masqueradeBit", Flag: "iptables-masquerade-bit", Value: "15"},
 		{Field: "iptables.masqueradeAll", Flag: "masquerade-all", Value: "true"},
 		{Field: "ipvs.syncPeriod", Flag: "sync-period", Value: "45s"},

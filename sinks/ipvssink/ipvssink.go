@@ -45,6 +45,9 @@ type Deps struct {
 	// (dataplane.NodeConfig.NodeAddresses: node ports adopted from
 	// kube-proxy are recognised on them).
 	NodeAddresses func([]netip.Addr)
+	// Before, when set, sees every snapshot before the controller does
+	// (the rules follow the Node's pod CIDRs, nodeCIDRs).
+	Before func(*client.Snapshot)
 }
 
 // resyncer is what the adapter needs of an IPVS controller besides its
@@ -64,8 +67,14 @@ type adapter struct {
 	d        Deps
 }
 
-// Snapshot hands the controller a snapshot (runtime.Controller).
-func (a adapter) Snapshot(s *client.Snapshot) { a.snapshot(s) }
+// Snapshot hands the controller a snapshot, after Deps.Before
+// (runtime.Controller).
+func (a adapter) Snapshot(s *client.Snapshot) {
+	if a.d.Before != nil {
+		a.d.Before(s)
+	}
+	a.snapshot(s)
+}
 
 var _ runtime.NodePortsSetter = adapter{}
 
@@ -161,7 +170,7 @@ func cleanup(c runtime.Config, log *slog.Logger) error {
 func nodeConfig(c runtime.Config, ic Config, addrs []netip.Addr, families []xtables.Family) dataplane.NodeConfig {
 	return dataplane.NodeConfig{
 		Families: families, Dummy: link.DefaultDummy, Scheduler: ic.Scheduler,
-		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs, RandomFully: true},
+		Rules:     rules.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, Local: c.LocalTraffic(nil), RandomFully: true},
 		StrictARP: ic.StrictARP, TCPTimeout: ic.TCPTimeout, TCPFinTimeout: ic.TCPFinTimeout, UDPTimeout: ic.UDPTimeout,
 		NodeAddresses: addrs, ExcludeCIDRs: ic.ExcludeCIDRs,
 	}
@@ -236,9 +245,41 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
 	setAddrs := func(addrs []netip.Addr) { node.Cfg.NodeAddresses, reader.Cfg.NodeAddresses = addrs, addrs }
-	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair, NodeAddresses: setAddrs})
+	d := Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair, NodeAddresses: setAddrs}
+	if c.DetectLocalMode == xtables.LocalNodeCIDR {
+		d.Before = nodeCIDRs{node: node, c: c, log: env.Log}.follow
+	}
+	ctl := mk(d)
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }
 	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
+}
+
+// nodeCIDRs keeps the rules' local-traffic detection on the Node's pod
+// CIDRs (--detect-local-mode=NodeCIDR): the rules are installed before the
+// Node is known, without detection, and rewritten whenever its pod CIDRs
+// change (kube-proxy waits for them at start and exits when they change).
+type nodeCIDRs struct {
+	node *dataplane.Node
+	c    runtime.Config
+	log  *slog.Logger
+}
+
+// follow rewrites the rules when the snapshot's Node has other pod CIDRs
+// than the rules detect; a snapshot without the Node changes nothing.
+func (n nodeCIDRs) follow(s *client.Snapshot) {
+	if s.Node == nil {
+		return
+	}
+	l := n.c.LocalTraffic(s.Node)
+	if l.Equal(n.node.Cfg.Rules.Local) {
+		return
+	}
+	n.node.Cfg.Rules.Local = l
+	if _, err := n.node.EnsureRules(n.node.Cfg.Families); err != nil {
+		n.log.Error("local traffic detection: rules not rewritten for the node's pod CIDRs; retried at the next resync", "pod-cidrs", s.Node.PodCIDRs, "error", err)
+		return
+	}
+	n.log.Info("local traffic detection follows the node's pod CIDRs", "pod-cidrs", s.Node.PodCIDRs)
 }
 
 // sockets are the netlink sockets a dataplane.Kernel speaks through.

@@ -109,14 +109,9 @@ func sharedHead(mode string) []Field {
 		{Name: "nodePortAddresses", Class: Honoured, Flag: "nodeport-addresses"},
 		{Name: "bindAddress", Class: Honoured, Flag: "bind-address"},
 		{Name: "clusterCIDR", Class: Honoured, Flag: "cluster-cidr"},
-		{Name: "detectLocalMode", Class: Honoured, Value: func(v any) (string, error) {
-			switch m := v.(v1alpha1.LocalMode); m {
-			case "", "ClusterCIDR":
-				return "", nil
-			default:
-				return "", fmt.Errorf("%q is not supported (only ClusterCIDR, from --cluster-cidr)", m)
-			}
-		}, Accepts: "ClusterCIDR"},
+		{Name: "detectLocalMode", Class: Honoured, Flag: "detect-local-mode"},
+		{Name: "detectLocal.bridgeInterface", Class: Honoured, Flag: "pod-bridge-interface"},
+		{Name: "detectLocal.interfaceNamePrefix", Class: Honoured, Flag: "pod-interface-name-prefix"},
 		{Name: "iptables.masqueradeBit", Class: Honoured, Flag: "iptables-masquerade-bit"},
 		{Name: "iptables.masqueradeAll", Class: Honoured, Flag: "masquerade-all"},
 	}
@@ -158,7 +153,6 @@ var sharedTail = []Field{
 	{Name: "configSyncPeriod", Class: Ignored, Why: "informers do not resync"},
 	{Name: "portRange", Class: Ignored, Why: "removed from kube-proxy"},
 	{Name: "showHiddenMetricsForVersion", Class: Ignored, Why: "no hidden metrics"},
-	{Name: "detectLocal", Class: Ignored, Why: "only detectLocalMode BridgeInterface and InterfaceNamePrefix read it, and the sinks refuse them"},
 	{Name: "winkernel", Class: Ignored, Why: "Windows only"},
 	{Name: "windowsRunAsService", Class: Ignored, Why: "Windows only"},
 }

@@ -52,6 +52,7 @@ func TestSettings(t *testing.T) {
 		{"clientConnection.kubeconfig", "kubeconfig", "/var/lib/kube-proxy/kubeconfig.conf"},
 		{"nodePortAddresses", "nodeport-addresses", "192.168.0.0/16,fd00:1::/64"},
 		{"clusterCIDR", "cluster-cidr", "10.244.0.0/16,fd00:244::/56"},
+		{"detectLocalMode", "detect-local-mode", "ClusterCIDR"},
 		{"iptables.masqueradeBit", "iptables-masquerade-bit", "15"},
 		{"iptables.masqueradeAll", "masquerade-all", "true"},
 		{"ipvs.syncPeriod", "sync-period", "45s"},
@@ -81,11 +82,11 @@ func TestSettingsErrorsAndWarnings(t *testing.T) {
 		{name: "nftables fields", body: "nftables:\n  masqueradeAll: true\n", mode: "iptables", wantWarnings: []string{"nftables ignored: another proxy mode's settings"}},
 		{name: "empty mode is iptables", body: "mode: \"\"\n", mode: "iptables"},
 		{name: "empty mode in another sink", body: "mode: \"\"\n", mode: "ipvs", wantErr: []string{"mode is empty, which is kube-proxy's default mode iptables, but this is the ipvs sink: set ipvs"}},
-		{name: "detect local by interface", body: "detectLocalMode: InterfaceNamePrefix\n", mode: "ipvs", wantErr: []string{`detectLocalMode "InterfaceNamePrefix" is not supported`}},
 		{name: "a field without a flag in this sink", body: "iptables:\n  localhostNodePorts: false\n", mode: "ipvs", has: ipvsOnly,
 			wantErr: []string{"iptables.localhostNodePorts has no meaning for this sink (no --iptables-localhost-nodeports)"}},
 		{name: "two errors are both named", body: "mode: nftables\nlogging:\n  format: xml\n", mode: "ipvs",
 			wantErr: []string{`mode is "nftables"`, `logging.format "xml" is not supported`}},
+		{name: "detect local by interface", body: "detectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\n  bridgeInterface: cbr0\n", mode: "ipvs"},
 		{name: "iptables sync period in the ipvs sink", body: "iptables:\n  syncPeriod: 10s\n", mode: "ipvs", wantWarnings: []string{"iptables.syncPeriod ignored"}},
 		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\nclientConnection:\n  qps: 50\n", mode: "ipvs",
 			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored"}},
@@ -214,6 +215,7 @@ func TestApply(t *testing.T) {
 			&cli.DurationFlag{Name: "ipvs-udp-timeout"},
 			&cli.StringFlag{Name: "log-format"},
 			&cli.StringFlag{Name: "log-level"},
+			&cli.StringFlag{Name: "detect-local-mode"},
 		},
 		Action: func(c *cli.Context) error {
 			var err error
@@ -282,6 +284,30 @@ func TestSettingsPrimary(t *testing.T) {
 	want := []Setting{
 		{"nodePortAddresses", "nodeport-addresses", "primary,10.0.0.0/8"},
 		{"bindAddress", "bind-address", "192.168.7.2"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Settings (-want +got):\n%s", diff)
+	}
+}
+
+// TestDetectLocalSettings: every local-traffic mode and its companions set
+// the flags kube-proxy has for them.
+func TestDetectLocalSettings(t *testing.T) {
+	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	body := "mode: iptables\ndetectLocalMode: BridgeInterface\ndetectLocal:\n  bridgeInterface: cbr0\n  interfaceNamePrefix: veth\nclusterCIDR: 10.244.0.0/16\n"
+	cfg, _, err := Decode([]byte(head+body), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, warnings, err := Settings(cfg, Table("iptables", nil), allFlags)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("Settings: %v, warnings %v", err, warnings)
+	}
+	want := []Setting{
+		{"clusterCIDR", "cluster-cidr", "10.244.0.0/16"},
+		{"detectLocalMode", "detect-local-mode", "BridgeInterface"},
+		{"detectLocal.bridgeInterface", "pod-bridge-interface", "cbr0"},
+		{"detectLocal.interfaceNamePrefix", "pod-interface-name-prefix", "veth"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Settings (-want +got):\n%s", diff)

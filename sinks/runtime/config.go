@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/urfave/cli/v2"
 )
 
@@ -53,6 +55,11 @@ type Config struct {
 	// FeatureGates are kube-proxy's feature gates given (--feature-gates,
 	// featureGates), checked against kpconfig.Gates.
 	FeatureGates map[string]bool
+	// DetectLocalMode is how rules tell traffic from this node's pods
+	// (--detect-local-mode); PodBridgeInterface and PodInterfacePrefix
+	// are its interface modes' names.
+	DetectLocalMode                        xtables.LocalMode
+	PodBridgeInterface, PodInterfacePrefix string
 	// SinkConfig is what the sink's own flags set (Sink.Parse's result;
 	// nil for a sink without any).
 	SinkConfig any
@@ -80,6 +87,9 @@ func sharedFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: EnvVars("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.IntFlag{Name: "masquerade-bit", Aliases: []string{"iptables-masquerade-bit"}, Value: 14, EnvVars: EnvVars("masquerade-bit"), Usage: "fwmark `bit` marking packets to masquerade, 0 to 31"},
 		&cli.StringSliceFlag{Name: "cluster-cidr", EnvVars: EnvVars("cluster-cidr"), Usage: "pod network `CIDR`s; cluster-IP traffic from outside them is masqueraded"},
+		&cli.StringFlag{Name: "detect-local-mode", EnvVars: EnvVars("detect-local-mode"), Usage: "how rules tell traffic from this node's pods: ClusterCIDR (from --cluster-cidr), NodeCIDR (the Node's podCIDRs), BridgeInterface (in through --pod-bridge-interface) or InterfaceNamePrefix (in through an interface named --pod-interface-name-prefix...)"},
+		&cli.StringFlag{Name: "pod-bridge-interface", EnvVars: EnvVars("pod-bridge-interface"), Usage: "the pods' bridge `interface` (--detect-local-mode=BridgeInterface)"},
+		&cli.StringFlag{Name: "pod-interface-name-prefix", EnvVars: EnvVars("pod-interface-name-prefix"), Usage: "the `prefix` of the pods' interface names (--detect-local-mode=InterfaceNamePrefix)"},
 		&cli.DurationFlag{Name: "sync-period", Value: 30 * time.Second, EnvVars: EnvVars("sync-period"), Usage: "re-read the kernel and repair drift this often"},
 		&cli.DurationFlag{Name: "min-sync-period", Value: time.Second, EnvVars: EnvVars("min-sync-period"), Usage: "shortest time between two syncs, at most --sync-period; changes within it are coalesced"},
 		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", EnvVars: EnvVars("metrics-bind-address"), Usage: "`IP:port` serving /metrics, /proxyMode and /healthz (empty: off)"},
@@ -196,6 +206,7 @@ func sharedConfig(c *cli.Context, mode string, fromFile map[string]string) (Conf
 		// As kube-proxy (nodeutil.GetHostname): trimmed, in lower case.
 		NodeName:      strings.ToLower(strings.TrimSpace(c.String("node-name"))),
 		MasqueradeAll: c.Bool("masquerade-all"), MasqueradeBit: c.Int("masquerade-bit"),
+		PodBridgeInterface: c.String("pod-bridge-interface"), PodInterfacePrefix: c.String("pod-interface-name-prefix"),
 		SyncPeriod: c.Duration("sync-period"), MinSyncPeriod: c.Duration("min-sync-period"),
 		MetricsAddress: c.String("metrics-bind-address"), HealthzAddress: c.String("healthz-bind-address"),
 		LogFormat: c.String("log-format"), LogLevel: c.String("log-level"),
@@ -227,6 +238,9 @@ func sharedConfig(c *cli.Context, mode string, fromFile map[string]string) (Conf
 		}
 	}
 	if cfg.ClusterCIDRs, err = ParsePrefixes("cluster-cidr", c.StringSlice("cluster-cidr")); err != nil {
+		return cfg, nil, err
+	}
+	if err := cfg.localModeOK(c.String("detect-local-mode")); err != nil {
 		return cfg, nil, err
 	}
 	if n := c.Args().Len(); n > 0 {
@@ -279,4 +293,49 @@ func periodsAndAddressesOK(cfg Config) error {
 		return fmt.Errorf("--log-level: %q is not debug, info, warn or error", cfg.LogLevel)
 	}
 	return nil
+}
+
+// localModeOK reads --detect-local-mode (mode) and checks its companions:
+// an interface mode needs its interface's name, as in kube-proxy's
+// validation.
+func (c *Config) localModeOK(mode string) error {
+	m, err := xtables.ParseLocalMode(mode)
+	if err != nil {
+		return fmt.Errorf("--detect-local-mode: %w", err)
+	}
+	c.DetectLocalMode = m
+	switch {
+	case m == xtables.LocalBridgeInterface && c.PodBridgeInterface == "":
+		return errors.New("--detect-local-mode: BridgeInterface needs --pod-bridge-interface")
+	case m == xtables.LocalInterfaceNamePrefix && c.PodInterfacePrefix == "":
+		return errors.New("--detect-local-mode: InterfaceNamePrefix needs --pod-interface-name-prefix")
+	}
+	return nil
+}
+
+// LocalTraffic resolves --detect-local-mode: NodeCIDR takes node's pod
+// CIDRs (none while the Node is not known: nothing is detected, and the
+// rules that need detection fall back as kube-proxy's no-op detector's
+// do).
+func (c Config) LocalTraffic(node *client.Node) xtables.LocalTraffic {
+	var cidrs []netip.Prefix
+	iface := ""
+	switch c.DetectLocalMode {
+	case xtables.LocalNodeCIDR:
+		if node != nil {
+			cidrs = node.PodCIDRs
+		}
+	case xtables.LocalBridgeInterface:
+		iface = c.PodBridgeInterface
+	case xtables.LocalInterfaceNamePrefix:
+		iface = c.PodInterfacePrefix
+	default:
+		cidrs = c.ClusterCIDRs
+	}
+	l, err := xtables.NewLocalTraffic(c.DetectLocalMode, cidrs, iface)
+	if err != nil {
+		// localModeOK refused what cannot be resolved.
+		return xtables.LocalTraffic{}
+	}
+	return l
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
+	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
@@ -294,8 +295,9 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 		c.NodeName = strings.ToLower(strings.TrimSpace(h))
 	}
 	needs := sink.Needs
-	// primary follows the Node's addresses.
-	needs.Node = needs.Node || c.NodePortPrimary
+	// primary follows the Node's addresses; NodeCIDR reads the Node's pod
+	// CIDRs (--detect-local-mode).
+	needs.Node = needs.Node || c.NodePortPrimary || c.DetectLocalMode == xtables.LocalNodeCIDR
 	src, err := c.source(needs, log)
 	if err != nil {
 		return err

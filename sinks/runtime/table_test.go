@@ -133,8 +133,6 @@ var pendingFlags = map[string]string{
 	"conntrack-max-per-core": "conntrack", "conntrack-min": "conntrack", "conntrack-tcp-be-liberal": "conntrack",
 	"conntrack-tcp-timeout-close-wait": "conntrack", "conntrack-tcp-timeout-established": "conntrack",
 	"conntrack-udp-timeout": "conntrack", "conntrack-udp-timeout-stream": "conntrack",
-	"detect-local-mode": "detect-local modes", "pod-bridge-interface": "detect-local modes",
-	"pod-interface-name-prefix": "detect-local modes", "iptables-localhost-nodeports": "localhost NodePorts",
 }
 
 // kubeProxyDefines reports whether one of f's names is a kube-proxy flag.
