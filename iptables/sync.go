@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
@@ -33,30 +32,24 @@ func sameMultiset(have, want []string) bool {
 // kernel and rewrites those that differ: service chains in bounded
 // transactions first, then the top-level chains, stale chains' deletion
 // and missing jumps in one last transaction.
-func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrack.Target, error) {
+func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, error) {
 	f.full = true
 	list, svcs, eps, errs, rendered := p.renderFull(f, s)
 	f.from = nil
 	kern, err := p.read(f)
 	if err != nil {
-		return SyncStats{Full: true}, nil, errors.Join(append(errs, err)...)
+		return SyncStats{Full: true}, errors.Join(append(errs, err)...)
 	}
 	w := fullWrite{p: p, f: f, kern: kern, list: list, t: &txn{}, st: SyncStats{Full: true}}
 	if err := w.write(svcs); err != nil {
-		return w.st, nil, errors.Join(append(errs, err)...)
-	}
-	// The first sync of a process has nothing to compare with: it flushes
-	// nothing (a restart with an unchanged cluster writes nothing).
-	var targets []conntrack.Target
-	if f.synced {
-		targets = f.staleFlows(svcs)
+		return w.st, errors.Join(append(errs, err)...)
 	}
 	f.svcs, f.eps, f.full, f.synced = svcs, eps, false, true
 	if rendered {
 		f.gens = f.nextGens
 	}
 	f.from, f.renderErrs = s, errs
-	return w.st, targets, errors.Join(errs...)
+	return w.st, errors.Join(errs...)
 }
 
 // renderFull returns the renderings of every service of s for a full

@@ -178,11 +178,11 @@ func build(env runtime.Env) (runtime.Built, error) {
 	// nf_tables generation (Config.Generation's default).
 	cfg.Log = env.Log
 	var closeCT func()
+	var ctr conntrack.Reconciler
 	if ct, err := conntrack.Dial(nil); err != nil {
-		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+		env.Log.Warn("no conntrack: stale UDP flows will not be deleted", "error", err)
 	} else {
-		cfg.Conntrack = ct
-		closeCT = func() { ct.Close() }
+		ctr, closeCT = ct, func() { ct.Close() }
 	}
 	p, err := iptables.NewProxier(cfg)
 	if err != nil {
@@ -199,7 +199,7 @@ func build(env runtime.Env) (runtime.Built, error) {
 		return runtime.Built{}, err
 	}
 	env.Log.Info("iptables proxier", "ipv6", cfg.IPv6, "backends", p.Backends(), "tcp-be-liberal", cfg.TCPBeLiberal)
-	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync}, Close: closeCT}, nil
+	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync}, Close: closeCT, Conntrack: ctr}, nil
 }
 
 // Controller adapts iptables.Proxier to runtime.Controller.
@@ -264,7 +264,7 @@ func (c *Controller) report(start time.Time, services int, st iptables.SyncStats
 		}
 	}
 	attrs := []any{"full", st.Full, "restores", st.Restores, "rules", st.Rules, "chains", st.Chains,
-		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "conntrack-flushed", st.ConntrackFlushed, "reads-skipped", st.ReadsSkipped, "duration", st.Duration}
+		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "reads-skipped", st.ReadsSkipped, "duration", st.Duration}
 	switch {
 	case err != nil:
 		c.Log.Error("sync failed", append(attrs, "error", err)...)

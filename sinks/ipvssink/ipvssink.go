@@ -202,16 +202,17 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	applier := kernelApplier(k)
 	applier.EntryRules = node.EnsureRules
+	var ctr conntrack.Reconciler
 	if ct, err := conntrack.Dial(nil); err != nil {
-		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+		env.Log.Warn("no conntrack: stale UDP flows will not be deleted", "error", err)
 	} else {
 		closers = append(closers, ct.Close)
-		applier.Conntrack = ct
+		ctr = ct
 	}
 	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
 	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair})
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }
-	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
+	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll, Conntrack: ctr}, nil
 }
 
 // sockets are the netlink sockets a dataplane.Kernel speaks through.

@@ -12,6 +12,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/source/kube"
 	"github.com/proxysinks/proxysinks/sinks/healthcheck"
 	"github.com/proxysinks/proxysinks/sinks/httpserve"
+	"github.com/proxysinks/proxysinks/sinks/udpflows"
 )
 
 // running is a sink past its start: its controller, source and servers.
@@ -45,6 +46,12 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []
 	r.ctl = b.Controller
 	if b.Close != nil {
 		r.closers = append(r.closers, b.Close)
+	}
+	if b.Conntrack != nil {
+		if r.syncs.flows, err = udpflows.New(b.Conntrack, metrics.Registry, log); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	r.syncs.countSyscalls(b.Syscalls)
 	log.Info("node ready", "node", c.NodeName, "nodeport-addresses", addrs, "mode", sink.Mode)
@@ -155,6 +162,7 @@ const maxPendingTriggers = 10000
 type syncRecorder struct {
 	metrics   *httpserve.Metrics
 	health    *healthcheck.ProxyHealth
+	flows     *udpflows.Reconciler // nil: no conntrack reconcile
 	syscalls  func() uint64
 	lastCalls uint64
 	// delivered is when the snapshot not programmed yet was handed over.
@@ -175,6 +183,9 @@ func (s *syncRecorder) countSyscalls(syscalls func() uint64) {
 
 // handedOver records a snapshot handed to the controller.
 func (s *syncRecorder) handedOver(p pending) {
+	if s.flows != nil {
+		s.flows.HandedOver(p.s)
+	}
 	s.delivered = time.Now()
 	s.triggers = append(s.triggers, p.triggers...)
 	if n := len(s.triggers) - maxPendingTriggers; n > 0 {
@@ -197,6 +208,9 @@ func (s *syncRecorder) synced(st SyncStats) {
 	m.SyncKernelOps.Set(float64(st.Writes))
 	m.FailedObjects.Set(float64(st.Failed))
 	m.NoLocalEndpoints.WithLabelValues("local").Set(float64(st.NoLocalEndpoints))
+	if s.flows != nil {
+		s.flows.Synced(st.Err == nil)
+	}
 	if st.Err != nil {
 		m.SyncErrors.Inc()
 		// Not programmed: the state waits for a sync that succeeds.

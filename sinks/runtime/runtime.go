@@ -28,6 +28,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
+	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
@@ -75,6 +76,10 @@ type Built struct {
 	Syscalls func() uint64
 	// Close, when not nil, releases the controller's connections.
 	Close func()
+	// Conntrack, when not nil, is the node's conntrack: after the syncs
+	// that need it, the runtime deletes stale UDP flows through it, as
+	// kube-proxy does (sinks/udpflows).
+	Conntrack conntrack.Reconciler
 }
 
 // Sink describes a sink binary.
