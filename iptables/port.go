@@ -471,4 +471,3 @@ func (pr *portRenderer) endpointChains(reach []endpoint) {
 		}
 	}
 }
-

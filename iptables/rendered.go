@@ -1,7 +1,6 @@
 package iptables
 
 import (
-
 	"github.com/proxysinks/proxysinks/client"
 )
 
@@ -51,7 +50,7 @@ type rendered struct {
 	chains []span
 	tops   []topSpan // in rendering order
 	eps    int       // endpoints counted toward large-cluster mode
-	lines  int // rule lines, both tables
+	lines  int       // rule lines, both tables
 	// src and large are what it was rendered from (render is pure).
 	src   *client.ServiceEndpoints
 	large bool
