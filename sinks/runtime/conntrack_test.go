@@ -7,11 +7,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/host/conntrack"
+	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
 // syncingSink reports a successful sync of every snapshot, as the sinks'
@@ -102,5 +105,54 @@ func TestConntrackReconcile(t *testing.T) {
 	case got := <-ct.wants:
 		t.Fatalf("a second reconcile (%v) without a change", got)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestConntrackFlags: the --conntrack-* flags fill Config.Conntrack, with
+// kube-proxy's defaults; a negative value is refused by name.
+func TestConntrackFlags(t *testing.T) {
+	dry := []string{"--dry-run", "--from-file", "../../examples/demo/cluster.yaml", "--node-name", "demo-node", "--node-address", "10.244.2.1"}
+	status, cfg, _, stderr := main(t, dry...)
+	if want := conntrack.Defaults(); status != 0 || cfg.Conntrack != want {
+		t.Errorf("defaults: status %d, %+v; want %+v\n%s", status, cfg.Conntrack, want, stderr)
+	}
+	status, cfg, _, stderr = main(t, append(dry, "--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0s",
+		"--conntrack-tcp-be-liberal", "--conntrack-udp-timeout", "45s", "--conntrack-udp-timeout-stream", "3m")...)
+	want := conntrack.Settings{Min: 128 * 1024, TCPCloseWaitTimeout: time.Hour, TCPBeLiberal: true, UDPTimeout: 45 * time.Second, UDPStreamTimeout: 3 * time.Minute}
+	if status != 0 || cfg.Conntrack != want {
+		t.Errorf("flags: status %d, %+v; want %+v\n%s", status, cfg.Conntrack, want, stderr)
+	}
+	if status, _, _, stderr := main(t, append(dry, "--conntrack-udp-timeout", "-1s")...); status != 2 || !strings.Contains(stderr, "--conntrack-udp-timeout: -1s is negative") {
+		t.Errorf("a negative timeout: status %d, %q; want 2 naming the flag", status, stderr)
+	}
+}
+
+// TestApplyConntrackKernel applies settings as Run does, in a fresh
+// network namespace: the namespace holds them, the host keeps its own.
+func TestApplyConntrackKernel(t *testing.T) {
+	const name = conntrack.SysctlUDPTimeout
+	host, err := kernel.Sysctl{}.Get(name)
+	if err != nil {
+		nstest.Missing(t, "conntrack sysctls (nf_conntrack): %v", err)
+	}
+	want := 47
+	if host == want {
+		want = 48
+	}
+	ns := nstest.New(t)
+	var got int
+	err = ns.Do(func() error {
+		if err := applyConntrack(conntrack.Settings{UDPTimeout: time.Duration(want) * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+			return err
+		}
+		var err error
+		got, err = kernel.Sysctl{}.Get(name)
+		return err
+	})
+	if err != nil || got != want {
+		t.Fatalf("in the namespace: %s = %d, %v; want %d", name, got, err, want)
+	}
+	if now, err := (kernel.Sysctl{}).Get(name); err != nil || now != host {
+		t.Errorf("the host's %s is %d (%v), was %d", name, now, err, host)
 	}
 }

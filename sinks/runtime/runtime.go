@@ -250,6 +250,9 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	if c.DryRun {
 		return dryRun(ctx, c, addrs, src, sink, stdout, log)
 	}
+	if err := applyConntrack(c.Conntrack, log); err != nil {
+		return fmt.Errorf("could not set conntrack parameters: %w", err)
+	}
 	r, err := start(ctx, c, sink, src, addrs, log)
 	if err != nil {
 		return err
