@@ -30,11 +30,11 @@ type running struct {
 // start builds what a running sink serves and its controller, and starts
 // the HTTP servers.
 func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []netip.Addr, log *slog.Logger) (*running, error) {
-	metrics := httpserve.NewMetrics()
+	metrics := httpserve.NewMetrics(ipFamilies()...)
 	metrics.WatchSource(src.Stats)
 	health := newHealth(c, src)
 	handler := httpserve.Handler(metrics, health, sink.Mode)
-	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health}}
+	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, changes: &changeCounter{m: metrics}}}
 	r.services = healthcheck.NewServiceServer(healthcheck.ServiceConfig{
 		IPv4: true, IPv6: ipv6Supported(), Addresses: c.healthCheckAddresses(addrs), Health: health, Log: log})
 	r.closers = append(r.closers, r.services.Close)
@@ -59,7 +59,7 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []
 		r.close()
 		return nil, err
 	}
-	if err := httpserve.Serve(ctx, c.HealthzAddress, httpserve.HealthHandler(health), log); err != nil {
+	if err := httpserve.Serve(ctx, c.HealthzAddress, httpserve.HealthHandler(metrics, health), log); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -98,6 +98,7 @@ func (r *running) loop(ctx context.Context) error {
 	go func() {
 		srcErr <- r.src.Run(ctx, func(s *client.Snapshot) {
 			r.health.Queued()
+			r.syncs.changes.queued(s)
 			h.put(s)
 		})
 	}()
@@ -163,6 +164,8 @@ type syncRecorder struct {
 	metrics   *httpserve.Metrics
 	health    *healthcheck.ProxyHealth
 	flows     *udpflows.Reconciler // nil: no conntrack reconcile
+	changes   *changeCounter
+	noLocal   noLocalCounter
 	syscalls  func() uint64
 	lastCalls uint64
 	// delivered is when the snapshot not programmed yet was handed over.
@@ -186,6 +189,8 @@ func (s *syncRecorder) handedOver(p pending) {
 	if s.flows != nil {
 		s.flows.HandedOver(p.s)
 	}
+	s.changes.handedOver()
+	s.noLocal.handedOver(p.s)
 	s.delivered = time.Now()
 	s.triggers = append(s.triggers, p.triggers...)
 	if n := len(s.triggers) - maxPendingTriggers; n > 0 {
@@ -203,11 +208,11 @@ func (s *syncRecorder) synced(st SyncStats) {
 		m.Syscalls.Add(float64(now - s.lastCalls))
 		s.lastCalls = now
 	}
-	m.SyncDuration.Observe(st.Duration.Seconds())
+	m.ObserveSync(st.Duration)
 	m.KernelOps.Add(float64(st.Writes))
 	m.SyncKernelOps.Set(float64(st.Writes))
 	m.FailedObjects.Set(float64(st.Failed))
-	m.NoLocalEndpoints.WithLabelValues("local").Set(float64(st.NoLocalEndpoints))
+	m.SetNoLocalEndpoints(s.noLocal.internal, s.noLocal.external)
 	if s.flows != nil {
 		s.flows.Synced(st.Err == nil)
 	}
@@ -224,13 +229,13 @@ func (s *syncRecorder) synced(st SyncStats) {
 	// programming.
 	programmed := programmedAt(st, time.Now())
 	for _, t := range s.triggers {
-		m.ProgrammingDuration.Observe(programmed.Sub(t).Seconds())
+		m.ObserveProgramming(programmed.Sub(t))
 	}
 	s.triggers = s.triggers[:0]
 	if !s.delivered.IsZero() {
 		m.SnapshotProgramming.Observe(programmed.Sub(s.delivered).Seconds())
 		s.delivered = time.Time{}
 	}
-	m.LastSync.SetToCurrentTime()
+	m.Synced()
 	s.health.Updated()
 }
