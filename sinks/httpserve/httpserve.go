@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +54,54 @@ type Metrics struct {
 	SyncSyscalls             prometheus.Gauge
 	FailedObjects            prometheus.Gauge
 	SyncErrors               prometheus.Counter
+
+	mu   sync.Mutex
+	text []TextSource
+}
+
+// TextSource appends series to dst in the text exposition format
+// (version 0.0.4), whole metric families with their HELP and TYPE lines:
+// for metrics too many for client_golang's cost per series (ipvssink's
+// --ipvs-stats). Its families must not be the registry's.
+type TextSource func(dst []byte) []byte
+
+// AddText makes /metrics serve what src appends after the registry's
+// metrics, at every scrape; /metrics then always answers in the text
+// format.
+func (m *Metrics) AddText(src TextSource) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.text = append(m.text, src)
+}
+
+// textSources returns the sources added.
+func (m *Metrics) textSources() []TextSource {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.text)
+}
+
+// metricsHandler serves the registry, then the text sources' series:
+// with any, in the text format, uncompressed, whatever the scraper
+// accepts (the formats cannot be mixed).
+func metricsHandler(m *Metrics) http.Handler {
+	reg := promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srcs := m.textSources()
+		if len(srcs) == 0 {
+			reg.ServeHTTP(w, r)
+			return
+		}
+		r = r.Clone(r.Context())
+		r.Header.Set("Accept", "text/plain;version=0.0.4")
+		r.Header.Del("Accept-Encoding")
+		reg.ServeHTTP(w, r)
+		var buf []byte
+		for _, src := range srcs {
+			buf = src(buf)
+		}
+		_, _ = w.Write(buf)
+	})
 }
 
 // NewMetrics registers the metrics in a new registry (with the Go and
@@ -188,7 +238,7 @@ func (m *Metrics) WatchSource(stats func() client.Stats) {
 // (answering mode) and /healthz.
 func Handler(m *Metrics, h *healthcheck.ProxyHealth, mode string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsHandler(m))
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, mode)

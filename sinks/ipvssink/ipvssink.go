@@ -209,6 +209,16 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		closers = append(closers, ct.Close)
 		ctr = ct
 	}
+	if ic.Stats && env.MetricsText != nil {
+		// Scrapes dump through a socket of their own.
+		stats, err := ipvs.Dial(nil)
+		if err != nil {
+			closeAll()
+			return runtime.Built{}, fmt.Errorf("--ipvs-stats: %w", err)
+		}
+		closers = append(closers, stats.Close)
+		env.MetricsText(NewStats(stats).AppendText)
+	}
 	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
 	ctl := mk(Deps{Render: rc, Applier: applier, Reader: reader, Log: env.Log, OnSync: onSync, Repair: node.Repair})
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }

@@ -38,7 +38,7 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, addrs []
 	r.services = healthcheck.NewServiceServer(healthcheck.ServiceConfig{
 		IPv4: true, IPv6: ipv6Supported(), Addresses: c.healthCheckAddresses(addrs), Health: health, Log: log})
 	r.closers = append(r.closers, r.services.Close)
-	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: r.syncs.synced, Registry: metrics.Registry})
+	b, err := sink.New(Env{Config: c, NodeAddresses: addrs, Log: log, OnSync: r.syncs.synced, Registry: metrics.Registry, MetricsText: metrics.AddText})
 	if err != nil {
 		r.close()
 		return nil, err

@@ -30,6 +30,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/source/kube"
 	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
@@ -66,6 +67,9 @@ type Env struct {
 	// Registry is where the controller registers metrics of its own
 	// (served on /metrics with the runtime's); nil in a dry run.
 	Registry prometheus.Registerer
+	// MetricsText, when not nil, adds series /metrics serves in the text
+	// format (httpserve.Metrics.AddText); nil in a dry run.
+	MetricsText func(httpserve.TextSource)
 }
 
 // Built is a controller with what the runtime reads from it.
