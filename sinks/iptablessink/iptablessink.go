@@ -39,6 +39,7 @@ func IPVSOnly() []runtime.Flag {
 		&cli.DurationFlag{Name: "ipvs-udp-timeout"},
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"},
 		&cli.StringFlag{Name: "ipvs-vip-binding"},
+		&cli.BoolFlag{Name: "ipvs-stats"},
 	}
 	return runtime.Classed(kpconfig.Refused, fs...)
 }
