@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/proxysinks/proxysinks/dataplane/render"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
@@ -24,9 +23,6 @@ type Applier struct {
 	// Ordered makes Apply write every list in a stable order (a dry run's
 	// output does not depend on map iteration); the kernel does not need it.
 	Ordered bool
-	// Conntrack, when set, flushes the UDP flows of removed UDP
-	// destinations, so that clients do not keep sending to a gone backend.
-	Conntrack conntrack.Flusher
 	// Overlap, when set, writes the new set entries while the IPVS
 	// operations are built, and makes the new bindings while the
 	// destinations are written, once the virtual servers are in: set
@@ -97,7 +93,6 @@ func (a *Applier) Apply(p Plan) Result {
 	ops := a.create(&res, &p)
 	a.remove(&res, &p, deleted, ops[:0])
 	a.terminate(&res, &p, deleted)
-	a.flushUDP(&res, p.DeleteDests)
 	a.entryRules(&res, p)
 	a.settle(&res, &p, &held)
 	res.Failed.addAll(&held)

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 )
@@ -59,13 +58,6 @@ func (r *recorder) Destinations(s ipvs.Service) ([]ipvs.DestinationEntry, error)
 	return out, nil
 }
 
-type flusher struct{ got []conntrack.Target }
-
-func (f *flusher) FlushUDP(ts []conntrack.Target) (int, error) {
-	f.got = append(f.got, ts...)
-	return len(ts), nil
-}
-
 var (
 	tcpVS  = render.VirtualServer{Protocol: render.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}
 	udpVS  = render.VirtualServer{Protocol: render.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
@@ -78,9 +70,7 @@ func dest(vs render.VirtualServer, addr string, port uint16) Dest {
 
 func TestApplyOrderAndTermination(t *testing.T) {
 	w := &recorder{conns: map[netip.AddrPort]uint32{netip.MustParseAddrPort("10.244.1.1:8080"): 1}}
-	f := &flusher{}
 	a := NewApplier(w)
-	a.Conntrack = f
 	res := a.Apply(Plan{
 		CreateServers: []Server{{VS: udpVS, Opts: render.ServerOptions{Scheduler: "rr"}}},
 		CreateDests:   []Dest{dest(udpVS, "10.244.1.3", 53)},
@@ -109,10 +99,6 @@ func TestApplyOrderAndTermination(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, w.ops); diff != "" {
 		t.Errorf("operations (-want +got):\n%s", diff)
-	}
-	wantFlush := []conntrack.Target{{Service: netip.MustParseAddrPort("10.96.0.10:53"), Backend: netip.MustParseAddrPort("10.244.1.2:53")}}
-	if diff := cmp.Diff(wantFlush, f.got, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
-		t.Errorf("conntrack flush (-want +got):\n%s", diff)
 	}
 	if a.Terminating() != 1 {
 		t.Fatalf("%d terminating destinations, want the TCP one", a.Terminating())

@@ -8,11 +8,13 @@ require github.com/proxysinks/proxysinks/netlinkraw v0.0.0
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/mdlayher/netlink v1.11.2
 	github.com/proxysinks/proxysinks/client v0.0.0
-	github.com/ti-mo/conntrack v0.6.0
-	github.com/ti-mo/netfilter v0.5.3
 	golang.org/x/sys v0.50.0
+)
+
+require (
+	github.com/mdlayher/netlink v1.11.2 // indirect
+	github.com/ti-mo/netfilter v0.5.3 // indirect
 )
 
 require (

@@ -6,7 +6,6 @@ import (
 
 	"github.com/proxysinks/proxysinks/dataplane/render"
 	"github.com/proxysinks/proxysinks/dataplane/rules"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 )
@@ -146,34 +145,4 @@ func entriesToDelete(res *Result, p *Plan) []render.SetEntry {
 		out = append(out, e)
 	}
 	return out
-}
-
-// flushUDP deletes the conntrack flows of removed UDP destinations, after
-// IPVS no longer sends to them (flushing earlier would let a new datagram
-// recreate a flow to the old backend).
-func (a *Applier) flushUDP(res *Result, removed []Dest) {
-	if a.Conntrack == nil {
-		return
-	}
-	var targets []conntrack.Target
-	for _, d := range removed {
-		if d.D.Server.Protocol != render.UDP {
-			continue
-		}
-		if res.Failed.Dest(d.D) {
-			continue
-		}
-		targets = append(targets, conntrack.Target{
-			Service: netip.AddrPortFrom(d.D.Server.Addr, d.D.Server.Port),
-			Backend: netip.AddrPortFrom(d.D.Addr, d.D.Port),
-		})
-	}
-	if len(targets) == 0 {
-		return
-	}
-	n, err := a.Conntrack.FlushUDP(targets)
-	res.Flushed = n
-	if err != nil {
-		res.ConntrackErr = err
-	}
 }

@@ -77,10 +77,6 @@ type Result struct {
 	Quarantined  []quarantine.Entry
 	// Writes counts the objects written (kernel operations).
 	Writes int
-	// Flushed counts the conntrack flows deleted; ConntrackErr is a failure
-	// to flush them (the IPVS changes stand).
-	Flushed      int
-	ConntrackErr error
 	// RulesErr is a failure of Applier.EntryRules (the IPVS and ipset
 	// changes stand; the next plan touching the sets, or the next repair,
 	// tries again).
@@ -89,17 +85,14 @@ type Result struct {
 
 // Err returns the failures as one error, or nil.
 func (r Result) Err() error {
-	if r.Failed.Len() == 0 && r.ConntrackErr == nil && r.RulesErr == nil {
+	if r.Failed.Len() == 0 && r.RulesErr == nil {
 		return nil
 	}
-	errs := make([]error, 0, r.Failed.Len()+2)
+	errs := make([]error, 0, r.Failed.Len()+1)
 	errs = appendValues(errs, r.Failed.Servers)
 	errs = appendValues(errs, r.Failed.Dests)
 	errs = appendValues(errs, r.Failed.Bindings)
 	errs = appendValues(errs, r.Failed.Entries)
-	if r.ConntrackErr != nil {
-		errs = append(errs, r.ConntrackErr)
-	}
 	if r.RulesErr != nil {
 		errs = append(errs, r.RulesErr)
 	}
@@ -108,7 +101,7 @@ func (r Result) Err() error {
 }
 
 // WholeErr returns what failed the sync as a whole, or nil: with a
-// quarantine, the conntrack and rules failures and the objects of a batch
+// quarantine, the rules failures and the objects of a batch
 // that failed whole (WholeError); without, every failure (Err).
 func (r Result) WholeErr() error {
 	if !r.Quarantining {
@@ -120,9 +113,6 @@ func (r Result) WholeErr() error {
 	errs = appendWhole(errs, r.Failed.Bindings)
 	errs = appendWhole(errs, r.Failed.Entries)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-	if r.ConntrackErr != nil {
-		errs = append(errs, r.ConntrackErr)
-	}
 	if r.RulesErr != nil {
 		errs = append(errs, r.RulesErr)
 	}

@@ -12,8 +12,8 @@
 // already holds (dataplane.Node.Read), so a restart with an unchanged
 // cluster writes nothing; Resync re-reads the kernel and repairs drift;
 // writes that fail are retried at the next Sync or Resync. Terminating TCP
-// destinations and the UDP conntrack flush are the Applier's, as in the
-// full-state sink. The round around the decision (adoption, writes,
+// destinations are the Applier's, as in the full-state sink; stale UDP
+// conntrack flows are the sinks' runtime's (sinks/udpflows). The round around the decision (adoption, writes,
 // reaping, resync, logs) is the controller core both IPVS sinks share
 // (dataplane/controller).
 package incremental

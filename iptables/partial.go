@@ -8,19 +8,18 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 )
 
 // syncPartial writes only what the snapshot's changes alter: the changed
 // chains of changed services, their rules in the top-level chains (deleted
 // and added rule by rule) and the deletion of chains they no longer have.
-func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []conntrack.Target, error) {
+func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, error) {
 	var st SyncStats
 	f.from = nil
 	changes, eps, errs := f.renderChanges(s)
 	if (eps > p.largeAt) != f.large {
-		st, t, err := p.syncFull(f, s)
-		return st, t, errors.Join(append(errs, err)...)
+		st, err := p.syncFull(f, s)
+		return st, errors.Join(append(errs, err)...)
 	}
 	t := &txn{}
 	for i := range changes {
@@ -35,13 +34,12 @@ func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []connt
 		if _, ok := refused(err, p.scratch, changedRenderings(changes)); ok {
 			// One service's rule refused: a full sync now quarantines
 			// it and writes the rest.
-			fs, targets, err := p.syncFull(f, s)
+			fs, err := p.syncFull(f, s)
 			fs.add(st)
-			return fs, targets, errors.Join(append(errs, err)...)
+			return fs, errors.Join(append(errs, err)...)
 		}
-		return st, nil, errors.Join(append(errs, err)...)
+		return st, errors.Join(append(errs, err)...)
 	}
-	var targets []conntrack.Target
 	for _, ch := range changes {
 		if ch.new == nil {
 			delete(f.svcs, ch.key)
@@ -50,10 +48,9 @@ func (p *Proxier) syncPartial(f *family, s *client.Snapshot) (SyncStats, []connt
 		}
 		// Written (or gone): out of quarantine.
 		p.q.Clear(qkey{f.fc.fam, ch.key})
-		targets = append(targets, udpTargets(ch.old, ch.new)...)
 	}
 	f.eps = eps
-	return st, targets, errors.Join(errs...)
+	return st, errors.Join(errs...)
 }
 
 // changedRenderings returns the new renderings of changes.

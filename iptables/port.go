@@ -153,9 +153,6 @@ func (pr *portRenderer) render() []byte {
 	}
 	reach := pr.reached()
 	pr.endpointChains(reach)
-	if pr.port.Protocol == client.UDP {
-		pr.udp(reach)
-	}
 	sc := pr.sc
 	sc.cluster, sc.local, sc.reach = pr.cluster[:0], pr.local[:0], reach[:0]
 	return pr.b
@@ -484,18 +481,4 @@ func (pr *portRenderer) endpointChains(reach []endpoint) {
 			w.rule(c).rawBytes(f.dnatAll).rawBytes(e.str(b)).inChain(c)
 		}
 	}
-}
-
-// udp records what stale-conntrack flushing needs to know about the UDP
-// port.
-func (pr *portRenderer) udp(reach []endpoint) {
-	p, a := pr.port, &pr.addrs
-	u := udpPort{name: p.Name, port: uint16(p.Port), nodePort: uint16(p.NodePort)}
-	u.vips = append(append(append(u.vips, a.clusterIP), a.extIPs...), a.lbIPs...)
-	for _, e := range reach {
-		// e.str(b) is what AddrPort.AppendTo wrote.
-		u.eps = append(u.eps, netip.MustParseAddrPort(string(e.str(pr.b))))
-	}
-	r := pr.w.r
-	r.udp = append(r.udp, u)
 }

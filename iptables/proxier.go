@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/host/xtables"
 )
@@ -71,8 +70,6 @@ type Config struct {
 	// the kernel (in one Write each, whose bytes are reused after it
 	// returns); the kernel is neither read nor written.
 	DryRun io.Writer
-	// Conntrack flushes stale UDP flows after a sync; nil flushes nothing.
-	Conntrack conntrack.Flusher
 	// MaxRestoreRules bounds the rules of one iptables-restore in a full
 	// sync: service chains are written in transactions of at most this
 	// many rules (whole services), then the top-level chains in one last
@@ -131,8 +128,6 @@ type SyncStats struct {
 	// Failures counts failed iptables-restore runs; PartialFailures those
 	// of partial syncs.
 	Failures, PartialFailures int
-	// ConntrackFlushed counts the conntrack entries deleted.
-	ConntrackFlushed int
 	// ReadsSkipped counts the families whose kernel read and compare a
 	// full sync skipped: nf_tables generation unchanged since the kernel
 	// was known to hold the same ruleset.
@@ -149,7 +144,6 @@ func (s *SyncStats) add(o SyncStats) {
 	s.DeletedChains += o.DeletedChains
 	s.Failures += o.Failures
 	s.PartialFailures += o.PartialFailures
-	s.ConntrackFlushed += o.ConntrackFlushed
 	s.ReadsSkipped += o.ReadsSkipped
 }
 
@@ -352,14 +346,12 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	start := time.Now()
 	st := SyncStats{Full: full}
 	var errs []error
-	var targets []conntrack.Target
 	if full {
 		p.ensureAccounting()
 	}
 	gs := p.gen.begin(p.fams, s)
 	for _, f := range p.fams {
 		var fs SyncStats
-		var t []conntrack.Target
 		var err error
 		if full || f.full {
 			st.Full = true
@@ -367,25 +359,17 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 				st.ReadsSkipped++
 				continue
 			}
-			fs, t, err = p.syncFull(f, s)
+			fs, err = p.syncFull(f, s)
 		} else {
-			fs, t, err = p.syncPartial(f, s)
+			fs, err = p.syncPartial(f, s)
 		}
 		st.add(fs)
 		st.Full = st.Full || fs.Full
-		targets = append(targets, t...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	p.gen.end(gs, p.fams, s, st.ReadsSkipped > 0, len(errs) > 0)
-	if p.cfg.Conntrack != nil && len(targets) > 0 {
-		n, err := p.cfg.Conntrack.FlushUDP(targets)
-		st.ConntrackFlushed = n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("iptables: flush stale UDP conntrack entries: %w", err))
-		}
-	}
 	st.Duration = time.Since(start)
 	p.totals.add(st)
 	return st, errors.Join(errs...)

@@ -236,7 +236,7 @@ func (p *Proxier) Retry() (SyncStats, error) {
 			// A transaction of two tables may have committed one: a
 			// full sync (which holds the service now) puts the
 			// family back in order.
-			fs, _, err := p.syncFull(f, p.last)
+			fs, err := p.syncFull(f, p.last)
 			st.add(fs)
 			if err != nil {
 				errs = append(errs, err)

@@ -74,7 +74,7 @@ func renderIn(fc *famConfig, a *arena, se *client.ServiceEndpoints, large bool, 
 		sc = &renderScratch{}
 	}
 	out := &sc.r
-	out.chains, out.tops, out.eps, out.udp, out.lines = out.chains[:0], out.tops[:0], 0, nil, 0
+	out.chains, out.tops, out.eps, out.lines = out.chains[:0], out.tops[:0], 0, 0
 	sc.w = writer{r: out, buf: sc.text[:cap(sc.text)]}
 	if a != nil {
 		// Rendered straight into the arena's free text.
@@ -90,8 +90,7 @@ func renderIn(fc *famConfig, a *arena, se *client.ServiceEndpoints, large bool, 
 	if err != nil {
 		return err
 	}
-	*r = rendered{eps: out.eps, udp: out.udp, lines: out.lines, src: se, large: large}
-	out.udp = nil
+	*r = rendered{eps: out.eps, lines: out.lines, src: se, large: large}
 	if a == nil {
 		// One allocation for the text (no pointers: the garbage
 		// collector does not scan it), one for each kind of span.

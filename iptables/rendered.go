@@ -1,8 +1,6 @@
 package iptables
 
 import (
-	"net/netip"
-
 	"github.com/proxysinks/proxysinks/client"
 )
 
@@ -37,17 +35,6 @@ type span struct {
 	lines      int32
 }
 
-// udpPort is what stale-conntrack flushing needs to know about a UDP
-// service port: its service addresses and port, and the endpoints traffic
-// reaches.
-type udpPort struct {
-	name     string
-	vips     []netip.Addr
-	port     uint16
-	nodePort uint16
-	eps      []netip.AddrPort
-}
-
 // topSpan is one rule of a rendered service in a top-level chain.
 type topSpan struct {
 	slot       int32
@@ -63,8 +50,7 @@ type rendered struct {
 	chains []span
 	tops   []topSpan // in rendering order
 	eps    int       // endpoints counted toward large-cluster mode
-	udp    []udpPort
-	lines  int // rule lines, both tables
+	lines  int       // rule lines, both tables
 	// src and large are what it was rendered from (render is pure).
 	src   *client.ServiceEndpoints
 	large bool

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/proxysinks/proxysinks/client"
-	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
 )
 
@@ -33,7 +32,7 @@ func sameMultiset(have, want []string) bool {
 // kernel and rewrites those that differ: service chains in bounded
 // transactions first, then the top-level chains, stale chains' deletion
 // and missing jumps in one last transaction.
-func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrack.Target, error) {
+func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, error) {
 	f.full = true
 	list, svcs, eps, errs, rendered := p.renderFull(f, s)
 	f.from = nil
@@ -42,7 +41,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 	for refusals := 0; ; refusals++ {
 		kern, err := p.read(f)
 		if err != nil {
-			return st, nil, errors.Join(append(errs, err)...)
+			return st, errors.Join(append(errs, err)...)
 		}
 		w := fullWrite{p: p, f: f, kern: kern, list: list, t: &txn{}, st: SyncStats{Full: true}}
 		err = w.write(svcs)
@@ -58,17 +57,11 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 			svc, ok = p.refuse(f, err, list)
 		}
 		if !ok {
-			return st, nil, errors.Join(append(errs, err)...)
+			return st, errors.Join(append(errs, err)...)
 		}
 		list = f.substitute(svc, list, svcs, &eps)
 	}
 	quarantined := p.settle(f, s, svcs)
-	// The first sync of a process has nothing to compare with: it flushes
-	// nothing (a restart with an unchanged cluster writes nothing).
-	var targets []conntrack.Target
-	if f.synced {
-		targets = f.staleFlows(svcs)
-	}
 	f.svcs, f.eps, f.full, f.synced = svcs, eps, false, true
 	if rendered {
 		f.gens = f.nextGens
@@ -78,7 +71,7 @@ func (p *Proxier) syncFull(f *family, s *client.Snapshot) (SyncStats, []conntrac
 		// The renderings are not all the snapshot's: render again.
 		f.from = nil
 	}
-	return st, targets, errors.Join(errs...)
+	return st, errors.Join(errs...)
 }
 
 // renderFull returns the renderings of every service of s for a full

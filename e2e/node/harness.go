@@ -469,7 +469,8 @@ func (c *cluster) expectNoAnswer(ns *nstest.NetNS, proto string, to netip.AddrPo
 	})
 }
 
-// metric reads one value from the sink's /metrics.
+// metric reads one value from the sink's /metrics: the series name
+// (with its labels, or the first series of that name when it has none).
 func (c *cluster) metric(name string) (float64, error) {
 	var out string
 	err := c.node.Do(func() error {
@@ -480,8 +481,10 @@ func (c *cluster) metric(name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A name without labels matches its first series: the per-family
+	// ones (ip_family) hold the same values.
 	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+		if f := strings.Fields(l); len(f) == 2 && (f[0] == name || !strings.Contains(name, "{") && strings.HasPrefix(f[0], name+"{")) {
 			return strconv.ParseFloat(f[1], 64)
 		}
 	}

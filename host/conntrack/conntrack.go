@@ -1,14 +1,17 @@
-// Package conntrack removes the stale UDP conntrack entries of removed
-// service endpoints, as kube-proxy does with `conntrack -D`: when a UDP
-// destination goes, a client that keeps sending to the service from the
-// same address and port would otherwise stay pinned by its conntrack entry
-// to the endpoint that no longer exists (UDP has no connection to end).
+// Package conntrack deletes the stale UDP conntrack entries of services,
+// as kube-proxy v1.37's conntrack reconciler does (pkg/proxy/conntrack):
+// UDP has no connection to end, so a client that keeps sending to a
+// service from the same address and port stays pinned by its conntrack
+// entry to whatever answered first — an endpoint that is gone, or, for a
+// service that had no endpoint, nothing.
 //
-// An entry is stale for a Target when its original destination is the
-// virtual server's address and port and its reply source is the backend's:
-// the flows IPVS (with net.ipv4.vs.conntrack=1) or a DNAT rule sent from
-// the service to that endpoint. It speaks ctnetlink through
-// github.com/ti-mo/conntrack, in a chosen network namespace.
+// What the flows should look like is a Want: for each frontend (a cluster,
+// load-balancer or external IP and port of a UDP service) and each node
+// port, the serving endpoints that may answer. A UDP flow whose original
+// destination is a frontend, or whose original destination port is a node
+// port, and whose reply source is none of its serving endpoints is stale.
+// It speaks ctnetlink through github.com/ti-mo/conntrack, in a chosen
+// network namespace.
 package conntrack
 
 import (
@@ -18,52 +21,57 @@ import (
 
 	"github.com/mdlayher/netlink"
 	ct "github.com/ti-mo/conntrack"
+	"github.com/ti-mo/netfilter"
 	"golang.org/x/sys/unix"
 )
 
-// Target names the flows of one removed UDP destination.
-type Target struct {
-	// Service is the virtual server's address and port: the flows'
-	// original destination.
-	Service netip.AddrPort
-	// Backend is the endpoint's address and port: the flows' reply source.
-	// The zero value selects every flow to Service, whatever answers it:
-	// what kube-proxy flushes when a UDP service gets its first endpoint
-	// (datagrams sent while it had none left flows that lead nowhere).
-	Backend netip.AddrPort
+// Endpoints is a set of serving endpoints (address and port). A nil or
+// empty set means the frontend has none: every flow to it is stale.
+type Endpoints map[netip.AddrPort]struct{}
+
+// Want is the state one address family's UDP flows are reconciled with.
+type Want struct {
+	// Frontends maps each cluster, load-balancer and external IP and port
+	// of a UDP service port to its serving endpoints (empty when it has
+	// none: every flow to it is stale).
+	Frontends map[netip.AddrPort]Endpoints
+	// NodePorts maps each UDP node port to its serving endpoints; a node
+	// port without one is left out (flows are matched on the port alone,
+	// and an empty set would delete every UDP flow to that port number,
+	// the node's or not).
+	NodePorts map[uint16]Endpoints
 }
 
-// String formats the target as "service -> backend", or "service -> any".
-func (t Target) String() string {
-	if t.anyBackend() {
-		return t.Service.String() + " -> any"
-	}
-	return t.Service.String() + " -> " + t.Backend.String()
-}
-
-func (t Target) anyBackend() bool { return t.Backend == netip.AddrPort{} }
-
-func (t Target) valid() bool {
-	if !t.Service.Addr().IsValid() || t.Service.Port() == 0 {
+// Stale reports whether f is a UDP flow w does not allow: its original
+// destination is a frontend (or its destination port a node port) and its
+// reply source is not one of that frontend's serving endpoints.
+func (w *Want) Stale(f ct.Flow) bool {
+	if f.TupleOrig.Proto.Protocol != unix.IPPROTO_UDP {
 		return false
 	}
-	return t.anyBackend() || t.Backend.Addr().IsValid() && t.Backend.Port() != 0
-}
-
-// normalize unmaps IPv4-mapped IPv6 addresses, as conntrack reports IPv4
-// flows with 4-byte addresses.
-func (t Target) normalize() Target {
-	n := Target{Service: netip.AddrPortFrom(t.Service.Addr().Unmap(), t.Service.Port())}
-	if !t.anyBackend() {
-		n.Backend = netip.AddrPortFrom(t.Backend.Addr().Unmap(), t.Backend.Port())
+	dst := netip.AddrPortFrom(f.TupleOrig.IP.DestinationAddress.Unmap(), f.TupleOrig.Proto.DestinationPort)
+	reply := netip.AddrPortFrom(f.TupleReply.IP.SourceAddress.Unmap(), f.TupleReply.Proto.SourcePort)
+	if eps, ok := w.Frontends[dst]; ok {
+		_, serving := eps[reply]
+		return !serving
 	}
-	return n
+	if eps, ok := w.NodePorts[dst.Port()]; ok {
+		_, serving := eps[reply]
+		return !serving
+	}
+	return false
 }
 
-// Flusher removes stale UDP flows. *Conn implements it; a controller takes
-// the interface so that its tests can use a fake.
-type Flusher interface {
-	FlushUDP(targets []Target) (deleted int, err error)
+// Empty reports whether w names no frontend and no node port: nothing can
+// be stale.
+func (w *Want) Empty() bool { return len(w.Frontends) == 0 && len(w.NodePorts) == 0 }
+
+// Reconciler deletes a family's stale UDP flows. *Conn implements it; the
+// sinks' reconciler takes the interface so that its tests can use a fake.
+type Reconciler interface {
+	// ReconcileUDP deletes the UDP flows of the family (IPv6 when ipv6)
+	// that w makes stale and returns how many it deleted.
+	ReconcileUDP(ipv6 bool, w *Want) (deleted int, err error)
 }
 
 // Config configures Dial.
@@ -79,7 +87,7 @@ type Conn struct {
 	c *ct.Conn
 }
 
-var _ Flusher = (*Conn)(nil)
+var _ Reconciler = (*Conn)(nil)
 
 // Dial opens a ctnetlink socket in the configured namespace.
 func Dial(cfg *Config) (*Conn, error) {
@@ -96,72 +104,36 @@ func Dial(cfg *Config) (*Conn, error) {
 // Close closes the socket.
 func (c *Conn) Close() error { return c.c.Close() }
 
-// udpKey returns the target a flow belongs to, if it is a UDP flow.
-func udpKey(f ct.Flow) (Target, bool) {
-	if f.TupleOrig.Proto.Protocol != unix.IPPROTO_UDP {
-		return Target{}, false
+// family names an address family in messages and metrics, as kube-proxy
+// does (v1.IPFamily).
+func family(ipv6 bool) string {
+	if ipv6 {
+		return "IPv6"
 	}
-	return Target{
-		Service: netip.AddrPortFrom(f.TupleOrig.IP.DestinationAddress.Unmap(), f.TupleOrig.Proto.DestinationPort),
-		Backend: netip.AddrPortFrom(f.TupleReply.IP.SourceAddress.Unmap(), f.TupleReply.Proto.SourcePort),
-	}, true
+	return "IPv4"
 }
 
-// matcher selects the flows of a set of targets.
-type matcher struct {
-	exact   map[Target]struct{}
-	service map[netip.AddrPort]struct{} // targets with any backend
-}
-
-func newMatcher(targets []Target) (matcher, error) {
-	m := matcher{exact: map[Target]struct{}{}, service: map[netip.AddrPort]struct{}{}}
-	for _, t := range targets {
-		if !t.valid() {
-			return matcher{}, fmt.Errorf("conntrack: flush UDP flows of %s: invalid target (the service needs an address and a port; the backend too, unless zero for any)", t)
-		}
-		t = t.normalize()
-		if t.anyBackend() {
-			m.service[t.Service] = struct{}{}
-		} else {
-			m.exact[t] = struct{}{}
-		}
-	}
-	return m, nil
-}
-
-func (m matcher) match(f ct.Flow) bool {
-	k, ok := udpKey(f)
-	if !ok {
-		return false
-	}
-	if _, ok := m.service[k.Service]; ok {
-		return true
-	}
-	_, ok = m.exact[k]
-	return ok
-}
-
-// FlushUDP deletes the UDP flows of the targets and returns how many it
-// deleted. It reads the conntrack table once and deletes each matching
-// flow (ctnetlink cannot filter deletions by tuple); a flow that expires
-// in between is not an error. Failures to delete are reported together,
-// each naming its flow; the other flows are still deleted.
-func (c *Conn) FlushUDP(targets []Target) (int, error) {
-	if len(targets) == 0 {
+// ReconcileUDP reads the family's conntrack table once and deletes each
+// flow w makes stale (ctnetlink cannot filter deletions by tuple). A flow
+// that expires in between is not an error. Failures to delete are
+// reported together, each naming its flow; the other flows are still
+// deleted.
+func (c *Conn) ReconcileUDP(ipv6 bool, w *Want) (int, error) {
+	if w.Empty() {
 		return 0, nil
 	}
-	m, err := newMatcher(targets)
-	if err != nil {
-		return 0, err
+	l3 := netfilter.ProtoIPv4
+	if ipv6 {
+		l3 = netfilter.ProtoIPv6
 	}
-	flows, err := c.c.Dump(nil)
+	flows, err := c.c.DumpFilter(ct.NewFilter().Family(l3), nil)
 	if err != nil {
-		return 0, fmt.Errorf("conntrack: dump flows to flush %d UDP targets: %w", len(targets), err)
+		return 0, fmt.Errorf("conntrack: dump %s flows to reconcile: %w", family(ipv6), err)
 	}
 	deleted := 0
 	var errs []error
 	for _, f := range flows {
-		if !m.match(f) {
+		if !w.Stale(f) {
 			continue
 		}
 		// The library picks the message's family from both tuples; the
@@ -171,8 +143,8 @@ func (c *Conn) FlushUDP(targets []Target) (int, error) {
 		case errors.Is(err, unix.ENOENT):
 			// Expired or deleted since the dump.
 		case err != nil:
-			k, _ := udpKey(f)
-			errs = append(errs, fmt.Errorf("conntrack: delete UDP flow %s of %s: %w", f.TupleOrig, k, err))
+			errs = append(errs, fmt.Errorf("conntrack: delete stale UDP flow %s (answered by %s): %w", f.TupleOrig,
+				netip.AddrPortFrom(f.TupleReply.IP.SourceAddress, f.TupleReply.Proto.SourcePort), err))
 		default:
 			deleted++
 		}

@@ -2,7 +2,6 @@ package conntrack
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,75 +25,71 @@ func flow(proto uint8, client, service, backend string) ct.Flow {
 	}
 }
 
-func target(service, backend string) Target {
-	return Target{Service: netip.MustParseAddrPort(service), Backend: netip.MustParseAddrPort(backend)}
+// endpoints builds a set of endpoints.
+func endpoints(eps ...string) Endpoints {
+	s := Endpoints{}
+	for _, e := range eps {
+		s[netip.MustParseAddrPort(e)] = struct{}{}
+	}
+	return s
 }
 
-func TestMatch(t *testing.T) {
-	targets := []Target{
-		target("10.96.0.10:53", "10.244.1.5:5353"),
-		target("[fd00::10]:53", "[fd00:244::5]:5353"),
-		// An IPv4-mapped address matches the IPv4 flow.
-		target("[::ffff:10.96.0.20]:53", "[::ffff:10.244.2.5]:53"),
-		// Any backend of 10.96.0.30:53.
-		{Service: netip.MustParseAddrPort("10.96.0.30:53")},
+// testWant is a service 10.96.0.10:53 (also on load-balancer IP
+// 192.0.2.10) served by 10.244.1.5:5353, an IPv6 one, a service
+// 10.96.0.30:53 without endpoints, and node port 30053 served by
+// 10.244.1.5:5353.
+func testWant() *Want {
+	dns := endpoints("10.244.1.5:5353")
+	return &Want{
+		Frontends: map[netip.AddrPort]Endpoints{
+			netip.MustParseAddrPort("10.96.0.10:53"): dns,
+			netip.MustParseAddrPort("192.0.2.10:53"): dns,
+			netip.MustParseAddrPort("[fd00::10]:53"): endpoints("[fd00:244::5]:5353"),
+			netip.MustParseAddrPort("10.96.0.30:53"): nil,
+		},
+		NodePorts: map[uint16]Endpoints{30053: dns},
 	}
-	m, err := newMatcher(targets)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+func TestStale(t *testing.T) {
+	w := testWant()
 	tests := []struct {
 		name string
 		f    ct.Flow
 		want bool
 	}{
-		{"target", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:5353"), true},
-		{"another client of the target", flow(unix.IPPROTO_UDP, "10.0.0.2:1", "10.96.0.10:53", "10.244.1.5:5353"), true},
-		{"IPv6 target", flow(unix.IPPROTO_UDP, "[fd00::1]:40000", "[fd00::10]:53", "[fd00:244::5]:5353"), true},
-		{"mapped target", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.20:53", "10.244.2.5:53"), true},
-		{"TCP", flow(unix.IPPROTO_TCP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:5353"), false},
-		{"SCTP", flow(unix.IPPROTO_SCTP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:5353"), false},
-		{"other backend", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.6:5353"), false},
-		{"other backend port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:53"), false},
-		{"other service port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:54", "10.244.1.5:5353"), false},
-		{"other service", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.11:53", "10.244.1.5:5353"), false},
-		{"to the backend directly", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.244.1.5:5353", "10.244.1.5:5353"), false},
-		{"any backend", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:53", "10.244.3.5:5353"), true},
-		{"any backend, not yet answered", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:53", "10.96.0.30:53"), true},
-		{"any backend, other port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:54", "10.244.3.5:5353"), false},
-		{"any backend, TCP", flow(unix.IPPROTO_TCP, "10.0.0.1:40000", "10.96.0.30:53", "10.244.3.5:5353"), false},
+		{"serving endpoint", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:5353"), false},
+		{"serving endpoint, load-balancer IP", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "192.0.2.10:53", "10.244.1.5:5353"), false},
+		{"gone endpoint", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.6:5353"), true},
+		{"gone endpoint, load-balancer IP", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "192.0.2.10:53", "10.244.1.6:5353"), true},
+		{"serving address, other port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:53"), true},
+		{"not DNAT'd (sent while there was no endpoint)", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.96.0.10:53"), true},
+		{"IPv6 serving", flow(unix.IPPROTO_UDP, "[fd00::1]:40000", "[fd00::10]:53", "[fd00:244::5]:5353"), false},
+		{"IPv6 gone", flow(unix.IPPROTO_UDP, "[fd00::1]:40000", "[fd00::10]:53", "[fd00:244::6]:5353"), true},
+		{"service without endpoints", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.30:53", "10.96.0.30:53"), true},
+		{"other service port", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:54", "10.244.1.6:5353"), false},
+		{"other address", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.11:53", "10.244.1.6:5353"), false},
+		{"to an endpoint directly", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.244.1.6:5353", "10.244.1.6:5353"), false},
+		{"node port, serving", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "192.168.1.2:30053", "10.244.1.5:5353"), false},
+		{"node port, gone", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "192.168.1.2:30053", "10.244.1.6:5353"), true},
+		{"node port, any address", flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "127.0.0.1:30053", "127.0.0.1:30053"), true},
+		{"TCP to a frontend", flow(unix.IPPROTO_TCP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.6:5353"), false},
+		{"SCTP to a node port", flow(unix.IPPROTO_SCTP, "10.0.0.1:40000", "192.168.1.2:30053", "10.244.1.6:5353"), false},
 		{"empty flow", ct.Flow{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := m.match(tt.f); got != tt.want {
-				t.Errorf("match(%s / %s) = %v, want %v", tt.f.TupleOrig, tt.f.TupleReply, got, tt.want)
+			if got := w.Stale(tt.f); got != tt.want {
+				t.Errorf("Stale(%s / %s) = %v, want %v", tt.f.TupleOrig, tt.f.TupleReply, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestInvalidTargets(t *testing.T) {
-	for _, tgt := range []Target{
-		{},
-		{Backend: netip.MustParseAddrPort("10.244.1.5:53")},
-		{Service: netip.MustParseAddrPort("10.96.0.10:53"), Backend: netip.AddrPortFrom(netip.Addr{}, 53)},
-		{Service: netip.MustParseAddrPort("10.96.0.10:53"), Backend: netip.MustParseAddrPort("10.244.1.5:0")},
-		{Service: netip.MustParseAddrPort("10.96.0.10:0"), Backend: netip.MustParseAddrPort("10.244.1.5:53")},
-	} {
-		// No connection is needed: targets are checked before any I/O.
-		var c Conn
-		n, err := c.FlushUDP([]Target{target("10.96.0.1:53", "10.244.0.1:53"), tgt})
-		if err == nil || n != 0 || !strings.Contains(err.Error(), "conntrack: flush UDP flows of "+tgt.String()+": invalid target") {
-			t.Errorf("FlushUDP(%v) = %d, %v; want an error naming the target", tgt, n, err)
-		}
-	}
-}
-
-func TestNoTargetsNoIO(t *testing.T) {
+func TestEmptyWantNoIO(t *testing.T) {
 	var c Conn // a nil connection would panic on any I/O
-	n, err := c.FlushUDP(nil)
+	n, err := c.ReconcileUDP(false, &Want{Frontends: map[netip.AddrPort]Endpoints{}})
 	if diff := cmp.Diff([]any{0, nil}, []any{n, err}); diff != "" {
-		t.Errorf("FlushUDP(nil) (-want +got):\n%s", diff)
+		t.Errorf("ReconcileUDP(empty) (-want +got):\n%s", diff)
 	}
 }

@@ -7,20 +7,23 @@ import (
 	"github.com/proxysinks/proxysinks/host/conntrack"
 )
 
-// Endpoint 10.244.1.5:5353 of the UDP service 10.96.0.10:53 is gone: its
-// clients' flows are deleted so that their next datagrams are scheduled to
-// a live endpoint. (Not run by go test: it works in the caller's network
-// namespace and needs CAP_NET_ADMIN; the kernel tests use a fresh one.)
+// The UDP service 10.96.0.10:53 is now served by 10.244.1.6:5353 alone:
+// the flows of its clients that something else answered (a gone endpoint,
+// or nothing while it had none) are deleted, so that their next datagrams
+// are scheduled to a serving endpoint. (Not run by go test: it works in
+// the caller's network namespace and needs CAP_NET_ADMIN; the kernel tests
+// use a fresh one.)
 func Example() {
 	c, err := conntrack.Dial(nil) // &conntrack.Config{NetNS: fd} for another namespace
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	n, err := c.FlushUDP([]conntrack.Target{{
-		Service: netip.MustParseAddrPort("10.96.0.10:53"),
-		Backend: netip.MustParseAddrPort("10.244.1.5:5353"),
-	}})
+	serving := conntrack.Endpoints{netip.MustParseAddrPort("10.244.1.6:5353"): {}}
+	n, err := c.ReconcileUDP(false, &conntrack.Want{
+		Frontends: map[netip.AddrPort]conntrack.Endpoints{netip.MustParseAddrPort("10.96.0.10:53"): serving},
+		NodePorts: map[uint16]conntrack.Endpoints{30053: serving},
+	})
 	if err != nil {
 		log.Print(err) // the flows that could not be deleted; the others are
 	}

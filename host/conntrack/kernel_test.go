@@ -70,27 +70,32 @@ func udpFlows(t *testing.T, raw *ct.Conn) []string {
 	return out
 }
 
-// TestKernelFlushUDPCreated creates flows directly through ctnetlink (as
-// IPVS and DNAT leave them: the reply comes from the backend) and flushes
-// two targets and one service whatever its backend.
-func TestKernelFlushUDPCreated(t *testing.T) {
+// TestKernelReconcileCreated creates flows directly through ctnetlink (as
+// IPVS and DNAT leave them: the reply comes from the backend) and
+// reconciles them with testWant, per family.
+func TestKernelReconcileCreated(t *testing.T) {
 	ns := nstest.New(t)
 	c, raw := dialNS(t, ns)
 	flows := []ct.Flow{
 		flow(unix.IPPROTO_UDP, "10.0.0.1:40000", "10.96.0.10:53", "10.244.1.5:5353"),
-		flow(unix.IPPROTO_UDP, "10.0.0.2:40000", "10.96.0.10:53", "10.244.1.5:5353"),
-		flow(unix.IPPROTO_UDP, "10.0.0.1:40001", "10.96.0.10:53", "10.244.1.6:5353"),
-		flow(unix.IPPROTO_UDP, "10.0.0.1:40002", "10.96.0.10:54", "10.244.1.5:5353"),
-		flow(unix.IPPROTO_UDP, "10.0.0.1:40003", "10.244.1.5:5353", "10.244.1.5:5353"),
+		flow(unix.IPPROTO_UDP, "10.0.0.2:40000", "10.96.0.10:53", "10.244.1.6:5353"),
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40001", "192.0.2.10:53", "10.244.1.6:5353"),
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40002", "10.96.0.10:54", "10.244.1.6:5353"),
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40003", "10.244.1.6:5353", "10.244.1.6:5353"),
+		flow(unix.IPPROTO_TCP, "10.0.0.1:40004", "10.96.0.10:53", "10.244.1.6:5353"),
 		flow(unix.IPPROTO_UDP, "[fd00::1]:40000", "[fd00::10]:53", "[fd00:244::5]:5353"),
 		flow(unix.IPPROTO_UDP, "[fd00::1]:40001", "[fd00::10]:53", "[fd00:244::6]:5353"),
-		// A service that had no endpoint: flushed whatever answers.
-		flow(unix.IPPROTO_UDP, "10.0.0.1:40010", "10.96.0.30:53", "10.244.3.5:53"),
-		flow(unix.IPPROTO_UDP, "10.0.0.1:40011", "10.96.0.30:53", "10.96.0.30:53"),
-		flow(unix.IPPROTO_UDP, "10.0.0.1:40012", "10.96.0.31:53", "10.244.3.5:53"),
+		// A service without endpoints: every flow to it is stale.
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40010", "10.96.0.30:53", "10.96.0.30:53"),
+		// Node port 30053 on any address.
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40020", "192.168.1.2:30053", "10.244.1.5:5353"),
+		flow(unix.IPPROTO_UDP, "10.0.0.1:40021", "192.168.1.2:30053", "192.168.1.2:30053"),
 	}
 	for _, f := range flows {
 		f.Timeout = 120
+		if f.TupleOrig.Proto.Protocol == unix.IPPROTO_TCP {
+			f.ProtoInfo.TCP = &ct.ProtoInfoTCP{State: 3} // ESTABLISHED
+		}
 		if err := raw.Create(f); err != nil {
 			t.Fatalf("create flow %s: %v", f.TupleOrig, err)
 		}
@@ -99,27 +104,29 @@ func TestKernelFlushUDPCreated(t *testing.T) {
 	if len(before) != len(flows) {
 		t.Fatalf("created %d flows, the kernel lists %d: %v", len(flows), len(before), before)
 	}
-	n, err := c.FlushUDP([]Target{
-		target("10.96.0.10:53", "10.244.1.5:5353"),
-		target("[fd00::10]:53", "[fd00:244::5]:5353"),
-		{Service: netip.MustParseAddrPort("10.96.0.30:53")},
-	})
-	if err != nil || n != 5 {
-		t.Fatalf("FlushUDP = %d, %v; want 5 flows deleted", n, err)
+	w := testWant()
+	n, err := c.ReconcileUDP(false, w)
+	if err != nil || n != 4 {
+		t.Fatalf("ReconcileUDP(IPv4) = %d, %v; want 4 flows deleted", n, err)
+	}
+	n, err = c.ReconcileUDP(true, w)
+	if err != nil || n != 1 {
+		t.Fatalf("ReconcileUDP(IPv6) = %d, %v; want 1 flow deleted", n, err)
 	}
 	want := []string{
-		"udp 10.0.0.1:40001 -> 10.96.0.10:53 via 10.244.1.6:5353",
-		"udp 10.0.0.1:40002 -> 10.96.0.10:54 via 10.244.1.5:5353",
-		"udp 10.0.0.1:40003 -> 10.244.1.5:5353 via 10.244.1.5:5353",
-		"udp 10.0.0.1:40012 -> 10.96.0.31:53 via 10.244.3.5:53",
-		"udp [fd00::1]:40001 -> [fd00::10]:53 via [fd00:244::6]:5353",
+		"proto-6 10.0.0.1:40004 -> 10.96.0.10:53 via 10.244.1.6:5353",
+		"udp 10.0.0.1:40000 -> 10.96.0.10:53 via 10.244.1.5:5353",
+		"udp 10.0.0.1:40002 -> 10.96.0.10:54 via 10.244.1.6:5353",
+		"udp 10.0.0.1:40003 -> 10.244.1.6:5353 via 10.244.1.6:5353",
+		"udp 10.0.0.1:40020 -> 192.168.1.2:30053 via 10.244.1.5:5353",
+		"udp [fd00::1]:40000 -> [fd00::10]:53 via [fd00:244::5]:5353",
 	}
 	if diff := cmp.Diff(want, udpFlows(t, raw)); diff != "" {
 		t.Errorf("flows left (-want +got):\n%s", diff)
 	}
 	// Again: nothing left to delete.
-	if n, err := c.FlushUDP([]Target{target("10.96.0.10:53", "10.244.1.5:5353")}); err != nil || n != 0 {
-		t.Errorf("second FlushUDP = %d, %v; want 0, nil", n, err)
+	if n, err := c.ReconcileUDP(false, w); err != nil || n != 0 {
+		t.Errorf("second ReconcileUDP = %d, %v; want 0, nil", n, err)
 	}
 }
 
@@ -140,12 +147,12 @@ func send(t *testing.T, ns *nstest.NetNS, src, dst string) {
 	}
 }
 
-// TestKernelFlushUDPTraffic makes real NAT'd flows: UDP datagrams to a
+// TestKernelReconcileTraffic makes real NAT'd flows: UDP datagrams to a
 // service address that an iptables DNAT rule sends to a backend, as IPVS
 // does. It shows the problem (a client keeps its stale flow to the old
-// backend after the service moves) and that FlushUDP fixes it while the
-// flows of other backends and services stay.
-func TestKernelFlushUDPTraffic(t *testing.T) {
+// backend after the service moves) and that ReconcileUDP fixes it while
+// the flows of serving backends and other services stay.
+func TestKernelReconcileTraffic(t *testing.T) {
 	iptables := nstest.LookPath(t, "iptables")
 	ns := nstest.New(t)
 	c, raw := dialNS(t, ns)
@@ -181,33 +188,36 @@ func TestKernelFlushUDPTraffic(t *testing.T) {
 	// Backend .5 of 10.96.0.10:53 goes away: the service now sends to .6.
 	rule("-D", "-d", "10.96.0.10", "--dport", "53", "-j", "DNAT", "--to-destination", "10.244.1.5:5353")
 	rule("-A", "-d", "10.96.0.10", "--dport", "53", "-j", "DNAT", "--to-destination", "10.244.1.6:5353")
-	// Without a flush, the client's next datagram still follows its stale
+	// Without a reconcile, the client's next datagram still follows its stale
 	// flow to the removed backend.
 	send(t, ns, "10.0.0.1:40000", "10.96.0.10:53")
 	if got := udpFlows(t, raw); !slices.Contains(got, want[0]) {
-		t.Fatalf("the stale flow is gone without a flush (the test would prove nothing): %v", got)
+		t.Fatalf("the stale flow is gone without a reconcile (the test would prove nothing): %v", got)
 	}
 
-	n, err := c.FlushUDP([]Target{target("10.96.0.10:53", "10.244.1.5:5353")})
+	n, err := c.ReconcileUDP(false, &Want{Frontends: map[netip.AddrPort]Endpoints{
+		netip.MustParseAddrPort("10.96.0.10:53"): endpoints("10.244.1.6:5353"),
+		netip.MustParseAddrPort("10.96.0.11:53"): endpoints("10.244.1.5:5353"),
+	}})
 	if err != nil || n != 1 {
-		t.Fatalf("FlushUDP = %d, %v; want 1 flow deleted", n, err)
+		t.Fatalf("ReconcileUDP = %d, %v; want 1 flow deleted", n, err)
 	}
 	if diff := cmp.Diff(want[1:], udpFlows(t, raw)); diff != "" {
-		t.Errorf("flows after the flush (-want +got):\n%s", diff)
+		t.Errorf("flows after the reconcile (-want +got):\n%s", diff)
 	}
 	// The client's next datagram reaches the live backend.
 	send(t, ns, "10.0.0.1:40000", "10.96.0.10:53")
 	if got := udpFlows(t, raw); !slices.Contains(got, "udp 10.0.0.1:40000 -> 10.96.0.10:53 via 10.244.1.6:5353") {
-		t.Errorf("after the flush the client does not reach the live backend: %v", got)
+		t.Errorf("after the reconcile the client does not reach the live backend: %v", got)
 	}
 }
 
-// TestKernelFlushUDPIPVS checks the flows IPVS itself leaves (with
+// TestKernelReconcileIPVS checks the flows IPVS itself leaves (with
 // net.ipv4.vs.conntrack=1, as the sinks set it): a UDP virtual server
 // sending to a destination gives a flow whose original destination is the
 // virtual server and whose reply source is the destination, which
-// FlushUDP deletes. It needs IPVS: it runs in the VM.
-func TestKernelFlushUDPIPVS(t *testing.T) {
+// ReconcileUDP deletes once the destination no longer serves. It needs IPVS: it runs in the VM.
+func TestKernelReconcileIPVS(t *testing.T) {
 	iptables := nstest.LookPath(t, "iptables")
 	ns := nstest.New(t)
 	c, raw := dialNS(t, ns)
@@ -250,11 +260,14 @@ func TestKernelFlushUDPIPVS(t *testing.T) {
 	if diff := cmp.Diff(want, udpFlows(t, raw)); diff != "" {
 		t.Fatalf("flows IPVS left (-want +got):\n%s", diff)
 	}
-	n, err := c.FlushUDP([]Target{target("10.96.0.10:53", "10.244.1.5:5353")})
+	n, err := c.ReconcileUDP(false, &Want{Frontends: map[netip.AddrPort]Endpoints{
+		netip.MustParseAddrPort("10.96.0.10:53"): endpoints("10.244.1.6:5353"),
+		netip.MustParseAddrPort("10.96.0.11:53"): endpoints("10.244.1.5:5353"),
+	}})
 	if err != nil || n != 1 {
-		t.Fatalf("FlushUDP = %d, %v; want 1 flow deleted", n, err)
+		t.Fatalf("ReconcileUDP = %d, %v; want 1 flow deleted", n, err)
 	}
 	if diff := cmp.Diff(want[1:], udpFlows(t, raw)); diff != "" {
-		t.Errorf("flows after the flush (-want +got):\n%s", diff)
+		t.Errorf("flows after the reconcile (-want +got):\n%s", diff)
 	}
 }

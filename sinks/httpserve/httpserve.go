@@ -10,6 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,39 +23,123 @@ import (
 	"github.com/proxysinks/proxysinks/sinks/version"
 )
 
-// Metrics are a sink's Prometheus metrics.
+// Metrics are a sink's Prometheus metrics. Those named kubeproxy_ have
+// kube-proxy v1.37's names, labels and meaning (pkg/proxy/metrics); a
+// sink's one sync covers every IP family it programs, and is reported
+// under the ip_family of each (Families), as kube-proxy's per-family
+// proxiers report theirs.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// Families are the ip_family values the per-family metrics are
+	// reported under: "IPv4", and "IPv6" on a node with IPv6.
+	Families []string
 
-	SyncDuration        prometheus.Histogram
-	LastSync            prometheus.Gauge
-	ProgrammingDuration prometheus.Histogram
+	SyncDuration        *prometheus.HistogramVec // ip_family
+	LastSync            *prometheus.GaugeVec     // ip_family
+	LastQueued          *prometheus.GaugeVec     // ip_family
+	ProgrammingDuration *prometheus.HistogramVec // ip_family
 	SnapshotProgramming prometheus.Histogram
-	NoLocalEndpoints    *prometheus.GaugeVec
-	KernelOps           prometheus.Counter
-	SyncKernelOps       prometheus.Gauge
-	Syscalls            prometheus.Counter
-	SyncSyscalls        prometheus.Gauge
-	FailedObjects       prometheus.Gauge
-	SyncErrors          prometheus.Counter
+	NoLocalEndpoints    *prometheus.GaugeVec // traffic_policy (internal, external), ip_family
+	// EndpointChanges and ServiceChanges count the services whose
+	// endpoints, or whose Service, the source delivered changed; the
+	// pending gauges count those not handed to the controller yet.
+	EndpointChanges, ServiceChanges               prometheus.Counter
+	EndpointChangesPending, ServiceChangesPending prometheus.Gauge
+	// HealthzTotal and LivezTotal count the health address's /healthz
+	// and /livez answers by HTTP status (code).
+	HealthzTotal, LivezTotal *prometheus.CounterVec
+	KernelOps                prometheus.Counter
+	SyncKernelOps            prometheus.Gauge
+	Syscalls                 prometheus.Counter
+	SyncSyscalls             prometheus.Gauge
+	FailedObjects            prometheus.Gauge
+	SyncErrors               prometheus.Counter
+
+	mu   sync.Mutex
+	text []TextSource
+}
+
+// TextSource appends series to dst in the text exposition format
+// (version 0.0.4), whole metric families with their HELP and TYPE lines:
+// for metrics too many for client_golang's cost per series (ipvssink's
+// --ipvs-stats). Its families must not be the registry's.
+type TextSource func(dst []byte) []byte
+
+// AddText makes /metrics serve what src appends after the registry's
+// metrics, at every scrape; /metrics then always answers in the text
+// format.
+func (m *Metrics) AddText(src TextSource) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.text = append(m.text, src)
+}
+
+// textSources returns the sources added.
+func (m *Metrics) textSources() []TextSource {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.text)
+}
+
+// metricsHandler serves the registry, then the text sources' series:
+// with any, in the text format, uncompressed, whatever the scraper
+// accepts (the formats cannot be mixed).
+func metricsHandler(m *Metrics) http.Handler {
+	reg := promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srcs := m.textSources()
+		if len(srcs) == 0 {
+			reg.ServeHTTP(w, r)
+			return
+		}
+		r = r.Clone(r.Context())
+		r.Header.Set("Accept", "text/plain;version=0.0.4")
+		r.Header.Del("Accept-Encoding")
+		reg.ServeHTTP(w, r)
+		var buf []byte
+		for _, src := range srcs {
+			buf = src(buf)
+		}
+		_, _ = w.Write(buf)
+	})
 }
 
 // NewMetrics registers the metrics in a new registry (with the Go and
-// process collectors).
-func NewMetrics() *Metrics {
+// process collectors); the per-family ones are reported under families
+// ("IPv4" when none is given).
+func NewMetrics(families ...string) *Metrics {
+	if len(families) == 0 {
+		families = []string{"IPv4"}
+	}
 	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs .. 13s
+	family := []string{"ip_family"}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "Duration of one sync of the kernel state.", Buckets: buckets}),
-		LastSync: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "Time of the last successful sync."}),
-		ProgrammingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_network_programming_duration_seconds", Help: "Time from a change's trigger (the EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time) to the kernel being programmed.", Buckets: buckets}),
+		Families: families,
+		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds: one sync of the kernel state.", Buckets: buckets}, family),
+		LastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "The last time proxy rules were successfully synced"}, family),
+		LastQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", Help: "The last time a sync of proxy rules was queued"}, family),
+		ProgrammingDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_network_programming_duration_seconds", Help: "In Cluster Network Programming Latency in seconds: from a change's trigger (the EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time) to the kernel being programmed.", Buckets: buckets}, family),
 		SnapshotProgramming: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "proxysinks_snapshot_programming_duration_seconds", Help: "Time from a snapshot reaching the sink to the kernel being programmed.", Buckets: buckets}),
 		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total", Help: "Services with a Local traffic policy and no local endpoint."}, []string{"traffic_policy"}),
+			Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total", Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", "ip_family"}),
+		EndpointChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_total", Help: "Cumulative proxy rules Endpoint changes"}),
+		EndpointChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_pending", Help: "Pending proxy rules Endpoint changes"}),
+		ServiceChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_service_changes_total", Help: "Cumulative proxy rules Service changes"}),
+		ServiceChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_service_changes_pending", Help: "Pending proxy rules Service changes"}),
+		HealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_proxy_healthz_total", Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
+		LivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_proxy_livez_total", Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
 		KernelOps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "proxysinks_kernel_operations_total", Help: "Kernel objects written (virtual servers, destinations, addresses, set entries)."}),
 		SyncKernelOps: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -71,10 +158,57 @@ func NewMetrics() *Metrics {
 		Name: "proxysinks_build_info", Help: "The running build: always 1, with its version, commit and Go version as labels.",
 		ConstLabels: prometheus.Labels{"version": v.Version, "commit": v.Commit, "go_version": v.GoVersion}})
 	build.Set(1)
-	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.ProgrammingDuration, m.SnapshotProgramming, m.NoLocalEndpoints, m.KernelOps,
-		m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors, build,
+	m.Registry.MustRegister(m.SyncDuration, m.LastSync, m.LastQueued, m.ProgrammingDuration, m.SnapshotProgramming, m.NoLocalEndpoints,
+		m.EndpointChanges, m.EndpointChangesPending, m.ServiceChanges, m.ServiceChangesPending, m.HealthzTotal, m.LivezTotal,
+		m.KernelOps, m.SyncKernelOps, m.Syscalls, m.SyncSyscalls, m.FailedObjects, m.SyncErrors, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The histograms are served, empty, from the start; like
+	// kube-proxy's, the last-queued time is set at start (the informers'
+	// first sync is a change queued).
+	for _, f := range families {
+		m.SyncDuration.WithLabelValues(f)
+		m.ProgrammingDuration.WithLabelValues(f)
+	}
+	m.Queued()
 	return m
+}
+
+// ObserveSync records one sync's duration under every family.
+func (m *Metrics) ObserveSync(d time.Duration) {
+	for _, f := range m.Families {
+		m.SyncDuration.WithLabelValues(f).Observe(d.Seconds())
+	}
+}
+
+// Synced sets the last successful sync's time, now, for every family.
+func (m *Metrics) Synced() {
+	for _, f := range m.Families {
+		m.LastSync.WithLabelValues(f).SetToCurrentTime()
+	}
+}
+
+// Queued sets the time a sync was last queued, now, for every family.
+func (m *Metrics) Queued() {
+	for _, f := range m.Families {
+		m.LastQueued.WithLabelValues(f).SetToCurrentTime()
+	}
+}
+
+// ObserveProgramming records one change's network programming latency
+// under every family.
+func (m *Metrics) ObserveProgramming(d time.Duration) {
+	for _, f := range m.Families {
+		m.ProgrammingDuration.WithLabelValues(f).Observe(d.Seconds())
+	}
+}
+
+// SetNoLocalEndpoints sets the services with a Local internal, and
+// external, traffic policy and no local endpoint, for every family.
+func (m *Metrics) SetNoLocalEndpoints(internal, external int) {
+	for _, f := range m.Families {
+		m.NoLocalEndpoints.WithLabelValues("internal", f).Set(float64(internal))
+		m.NoLocalEndpoints.WithLabelValues("external", f).Set(float64(external))
+	}
 }
 
 // WatchSource exports the source's Stats (read at each scrape):
@@ -112,7 +246,7 @@ func (m *Metrics) WatchSource(stats func() client.Stats) {
 // (answering mode) and /healthz.
 func Handler(m *Metrics, h *healthcheck.ProxyHealth, mode string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsHandler(m))
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, mode)
@@ -122,12 +256,35 @@ func Handler(m *Metrics, h *healthcheck.ProxyHealth, mode string) http.Handler {
 }
 
 // HealthHandler returns the health address's handler: /healthz and /livez
-// with kube-proxy's semantics (package healthcheck).
-func HealthHandler(h *healthcheck.ProxyHealth) http.Handler {
+// with kube-proxy's semantics (package healthcheck), their answers counted
+// in kubeproxy_proxy_healthz_total and kubeproxy_proxy_livez_total (the
+// metrics address's /healthz is not counted, as kube-proxy's is not).
+func HealthHandler(m *Metrics, h *healthcheck.ProxyHealth) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/healthz", h.HealthzHandler())
-	mux.Handle("/livez", h.LivezHandler())
+	mux.Handle("/healthz", counted(h.HealthzHandler(), m.HealthzTotal))
+	mux.Handle("/livez", counted(h.LivezHandler(), m.LivezTotal))
 	return mux
+}
+
+// counted counts h's answers in c by HTTP status code.
+func counted(h http.Handler, c *prometheus.CounterVec) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		c.WithLabelValues(strconv.Itoa(sw.code)).Inc()
+	})
+}
+
+// statusWriter records the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+// WriteHeader records code and writes it.
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // Serve listens on addr (nothing when empty) and serves handler until ctx

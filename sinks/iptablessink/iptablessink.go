@@ -48,6 +48,7 @@ func IPVSOnly() []runtime.Flag {
 		kubeProxy(&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs"}, "ipvs.excludeCIDRs"),
 		{Flag: &cli.Int64Flag{Name: "weight"}, Class: kpconfig.Refused},
 		{Flag: &cli.StringFlag{Name: "ipvs-vip-binding"}, Class: kpconfig.Refused},
+		{Flag: &cli.BoolFlag{Name: "ipvs-stats"}, Class: kpconfig.Refused},
 	}
 }
 
@@ -259,10 +260,11 @@ func build(env runtime.Env) (runtime.Built, error) {
 			c()
 		}
 	}
+	var ctr conntrack.Reconciler
 	if ct, err := conntrack.Dial(nil); err != nil {
-		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+		env.Log.Warn("no conntrack: stale UDP flows will not be deleted", "error", err)
 	} else {
-		cfg.Conntrack = ct
+		ctr = ct
 		closers = append(closers, func() { ct.Close() })
 	}
 	if acct, closeAcct, err := dialAccounting(env.Registry, env.Log); err != nil {
@@ -282,7 +284,7 @@ func build(env runtime.Env) (runtime.Built, error) {
 		return runtime.Built{}, err
 	}
 	env.Log.Info("iptables proxier", "ipv6", cfg.IPv6, "backends", p.Backends(), "tcp-be-liberal", cfg.TCPBeLiberal)
-	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}, Close: closeAll}, nil
+	return runtime.Built{Controller: &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config)}, Close: closeAll, Conntrack: ctr}, nil
 }
 
 // nodeLocal returns Controller.Local for the configuration: the
@@ -379,7 +381,7 @@ func (c *Controller) report(start time.Time, services int, st iptables.SyncStats
 		}
 	}
 	attrs := []any{"full", st.Full, "restores", st.Restores, "rules", st.Rules, "chains", st.Chains,
-		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "conntrack-flushed", st.ConntrackFlushed, "reads-skipped", st.ReadsSkipped, "duration", st.Duration}
+		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "reads-skipped", st.ReadsSkipped, "duration", st.Duration}
 	switch {
 	case err != nil:
 		c.Log.Error("sync failed", append(attrs, "error", err)...)

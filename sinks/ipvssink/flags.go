@@ -31,6 +31,9 @@ type Config struct {
 	ExcludeCIDRs []netip.Prefix
 	// VIPBinding is how virtual IPs are made local (--ipvs-vip-binding).
 	VIPBinding dataplane.Binding
+	// Stats exports per-virtual-server counters (--ipvs-stats,
+	// StatsCollector).
+	Stats bool
 }
 
 // config returns the IPVS flags of c (the zero Config when c has none).
@@ -50,6 +53,7 @@ func flags() []runtime.Flag {
 		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", Usage: "IPVS timeout of TCP connections after FIN, whole seconds (0: leave)"},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", Usage: "IPVS timeout of UDP flows, whole seconds (0: leave)"},
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "never touch virtual servers or addresses in these `CIDRs`"},
+		&cli.BoolFlag{Name: "ipvs-stats", Usage: "export each virtual server's connections, packets and bytes on /metrics (one IPVS dump per scrape)"},
 		&cli.StringFlag{Name: "ipvs-vip-binding", Value: "addresses", Usage: "how virtual IPs are made local: addresses (each bound on kube-ipvs0, as kube-proxy does) or routes (IPv4: one local route each through lo, protocol 156, no address; much cheaper to program at scale)"},
 	}
 	return append(runtime.Classed(kpconfig.Honoured, fs...),
@@ -97,7 +101,7 @@ const MaxIPVSTimeout = 2147483 * time.Second
 func parse(c *cli.Context) (any, error) {
 	cfg := Config{
 		Scheduler: c.String("scheduling-method"), StrictARP: c.Bool("ipvs-strict-arp"), TCPTimeout: c.Duration("ipvs-tcp-timeout"),
-		TCPFinTimeout: c.Duration("ipvs-tcpfin-timeout"), UDPTimeout: c.Duration("ipvs-udp-timeout"),
+		TCPFinTimeout: c.Duration("ipvs-tcpfin-timeout"), UDPTimeout: c.Duration("ipvs-udp-timeout"), Stats: c.Bool("ipvs-stats"),
 	}
 	var err error
 	if cfg.ExcludeCIDRs, err = runtime.ParsePrefixes("ipvs-exclude-cidrs", c.StringSlice("ipvs-exclude-cidrs")); err != nil {

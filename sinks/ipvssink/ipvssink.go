@@ -7,6 +7,7 @@ package ipvssink
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 
@@ -237,11 +238,22 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	// Refused objects are retried from 1 s up to the sync period.
 	applier.Quarantine = quarantine.New[any](quarantine.DefaultMin, c.SyncPeriod)
 	applier.EntryRules = node.EnsureRules
+	var ctr conntrack.Reconciler
 	if ct, err := conntrack.Dial(nil); err != nil {
-		env.Log.Warn("no conntrack: stale UDP flows of removed endpoints will not be flushed", "error", err)
+		env.Log.Warn("no conntrack: stale UDP flows will not be deleted", "error", err)
 	} else {
 		closers = append(closers, ct.Close)
-		applier.Conntrack = ct
+		ctr = ct
+	}
+	if ic.Stats && env.MetricsText != nil {
+		// Scrapes dump through a socket of their own.
+		stats, err := ipvs.Dial(nil)
+		if err != nil {
+			closeAll()
+			return runtime.Built{}, fmt.Errorf("--ipvs-stats: %w", err)
+		}
+		closers = append(closers, stats.Close)
+		env.MetricsText(NewStats(stats).AppendText)
 	}
 	reader := &dataplane.Node{Cfg: node.Cfg, Kernel: reads.kernel(ic.VIPBinding), Log: env.Log}
 	setAddrs := func(addrs []netip.Addr) { node.Cfg.NodeAddresses, reader.Cfg.NodeAddresses = addrs, addrs }
@@ -251,7 +263,7 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 	}
 	ctl := mk(d)
 	syscalls := func() uint64 { return writes.calls() + reads.calls() }
-	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll}, nil
+	return runtime.Built{Controller: ctl, Syscalls: syscalls, Close: closeAll, Conntrack: ctr}, nil
 }
 
 // nodeCIDRs keeps the rules' local-traffic detection on the Node's pod

@@ -142,7 +142,14 @@ var sharedTail = []Field{
 	{Name: "logging.options", Class: Ignored, Why: "the log formats have no options"},
 	// What tunes kube-proxy's own process, other components or other
 	// platforms.
-	{Name: "conntrack", Class: Ignored, Why: "the sinks do not set conntrack sysctls; set them on the node"},
+	// kube-proxy's conntrack settings, applied at start by every sink.
+	{Name: "conntrack.maxPerCore", Class: Honoured, Flag: "conntrack-max-per-core"},
+	{Name: "conntrack.min", Class: Honoured, Flag: "conntrack-min"},
+	{Name: "conntrack.tcpEstablishedTimeout", Class: Honoured, Flag: "conntrack-tcp-timeout-established", Value: durationPointer},
+	{Name: "conntrack.tcpCloseWaitTimeout", Class: Honoured, Flag: "conntrack-tcp-timeout-close-wait", Value: durationPointer},
+	{Name: "conntrack.tcpBeLiberal", Class: Honoured, Flag: "conntrack-tcp-be-liberal"},
+	{Name: "conntrack.udpTimeout", Class: Honoured, Flag: "conntrack-udp-timeout"},
+	{Name: "conntrack.udpStreamTimeout", Class: Honoured, Flag: "conntrack-udp-timeout-stream"},
 	{Name: "clientConnection.qps/burst/contentType", Class: Ignored, Why: "client-go defaults are used",
 		Paths: []string{"clientConnection.qps", "clientConnection.burst", "clientConnection.contentType", "clientConnection.acceptContentTypes"}},
 	{Name: "oomScoreAdj", Class: Honoured, Flag: "oom-score-adj"},
@@ -155,6 +162,16 @@ var sharedTail = []Field{
 	{Name: "showHiddenMetricsForVersion", Class: Ignored, Why: "no hidden metrics"},
 	{Name: "winkernel", Class: Ignored, Why: "Windows only"},
 	{Name: "windowsRunAsService", Class: Ignored, Why: "Windows only"},
+}
+
+// durationPointer is the flag value of an optional duration: set, even to
+// zero (which leaves the kernel's value, where kube-proxy's default
+// would not).
+func durationPointer(v any) (string, error) {
+	if d := v.(*metav1.Duration); d != nil {
+		return d.Duration.String(), nil
+	}
+	return "", nil
 }
 
 // Settings maps cfg onto a sink's flags through its table (fields, see

@@ -66,6 +66,47 @@ func TestSettings(t *testing.T) {
 	}
 }
 
+// TestConntrackSettings: every sink honours kube-proxy's conntrack
+// settings through the --conntrack-* flags; a zero set explicitly is
+// kept (it leaves the kernel's value, where the default would not).
+func TestConntrackSettings(t *testing.T) {
+	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	for _, tc := range []struct {
+		name, body string
+		want       []Setting
+	}{
+		{"every setting", "conntrack:\n  maxPerCore: 65536\n  min: 262144\n  tcpEstablishedTimeout: 2h\n  tcpCloseWaitTimeout: 30m\n  tcpBeLiberal: true\n  udpTimeout: 45s\n  udpStreamTimeout: 3m\n", []Setting{
+			{"conntrack.maxPerCore", "conntrack-max-per-core", "65536"},
+			{"conntrack.min", "conntrack-min", "262144"},
+			{"conntrack.tcpEstablishedTimeout", "conntrack-tcp-timeout-established", "2h0m0s"},
+			{"conntrack.tcpCloseWaitTimeout", "conntrack-tcp-timeout-close-wait", "30m0s"},
+			{"conntrack.tcpBeLiberal", "conntrack-tcp-be-liberal", "true"},
+			{"conntrack.udpTimeout", "conntrack-udp-timeout", "45s"},
+			{"conntrack.udpStreamTimeout", "conntrack-udp-timeout-stream", "3m0s"},
+		}},
+		{"kind's: leave the limit", "conntrack:\n  maxPerCore: 0\n  tcpEstablishedTimeout: 0s\n", []Setting{
+			{"conntrack.maxPerCore", "conntrack-max-per-core", "0"},
+			{"conntrack.tcpEstablishedTimeout", "conntrack-tcp-timeout-established", "0s"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, mode := range []string{"ipvs", "iptables"} {
+				cfg, warnings, err := Decode([]byte(head+"mode: "+mode+"\n"+tc.body), "f.yaml")
+				if err != nil || len(warnings) > 0 {
+					t.Fatalf("Decode: %v, warnings %v", err, warnings)
+				}
+				got, warnings, err := Settings(cfg, Table(mode, nil), allFlags)
+				if err != nil || len(warnings) > 0 {
+					t.Fatalf("%s: Settings: %v, warnings %v", mode, err, warnings)
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("%s: Settings (-want +got):\n%s", mode, diff)
+				}
+			}
+		})
+	}
+}
+
 func TestSettingsErrorsAndWarnings(t *testing.T) {
 	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 	ipvsOnly := func(flag string) bool { return !strings.HasPrefix(flag, "iptables-") }
@@ -88,8 +129,8 @@ func TestSettingsErrorsAndWarnings(t *testing.T) {
 			wantErr: []string{`mode is "nftables"`, `logging.format "xml" is not supported`}},
 		{name: "detect local by interface", body: "detectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\n  bridgeInterface: cbr0\n", mode: "ipvs"},
 		{name: "iptables sync period in the ipvs sink", body: "iptables:\n  syncPeriod: 10s\n", mode: "ipvs", wantWarnings: []string{"iptables.syncPeriod ignored"}},
-		{name: "process tuning", body: "conntrack:\n  maxPerCore: 32768\nclientConnection:\n  qps: 50\n", mode: "ipvs",
-			wantWarnings: []string{"conntrack ignored", "clientConnection.qps/burst/contentType ignored"}},
+		{name: "process tuning", body: "clientConnection:\n  qps: 50\n", mode: "ipvs",
+			wantWarnings: []string{"clientConnection.qps/burst/contentType ignored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := tc.body

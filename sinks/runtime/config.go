@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/urfave/cli/v2"
 )
@@ -60,6 +61,8 @@ type Config struct {
 	// are its interface modes' names.
 	DetectLocalMode                        xtables.LocalMode
 	PodBridgeInterface, PodInterfacePrefix string
+	// Conntrack are the --conntrack-* settings, applied at start.
+	Conntrack conntrack.Settings
 	// SinkConfig is what the sink's own flags set (Sink.Parse's result;
 	// nil for a sink without any).
 	SinkConfig any
@@ -74,7 +77,7 @@ func EnvVars(name string) []string {
 // sharedFlags returns the flags every sink has; a sink adds its own
 // (Sink.Flags).
 func sharedFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "config", EnvVars: EnvVars("config"), Usage: "kube-proxy configuration `file` (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1); as in kube-proxy, it replaces the flags that map onto it, except --hostname-override and the logging flags"},
 		&cli.StringFlag{Name: "kubeconfig", EnvVars: EnvVars("kubeconfig"), Usage: "kubeconfig `file` of the cluster (in-cluster config when empty and running in a pod)"},
 		&cli.StringFlag{Name: "from-file", EnvVars: EnvVars("from-file"), Usage: "read Services and EndpointSlices from a manifest `file or directory` instead of the API, and follow its edits"},
@@ -96,7 +99,7 @@ func sharedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "healthz-bind-address", Value: "0.0.0.0:10256", EnvVars: EnvVars("healthz-bind-address"), Usage: "`IP:port` serving /healthz and /livez (empty: off)"},
 		&cli.StringFlag{Name: "log-format", Aliases: []string{"logging-format"}, Value: "text", EnvVars: EnvVars("log-format"), Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: EnvVars("log-level"), Usage: "log level: debug, info, warn, error"},
-	}
+	}, conntrackFlags()...)
 }
 
 func parseAddrs(flag string, vals []string) ([]netip.Addr, error) {
@@ -241,6 +244,9 @@ func sharedConfig(c *cli.Context, mode string, fromFile map[string]string) (Conf
 		return cfg, nil, err
 	}
 	if err := cfg.localModeOK(c.String("detect-local-mode")); err != nil {
+		return cfg, nil, err
+	}
+	if cfg.Conntrack, err = conntrackSettings(c); err != nil {
 		return cfg, nil, err
 	}
 	if n := c.Args().Len(); n > 0 {

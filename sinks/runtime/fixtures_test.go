@@ -14,15 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// waiting are the settings of the real configurations below that a sink
-// refuses until a change of its own lands (what names it): a run refused
-// for one is run again without it, and the test logs what it left out.
-var waiting = []struct{ setting, what string }{
-	{"iptables.localhostNodePorts", "localhost NodePorts (rules)"},
-	{"detectLocalMode", "detect-local modes (rules)"},
-	{"conntrack-max-per-core", "conntrack settings"},
-}
-
 // fixture is one real configuration: kube-proxy's file (config.conf) or
 // its flags, and the proxy mode it names.
 type fixture struct {
@@ -118,67 +109,24 @@ func TestRealConfigurations(t *testing.T) {
 }
 
 // runFixture runs sink with args and fx (its file as --config, its flags
-// but those leave reports), again without each setting of waiting it is
-// refused for (logged).
+// but those leave reports).
 func runFixture(t *testing.T, sink runtime.Sink, fx fixture, args []string, leave func(string) bool) (int, string, string) {
 	t.Helper()
-	config, flags := fx.config, slices.DeleteFunc(slices.Clone(fx.flags), leave)
+	flags := slices.DeleteFunc(slices.Clone(fx.flags), leave)
 	if i := slices.Index(args, "--node-name"); i >= 0 && slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--hostname-override") }) {
 		// The fixture names the node (one of the two names of the flag).
 		args = slices.Delete(slices.Clone(args), i, i+2)
 	}
-	for {
-		a := slices.Clone(args)
-		if config != "" {
-			p := filepath.Join(t.TempDir(), "config.conf")
-			if err := os.WriteFile(p, []byte(config), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			a = append(a, "--config", p)
+	a := slices.Clone(args)
+	if fx.config != "" {
+		p := filepath.Join(t.TempDir(), "config.conf")
+		if err := os.WriteFile(p, []byte(fx.config), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		var stdout, stderr bytes.Buffer
-		status := runtime.Main(sink, append(a, flags...), &stdout, &stderr)
-		i := slices.IndexFunc(waiting, func(w struct{ setting, what string }) bool { return strings.Contains(stderr.String(), w.setting) })
-		if status == 0 || i < 0 || strings.Contains(stderr.String(), "this is the "+sink.Mode+" sink") {
-			return status, stdout.String(), stderr.String()
-		}
-		w := waiting[i]
-		t.Logf("waits for %s: left %s out (refused today)", w.what, w.setting)
-		n := len(flags)
-		flags = slices.DeleteFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--"+w.setting) })
-		c := withoutField(t, config, w.setting)
-		if len(flags) == n && c == config {
-			t.Fatalf("refused for %s, which the fixture does not set:\n%s", w.setting, stderr.String())
-		}
-		config = c
+		a = append(a, "--config", p)
 	}
+	var stdout, stderr bytes.Buffer
+	status := runtime.Main(sink, append(a, flags...), &stdout, &stderr)
+	return status, stdout.String(), stderr.String()
 }
 
-// withoutField returns the YAML document doc without the field at path
-// (JSON names joined by dots).
-func withoutField(t *testing.T, doc, path string) string {
-	t.Helper()
-	if doc == "" {
-		return doc
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-		t.Fatal(err)
-	}
-	keys := strings.Split(path, ".")
-	parent := m
-	for _, k := range keys[:len(keys)-1] {
-		if parent, _ = parent[k].(map[string]any); parent == nil {
-			return doc
-		}
-	}
-	if _, ok := parent[keys[len(keys)-1]]; !ok {
-		return doc
-	}
-	delete(parent, keys[len(keys)-1])
-	b, err := yaml.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}

@@ -88,8 +88,8 @@ func TestConfigFile(t *testing.T) {
 	if status != 0 || cfg.SinkConfig != "wrr" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 3*time.Second || cfg.LogLevel != "debug" {
 		t.Errorf("--config: status %d, knob %q, sync %v/%v, log level %s; want wrr 45s/3s debug\n%s", status, cfg.SinkConfig, cfg.SyncPeriod, cfg.MinSyncPeriod, cfg.LogLevel, stderr)
 	}
-	if !strings.Contains(stderr, "conntrack ignored") {
-		t.Errorf("no warning for the conntrack settings:\n%s", stderr)
+	if cfg.Conntrack.MaxPerCore != 1 || cfg.Conntrack.Min != 128*1024 {
+		t.Errorf("--config: conntrack max per core %d, min %d; want the file's 1 and the default 131072", cfg.Conntrack.MaxPerCore, cfg.Conntrack.Min)
 	}
 	if cfg.NodeName != "demo-node" {
 		t.Errorf("--node-name (--hostname-override) with --config: %q, want the flag's demo-node over the file's", cfg.NodeName)

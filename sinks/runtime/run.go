@@ -12,6 +12,7 @@ import (
 	"github.com/proxysinks/proxysinks/client/source/kube"
 	"github.com/proxysinks/proxysinks/sinks/healthcheck"
 	"github.com/proxysinks/proxysinks/sinks/httpserve"
+	"github.com/proxysinks/proxysinks/sinks/udpflows"
 )
 
 // running is a sink past its start: its controller, source and servers.
@@ -36,12 +37,12 @@ const component = "proxysinks"
 // start builds what a running sink serves and its controller, and starts
 // the HTTP servers.
 func start(ctx context.Context, c Config, sink Sink, src client.Source, nodes *nodeAddrs, log *slog.Logger) (*running, error) {
-	metrics := httpserve.NewMetrics()
+	metrics := httpserve.NewMetrics(ipFamilies()...)
 	metrics.WatchSource(src.Stats)
 	health := newHealth(c, src)
 	handler := httpserve.Handler(metrics, health, sink.Mode)
 	quarantined := newQuarantineReport(log, metrics.Registry)
-	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined}, nodes: nodes}
+	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined, changes: &changeCounter{m: metrics}}, nodes: nodes}
 	if ks, ok := src.(*kube.Source); ok {
 		// Events on the Services whose objects the kernel refuses.
 		ev := newKubeEvents(ks.Clientset(), component, c.NodeName)
@@ -51,7 +52,7 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, nodes *n
 	r.services = healthcheck.NewServiceServer(healthcheck.ServiceConfig{
 		IPv4: true, IPv6: ipv6Supported(), Addresses: nodes.healthCheckAddresses(), Health: health, Log: log})
 	r.closers = append(r.closers, r.services.Close)
-	b, err := sink.New(Env{Config: c, NodePorts: nodes.cur, Log: log, OnSync: r.syncs.synced, Registry: metrics.Registry})
+	b, err := sink.New(Env{Config: c, NodePorts: nodes.cur, Log: log, OnSync: r.syncs.synced, Registry: metrics.Registry, MetricsText: metrics.AddText})
 	if err != nil {
 		r.close()
 		return nil, err
@@ -60,13 +61,19 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, nodes *n
 	if b.Close != nil {
 		r.closers = append(r.closers, b.Close)
 	}
+	if b.Conntrack != nil {
+		if r.syncs.flows, err = udpflows.New(b.Conntrack, metrics.Registry, log); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
 	r.syncs.countSyscalls(b.Syscalls)
 	log.Info("node ready", "node", c.NodeName, "nodeport-addresses", nodes.cur.Addrs, "mode", sink.Mode)
 	if err := httpserve.Serve(ctx, c.MetricsAddress, handler, log); err != nil {
 		r.close()
 		return nil, err
 	}
-	if err := httpserve.Serve(ctx, c.HealthzAddress, httpserve.HealthHandler(health), log); err != nil {
+	if err := httpserve.Serve(ctx, c.HealthzAddress, httpserve.HealthHandler(metrics, health), log); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -105,6 +112,7 @@ func (r *running) loop(ctx context.Context) error {
 	go func() {
 		srcErr <- r.src.Run(ctx, func(s *client.Snapshot) {
 			r.health.Queued()
+			r.syncs.changes.queued(s)
 			h.put(s)
 		})
 	}()
@@ -190,6 +198,9 @@ const maxPendingTriggers = 10000
 type syncRecorder struct {
 	metrics   *httpserve.Metrics
 	health    *healthcheck.ProxyHealth
+	flows     *udpflows.Reconciler // nil: no conntrack reconcile
+	changes   *changeCounter
+	noLocal   noLocalCounter
 	syscalls  func() uint64
 	lastCalls uint64
 	// delivered is when the snapshot not programmed yet was handed over.
@@ -212,6 +223,11 @@ func (s *syncRecorder) countSyscalls(syscalls func() uint64) {
 
 // handedOver records a snapshot handed to the controller.
 func (s *syncRecorder) handedOver(p pending) {
+	if s.flows != nil {
+		s.flows.HandedOver(p.s)
+	}
+	s.changes.handedOver()
+	s.noLocal.handedOver(p.s)
 	s.delivered = time.Now()
 	s.triggers = append(s.triggers, p.triggers...)
 	if n := len(s.triggers) - maxPendingTriggers; n > 0 {
@@ -229,13 +245,16 @@ func (s *syncRecorder) synced(st SyncStats) {
 		m.Syscalls.Add(float64(now - s.lastCalls))
 		s.lastCalls = now
 	}
-	m.SyncDuration.Observe(st.Duration.Seconds())
+	m.ObserveSync(st.Duration)
 	m.KernelOps.Add(float64(st.Writes))
 	m.SyncKernelOps.Set(float64(st.Writes))
 	m.FailedObjects.Set(float64(st.Failed))
-	m.NoLocalEndpoints.WithLabelValues("local").Set(float64(st.NoLocalEndpoints))
+	m.SetNoLocalEndpoints(s.noLocal.internal, s.noLocal.external)
 	if s.quarantine != nil {
 		s.quarantine.report(st)
+	}
+	if s.flows != nil {
+		s.flows.Synced(st.Err == nil)
 	}
 	if st.Err != nil {
 		m.SyncErrors.Inc()
@@ -250,13 +269,13 @@ func (s *syncRecorder) synced(st SyncStats) {
 	// programming.
 	programmed := programmedAt(st, time.Now())
 	for _, t := range s.triggers {
-		m.ProgrammingDuration.Observe(programmed.Sub(t).Seconds())
+		m.ObserveProgramming(programmed.Sub(t))
 	}
 	s.triggers = s.triggers[:0]
 	if !s.delivered.IsZero() {
 		m.SnapshotProgramming.Observe(programmed.Sub(s.delivered).Seconds())
 		s.delivered = time.Time{}
 	}
-	m.LastSync.SetToCurrentTime()
+	m.Synced()
 	s.health.Updated()
 }

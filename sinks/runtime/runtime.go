@@ -29,7 +29,9 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/file"
 	"github.com/proxysinks/proxysinks/client/source/kube"
+	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/xtables"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
@@ -69,6 +71,9 @@ type Env struct {
 	// Registry is where the controller registers metrics of its own
 	// (served on /metrics with the runtime's); nil in a dry run.
 	Registry prometheus.Registerer
+	// MetricsText, when not nil, adds series /metrics serves in the text
+	// format (httpserve.Metrics.AddText); nil in a dry run.
+	MetricsText func(httpserve.TextSource)
 }
 
 // Built is a controller with what the runtime reads from it.
@@ -79,6 +84,10 @@ type Built struct {
 	Syscalls func() uint64
 	// Close, when not nil, releases the controller's connections.
 	Close func()
+	// Conntrack, when not nil, is the node's conntrack: after the syncs
+	// that need it, the runtime deletes stale UDP flows through it, as
+	// kube-proxy does (sinks/udpflows).
+	Conntrack conntrack.Reconciler
 }
 
 // Sink describes a sink binary.
@@ -309,6 +318,9 @@ func Run(ctx context.Context, c Config, sink Sink, stdout io.Writer, log *slog.L
 	defer nodes.close()
 	if c.DryRun {
 		return dryRun(ctx, c, nodes, src, sink, stdout, log)
+	}
+	if err := applyConntrack(c.Conntrack, log); err != nil {
+		return fmt.Errorf("could not set conntrack parameters: %w", err)
 	}
 	r, err := start(ctx, c, sink, src, nodes, log)
 	if err != nil {

@@ -129,11 +129,7 @@ var kubeProxyV1372Flags = []kubeProxyFlag{
 // pendingFlags are kube-proxy flags that changes of their own add to the
 // tables (named by what they do); TestTables fails once one is in a table,
 // so that it leaves this list.
-var pendingFlags = map[string]string{
-	"conntrack-max-per-core": "conntrack", "conntrack-min": "conntrack", "conntrack-tcp-be-liberal": "conntrack",
-	"conntrack-tcp-timeout-close-wait": "conntrack", "conntrack-tcp-timeout-established": "conntrack",
-	"conntrack-udp-timeout": "conntrack", "conntrack-udp-timeout-stream": "conntrack",
-}
+var pendingFlags = map[string]string{}
 
 // kubeProxyDefines reports whether one of f's names is a kube-proxy flag.
 func kubeProxyDefines(f runtime.Flag) bool {
