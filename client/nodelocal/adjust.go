@@ -43,6 +43,13 @@ func (l *adjustments) skip(field, value, reason string) {
 	}
 }
 
+// readAs records an unknown value read as result, as kube-proxy reads it.
+func (l *adjustments) readAs(field, value, result, reason string) {
+	if l != nil {
+		l.list = append(l.list, Adjustment{Field: field, Value: value, Result: result, Reason: reason})
+	}
+}
+
 // repaired records a value served as result, when r says it was
 // repaired. Callers test r first where it is hot: result is boxed.
 func (l *adjustments) repaired(field, value string, result fmt.Stringer, r repair) {

@@ -228,6 +228,22 @@ func TestConvertServiceInputRules(t *testing.T) {
 			},
 		},
 		{
+			name: "unknown policies and affinity are read as kube-proxy reads them: Cluster, None",
+			svc: lb(func(s *corev1.Service) {
+				s.Spec.ExternalTrafficPolicy = "Global"
+				s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicy("Nearby"))
+				s.Spec.SessionAffinity = "Cookie"
+			}),
+			want: result{
+				LoadBalancerIPs: []string{"198.51.100.1"},
+				Adjustments: []string{
+					`spec.sessionAffinity "Cookie": served as None (unknown session affinity, read as kube-proxy reads it)`,
+					`spec.externalTrafficPolicy "Global": served as Cluster (unknown policy, read as kube-proxy reads it)`,
+					`spec.internalTrafficPolicy "Nearby": served as Cluster (unknown policy, read as kube-proxy reads it)`,
+				},
+			},
+		},
+		{
 			name: "an IPv4-mapped external IP is IPv4",
 			svc: lb(func(s *corev1.Service) {
 				s.Spec.ExternalIPs = []string{"::ffff:192.0.2.50"}

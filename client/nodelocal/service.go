@@ -91,7 +91,7 @@ func convertService(s *corev1.Service, proxyName string, adj *adjustments) (svc 
 	if err != nil {
 		return fail(err)
 	}
-	if err := convertPolicies(s, svc); err != nil {
+	if err := convertPolicies(s, svc, adj); err != nil {
 		return fail(err)
 	}
 	convertSourceRanges(s, svc, adj)
@@ -249,8 +249,11 @@ func convertPorts(s *corev1.Service, svc *client.Service) ([]fieldError, error) 
 }
 
 // convertPolicies fills the session affinity, the traffic policies and the
-// health-check node port of svc; the error is a fieldError.
-func convertPolicies(s *corev1.Service, svc *client.Service) error {
+// health-check node port of svc; the error is a fieldError. An unknown
+// session affinity or traffic policy is read as kube-proxy reads it (only
+// ClientIP and Local mean anything: any other value is None or Cluster),
+// and adj says so.
+func convertPolicies(s *corev1.Service, svc *client.Service, adj *adjustments) error {
 	switch s.Spec.SessionAffinity {
 	case "", corev1.ServiceAffinityNone:
 	case corev1.ServiceAffinityClientIP:
@@ -263,15 +266,14 @@ func convertPolicies(s *corev1.Service, svc *client.Service) error {
 		}
 		svc.SessionAffinity = &client.SessionAffinity{TimeoutSeconds: t}
 	default:
-		return fieldError{"spec.sessionAffinity", fmt.Errorf("unknown session affinity %q", s.Spec.SessionAffinity)}
+		adj.readAs("spec.sessionAffinity", string(s.Spec.SessionAffinity), string(corev1.ServiceAffinityNone), "unknown session affinity, read as kube-proxy reads it")
 	}
-
 	switch s.Spec.ExternalTrafficPolicy {
 	case "", corev1.ServiceExternalTrafficPolicyCluster:
 	case corev1.ServiceExternalTrafficPolicyLocal:
 		svc.ExternalTrafficLocal = svc.ExternallyAccessible()
 	default:
-		return fieldError{"spec.externalTrafficPolicy", fmt.Errorf("unknown policy %q", s.Spec.ExternalTrafficPolicy)}
+		adj.readAs("spec.externalTrafficPolicy", string(s.Spec.ExternalTrafficPolicy), string(corev1.ServiceExternalTrafficPolicyCluster), "unknown policy, read as kube-proxy reads it")
 	}
 	if p := s.Spec.InternalTrafficPolicy; p != nil {
 		switch *p {
@@ -279,7 +281,7 @@ func convertPolicies(s *corev1.Service, svc *client.Service) error {
 		case corev1.ServiceInternalTrafficPolicyLocal:
 			svc.InternalTrafficLocal = true
 		default:
-			return fieldError{"spec.internalTrafficPolicy", fmt.Errorf("unknown policy %q", *p)}
+			adj.readAs("spec.internalTrafficPolicy", string(*p), string(corev1.ServiceInternalTrafficPolicyCluster), "unknown policy, read as kube-proxy reads it")
 		}
 	}
 	if svc.Type == client.LoadBalancer && svc.ExternalTrafficLocal && s.Spec.HealthCheckNodePort != 0 {

@@ -183,11 +183,6 @@ func TestConvertServiceBadInput(t *testing.T) {
 		}, "spec.ports", 0},
 		{"no ports", func(s *corev1.Service) { s.Spec.Ports = nil }, "spec.ports", 0},
 		{"bad type", func(s *corev1.Service) { s.Spec.Type = "Magic" }, "spec.type", 0},
-		{"bad eTP", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = "Global" }, "spec.externalTrafficPolicy", 0},
-		{"bad iTP", func(s *corev1.Service) {
-			s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicy("Nearby"))
-		}, "spec.internalTrafficPolicy", 0},
-		{"bad affinity", func(s *corev1.Service) { s.Spec.SessionAffinity = "Cookie" }, "spec.sessionAffinity", 0},
 		{"bad affinity timeout", func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(0))}}
