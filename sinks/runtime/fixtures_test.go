@@ -129,4 +129,3 @@ func runFixture(t *testing.T, sink runtime.Sink, fx fixture, args []string, leav
 	status := runtime.Main(sink, append(a, flags...), &stdout, &stderr)
 	return status, stdout.String(), stderr.String()
 }
-
