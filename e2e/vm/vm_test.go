@@ -52,7 +52,10 @@ func TestHungGuestIsKilled(t *testing.T) {
 	if !errors.Is(err, vm.ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
 	}
-	if took := time.Since(start); took > 60*time.Second {
+	// The guest sleeps for an hour: a bound far below that shows it was
+	// killed, with room for a slow boot on a loaded machine (60.5 s was
+	// seen with the 25 s timeout while other VMs ran).
+	if took := time.Since(start); took > 2*time.Minute {
 		t.Errorf("killing the hung guest took %s", took)
 	}
 	if !strings.Contains(err.Error(), "going to sleep") {
