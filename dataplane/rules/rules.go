@@ -279,7 +279,6 @@ func (b builder) servicesRules(cfg Config) {
 func (b builder) filterRules() {
 	mark := b.mark
 	// filter KUBE-FORWARD.
-	b.filter(ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
 	b.filter(ChainForward, cat(comment("kubernetes forwarding rules"), []string{"-m", "mark", "--mark", mark + "/" + mark}, jump("ACCEPT"))...)
 	b.filter(ChainForward, cat(comment("kubernetes forwarding conntrack rule"), []string{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, jump("ACCEPT"))...)
 

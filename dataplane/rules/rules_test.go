@@ -144,6 +144,27 @@ func TestLoopbackReturn(t *testing.T) {
 	}
 }
 
+// TestForward: KUBE-FORWARD holds kube-proxy v1.37.2 IPVS mode's two
+// rules in its order (masqueraded traffic, then RELATED,ESTABLISHED); its
+// IPVS mode writes no conntrack-INVALID drop (the iptables mode does).
+func TestForward(t *testing.T) {
+	for _, f := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+		var got []string
+		for _, r := range Build(Config{MasqueradeBit: 14}, f).Rules {
+			if r.Chain == ChainForward {
+				got = append(got, r.String())
+			}
+		}
+		want := []string{
+			`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT`,
+			`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s KUBE-FORWARD (-want +got):\n%s", f, diff)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for bit, ok := range map[int]bool{-1: false, 0: true, 14: true, 31: true, 32: false} {
 		if err := (Config{MasqueradeBit: bit}).Validate(); (err == nil) != ok {

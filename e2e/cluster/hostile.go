@@ -49,9 +49,10 @@ type HostileObject struct {
 	Slice   *discoveryv1.EndpointSlice
 	// KubeProxyFails names the kube-proxy modes that fail a whole sync
 	// over this object (the sinks skip only the bad value: issue 31's
-	// third input rule): the differential of such a mode leaves it out,
-	// since kube-proxy's capture would then hold nothing of that family
-	// to compare with.
+	// third input rule), or whose state over it changes at every sync:
+	// the differential of such a mode leaves it out, since kube-proxy's
+	// capture would then hold nothing of that family to compare with, or
+	// whatever its last sync happened to leave.
 	KubeProxyFails []string
 }
 
