@@ -69,13 +69,54 @@ kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09
 proxysinks_kernel_operations_total{kind="ipvs"} 10
 proxysinks_kernel_operations_total{kind="set, entry"} 5
 `
-	got, err := parseMetrics(strings.NewReader(text))
+	got, err := parseMetrics(strings.NewReader(text), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "proxysinks_kernel_operations_total": 15}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("metrics (-want +got):\n%s", d)
+	}
+}
+
+// TestParseMetricsFamilies: a sink reports its one sync under each
+// ip_family (copies, counted once); kube-proxy's per-family series are two
+// proxiers' syncs (summed). Other labels are summed either way.
+func TestParseMetricsFamilies(t *testing.T) {
+	text := `kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="1"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="1"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 1.5
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 1.5
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"} 3
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"} 1.7e+09
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal",ip_family="IPv4"} 2
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal",ip_family="IPv6"} 2
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external",ip_family="IPv4"} 1
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external",ip_family="IPv6"} 1
+go_gc_duration_seconds_count 7
+`
+	for _, tc := range []struct {
+		familyCopies bool
+		want         map[string]float64
+	}{
+		{true, map[string]float64{
+			"kubeproxy_sync_proxy_rules_duration_seconds_bucket": 3, "kubeproxy_sync_proxy_rules_duration_seconds_sum": 1.5,
+			"kubeproxy_sync_proxy_rules_duration_seconds_count": 3, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9,
+			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 3, "go_gc_duration_seconds_count": 7}},
+		{false, map[string]float64{
+			"kubeproxy_sync_proxy_rules_duration_seconds_bucket": 6, "kubeproxy_sync_proxy_rules_duration_seconds_sum": 3,
+			"kubeproxy_sync_proxy_rules_duration_seconds_count": 6, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 3.4e9,
+			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 6, "go_gc_duration_seconds_count": 7}},
+	} {
+		got, err := parseMetrics(strings.NewReader(text), tc.familyCopies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("familyCopies %v: metrics (-want +got):\n%s", tc.familyCopies, d)
+		}
 	}
 }
 
