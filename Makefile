@@ -68,6 +68,7 @@ bench:
 
 ## bench-report: the scenario matrix (every sink and kube-proxy v1.37.2, real kernels, one apiserver) into
 ## bench/REPORT.md and bench/report/; SHORT=1 runs the short subset (1,000 x 10, each cell once, no strace: 13 minutes on the quiet 2-core build machine)
+## (PROXYSINKS_BENCH_SIZES, _SINKS, _SCENARIOS select cells; PROXYSINKS_BENCH_SUPPLEMENT=1: a sinks-only run that replaces no kube-proxy row, see e2e/benchmatrix)
 bench-report: deps
 	PROXYSINKS_BENCH_MATRIX=1 $(GO) test -count=1 -timeout 0 -v $(if $(SHORT),-short) -run '^TestMatrix$$' ./e2e/benchmatrix/
 

@@ -12,6 +12,11 @@
 //
 // `make bench-report` runs it (TestMatrix, PROXYSINKS_BENCH_MATRIX=1) and
 // writes bench/REPORT.md with its PNG plots; `make bench-report SHORT=1` is
-// the short subset. The driver (Driver) runs next to the kernel it measures:
-// in this process for the host's namespaces, as TestMatrixGuest in the VM.
+// the short subset. PROXYSINKS_BENCH_SIZES, _SINKS and _SCENARIOS select
+// the cells (TestMatrix's environment); PROXYSINKS_BENCH_SUPPLEMENT=1 marks
+// a run of some sinks alone whose samples replace no other run's
+// (Results.Supplement), such as the sinks' memory at sizes where
+// kube-proxy's rows come from an older run. The driver (Driver) runs next
+// to the kernel it measures: in this process for the host's namespaces, as
+// TestMatrixGuest in the VM.
 package benchmatrix

@@ -272,6 +272,7 @@ func (d *driver) startProxy(strace string) error {
 	if err != nil {
 		return err
 	}
+	p.familyCopies = !d.Sink.KubeProxy
 	d.p = p
 	return nil
 }

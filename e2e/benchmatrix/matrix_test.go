@@ -57,6 +57,11 @@ const (
 	// initial sync under strace, "initial" only the initial syncs (and,
 	// in the VM, the IPVS floor beside them).
 	ScenariosEnv = "PROXYSINKS_BENCH_SCENARIOS"
+	// SupplementEnv=1 marks the run a supplement (Results.Supplement): a
+	// run of some sinks alone, such as the sinks' initial syncs at sizes
+	// where kube-proxy's figures come from an older run; its samples fill
+	// only what no other run measured, and the memory section reads them.
+	SupplementEnv = "PROXYSINKS_BENCH_SUPPLEMENT"
 )
 
 // samplePrefix starts the console lines carrying a guest's samples.
@@ -79,6 +84,8 @@ type plan struct {
 	timeout time.Duration
 	// probeGap is Config.ProbeGap.
 	probeGap time.Duration
+	// supplement is Results.Supplement.
+	supplement bool
 }
 
 // changeSyncPeriod is the periodic resync of the proxies during the change
@@ -139,6 +146,13 @@ func planFromEnv(getenv func(string) string, short bool) (plan, error) {
 	}
 	if v := getenv(LabelEnv); v != "" {
 		p.label = v
+	}
+	switch v := getenv(SupplementEnv); v {
+	case "", "0":
+	case "1":
+		p.supplement = true
+	default:
+		return p, fmt.Errorf("%s: bad value %q (want 1 or 0)", SupplementEnv, v)
 	}
 	if v := getenv(ScenariosEnv); v != "" {
 		p.only = map[string]bool{}
@@ -223,7 +237,7 @@ func TestMatrix(t *testing.T) {
 		strace = ""
 	}
 
-	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl), HostLoad: []float64{hostLoad()}}
+	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl), HostLoad: []float64{hostLoad()}, Supplement: pl.supplement}
 	var mu sync.Mutex
 	emit := func(s Sample) {
 		mu.Lock()
@@ -478,7 +492,7 @@ func TestMatrixGuest(t *testing.T) {
 // commandLine is the make command that reproduces a plan.
 func commandLine(p plan) string {
 	var env []string
-	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, ProbeGapEnv, ScenariosEnv, LabelEnv} {
+	for _, k := range []string{SizesEnv, SinksEnv, RepsEnv, EndpointRepsEnv, SteadyEnv, StraceEnv, TimeoutEnv, ProbeGapEnv, ScenariosEnv, SupplementEnv, LabelEnv} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+strconv.Quote(v))
 		}

@@ -69,13 +69,54 @@ kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09
 proxysinks_kernel_operations_total{kind="ipvs"} 10
 proxysinks_kernel_operations_total{kind="set, entry"} 5
 `
-	got, err := parseMetrics(strings.NewReader(text))
+	got, err := parseMetrics(strings.NewReader(text), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "proxysinks_kernel_operations_total": 15}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("metrics (-want +got):\n%s", d)
+	}
+}
+
+// TestParseMetricsFamilies: a sink reports its one sync under each
+// ip_family (copies, counted once); kube-proxy's per-family series are two
+// proxiers' syncs (summed). Other labels are summed either way.
+func TestParseMetricsFamilies(t *testing.T) {
+	text := `kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="1"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="1"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 1.5
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 1.5
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"} 3
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"} 1.7e+09
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal",ip_family="IPv4"} 2
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal",ip_family="IPv6"} 2
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external",ip_family="IPv4"} 1
+kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external",ip_family="IPv6"} 1
+go_gc_duration_seconds_count 7
+`
+	for _, tc := range []struct {
+		familyCopies bool
+		want         map[string]float64
+	}{
+		{true, map[string]float64{
+			"kubeproxy_sync_proxy_rules_duration_seconds_bucket": 3, "kubeproxy_sync_proxy_rules_duration_seconds_sum": 1.5,
+			"kubeproxy_sync_proxy_rules_duration_seconds_count": 3, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9,
+			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 3, "go_gc_duration_seconds_count": 7}},
+		{false, map[string]float64{
+			"kubeproxy_sync_proxy_rules_duration_seconds_bucket": 6, "kubeproxy_sync_proxy_rules_duration_seconds_sum": 3,
+			"kubeproxy_sync_proxy_rules_duration_seconds_count": 6, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 3.4e9,
+			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 6, "go_gc_duration_seconds_count": 7}},
+	} {
+		got, err := parseMetrics(strings.NewReader(text), tc.familyCopies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("familyCopies %v: metrics (-want +got):\n%s", tc.familyCopies, d)
+		}
 	}
 }
 
@@ -190,6 +231,84 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestMergeSupplement: a supplement run fills only the sizes and
+// scenarios no other run measured; it takes out no kube-proxy row.
+func TestMergeSupplement(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 12, 1, h, 0, 0, 0, time.UTC) }
+	smp := func(sink, kind string, n int, sc string) Sample {
+		return Sample{Sink: sink, Kind: kind, Scenario: sc, Services: n, Endpoints: 10, Seconds: 1}
+	}
+	old := &Results{Label: "old", Started: at(1), Samples: []Sample{
+		smp("ipvs-fullstate", KindIPVS, 10000, ScInitial),
+		smp("kube-proxy ipvs", KindIPVS, 10000, ScInitial),
+	}}
+	sup := &Results{Label: "sup", Started: at(2), Supplement: true, Samples: []Sample{
+		smp("ipvs-fullstate", KindIPVS, 10000, ScFloor),
+		smp("ipvs-fullstate", KindIPVS, 10000, ScInitial),
+		smp("ipvs-fullstate", KindIPVS, 50000, ScInitial),
+		smp("iptables", KindIPTables, 10000, ScInitial),
+	}}
+	tables := merge([]*Results{old, sup})
+	type got struct {
+		N          int
+		Sink, Run  string
+		Floor, Ini int
+	}
+	var runs []got
+	for _, k := range []sizeKey{{10000, 10}, {50000, 10}} {
+		for _, sink := range []string{"ipvs-fullstate", "kube-proxy ipvs", "iptables"} {
+			if tb := tables[k]; tb != nil && tb.label(sink, ScInitial) != "—" {
+				runs = append(runs, got{k.n, sink, tb.label(sink, ScInitial), len(tb.get(sink, ScFloor).ok), len(tb.get(sink, ScInitial).ok)})
+			}
+		}
+	}
+	want := []got{
+		{10000, "ipvs-fullstate", "old", 0, 1}, // the supplement's initial and floor left out
+		{10000, "kube-proxy ipvs", "old", 0, 1},
+		{10000, "iptables", "sup", 0, 1}, // the host's group: nobody else measured it
+		{50000, "ipvs-fullstate", "sup", 0, 1},
+	}
+	if d := cmp.Diff(want, runs); d != "" {
+		t.Errorf("merged runs -want +got:\n%s", d)
+	}
+}
+
+// TestMemory: the memory section's figures, verdicts and the runs they
+// come from; a failed kube-proxy sync is named, not compared.
+func TestMemory(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 12, 1, h, 0, 0, 0, time.UTC) }
+	smp := func(sink, kind string, n int, mb float64, err string) Sample {
+		return Sample{Sink: sink, Kind: kind, Scenario: ScInitial, Services: n, Endpoints: 10, Seconds: 1, PeakRSSMB: mb, Error: err}
+	}
+	kp := &Results{Label: "kp", Started: at(1), Samples: []Sample{
+		smp("kube-proxy ipvs", KindIPVS, 10000, 230, ""),
+		smp("kube-proxy ipvs", KindIPVS, 10000, 234, ""),
+		smp("kube-proxy iptables", KindIPTables, 10000, 0, "kernel not programmed in time after 6m0s\nmore"),
+		smp("kube-proxy nftables", KindNFTables, 10000, 270, ""),
+	}}
+	sup := &Results{Label: "sup", Started: at(2), Supplement: true, Samples: []Sample{
+		smp("ipvs-fullstate", KindIPVS, 10000, 200, ""),
+		smp("ipvs-fullstate", KindIPVS, 50000, 900, ""),
+		smp("ipvs-incremental", KindIPVS, 10000, 240, ""),
+		smp("ipvs-incremental", KindIPVS, 50000, 1400, ""),
+		smp("iptables", KindIPTables, 10000, 150, ""),
+	}}
+	var b strings.Builder
+	memory(&b, []*Results{kp, sup})
+	for _, want := range []string{
+		"- ipvs-fullstate at 10,000 x 10, peak RSS ≤ kube-proxy ipvs's: **met**, 200 MB (run sup) against 234 MB (run kp): 0.85x.\n",
+		"- ipvs-fullstate from 10,000 to 50,000 x 10 (5x the cluster), growth ≤ 5.5x: **met**, 200 MB to 900 MB (run sup): 4.50x.\n",
+		"- ipvs-incremental at 10,000 x 10, peak RSS ≤ kube-proxy ipvs's: **missed**, 240 MB (run sup) against 234 MB (run kp): 1.03x.\n",
+		"growth ≤ 5.5x: **missed**, 240 MB to 1400 MB (run sup): 5.83x.\n",
+		"- iptables at 10,000 x 10: 150 MB (run sup); kube-proxy iptables has no figure to compare: it never finished its initial sync at this size (kernel not programmed in time after 6m0s (run kp)); kube-proxy nftables, its other mode on this host: 270 MB (run kp).\n",
+		"- iptables from 10,000 to 50,000 x 10: not measured in one run.\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("memory section lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // TestSectionUnmeasured: a proxy whose initial sync timed out keeps a row
 // in the later scenarios' tables, saying why it has no numbers there.
 func TestSectionUnmeasured(t *testing.T) {
@@ -230,6 +349,8 @@ func TestPlanFromEnv(t *testing.T) {
 				p.sinks = []string{"iptables", "kube-proxy iptables"}
 			}},
 		{env: map[string]string{ScenariosEnv: "initial, strace"}, want: func(p *plan) { p.only = map[string]bool{"initial": true, "strace": true} }},
+		{env: map[string]string{SupplementEnv: "1"}, want: func(p *plan) { p.supplement = true }},
+		{env: map[string]string{SupplementEnv: "yes"}, wantErr: `PROXYSINKS_BENCH_SUPPLEMENT: bad value "yes" (want 1 or 0)`},
 		{env: map[string]string{SizesEnv: "1000"}, wantErr: `PROXYSINKS_BENCH_SIZES: bad size "1000" (want NxM)`},
 		{env: map[string]string{SizesEnv: "0x10"}, wantErr: `PROXYSINKS_BENCH_SIZES: bad size "0x10" (want NxM)`},
 		{env: map[string]string{RepsEnv: "0"}, wantErr: `PROXYSINKS_BENCH_REPS: bad count "0" (want a positive integer)`},

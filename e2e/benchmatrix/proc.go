@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ type proxy struct {
 	restoreLog string
 	straceOut  string // strace -c output when run under strace
 	straceAll  bool   // strace counted every call, not only the socket messages
+	// familyCopies: the proxy is a sink, whose per-family metrics are
+	// copies of one sync (parseMetrics).
+	familyCopies bool
 }
 
 // lockedBuffer is a bytes.Buffer safe for the process's two output streams.
@@ -317,12 +321,18 @@ func (p *proxy) metrics(ctx context.Context) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("benchmatrix: %s /metrics: %s", p.name, resp.Status)
 	}
-	return parseMetrics(resp.Body)
+	return parseMetrics(resp.Body, p.familyCopies)
 }
 
-// parseMetrics sums the Prometheus text format's samples by name.
-func parseMetrics(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
+// parseMetrics sums the Prometheus text format's samples by name. With
+// familyCopies (a sink: its one sync covers every IP family and is
+// reported under each family's ip_family label) the samples that differ
+// only in ip_family are copies of one value, counted once (the largest);
+// without it (kube-proxy: one proxier per family, each its own syncs) they
+// are summed like any other label.
+func parseMetrics(r io.Reader, familyCopies bool) (map[string]float64, error) {
+	series := map[string]float64{} // name and labels, ip_family dropped with familyCopies
+	names := map[string]string{}   // series key -> name
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 64<<10), 1<<20)
 	for s.Scan() {
@@ -331,10 +341,15 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 			continue
 		}
 		name, rest, _ := strings.Cut(l, " ")
+		key := name
 		if i := strings.IndexByte(l, '{'); i >= 0 && i < len(name) {
 			name = l[:i]
 			j := strings.LastIndexByte(l, '}')
 			rest = strings.TrimSpace(l[j+1:])
+			key = l[:j+1]
+			if familyCopies {
+				key = name + "{" + ipFamilyLabel.ReplaceAllString(l[i+1:j], "") + "}"
+			}
 		}
 		f := strings.Fields(rest)
 		if len(f) == 0 {
@@ -344,10 +359,21 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 		if err != nil {
 			continue
 		}
-		out[name] += v
+		if old, seen := series[key]; !seen || v > old {
+			series[key] = v
+		}
+		names[key] = name
+	}
+	out := map[string]float64{}
+	for key, v := range series {
+		out[names[key]] += v
 	}
 	return out, s.Err()
 }
+
+// ipFamilyLabel matches the ip_family label in a sample's label list, with
+// the comma that joins it to the others.
+var ipFamilyLabel = regexp.MustCompile(`,?\bip_family="[^"]*"`)
 
 // stop ends the proxy (SIGTERM, SIGKILL after 20 s, 2 minutes under
 // strace, which slows the exit too) and whatever it left running in its

@@ -53,7 +53,7 @@ func Render(dir, report string) error {
 	for _, r := range runs {
 		var sizes []string
 		for _, k := range keys {
-			if tables[k].from(r) {
+			if tables[k].from(r) || r.Supplement && slices.ContainsFunc(r.Samples, func(s Sample) bool { return s.Services == k.n && s.Endpoints == k.m }) {
 				sizes = append(sizes, k.String())
 			}
 		}
@@ -79,6 +79,7 @@ func Render(dir, report string) error {
 
 	w("## Targets (issue 13)\n\nEach at the size closest to the target's 10,000 x 10 where both sides were measured.\n\n")
 	targets(&b, tables, keys)
+	memory(&b, runs)
 
 	for _, k := range keys {
 		t := tables[k]

@@ -23,7 +23,12 @@ type Results struct {
 	// HostLoad is the host's 1-minute load average, read at the start and
 	// after each proxy.
 	HostLoad []float64 `json:"hostLoad,omitempty"`
-	Samples  []Sample  `json:"samples"`
+	// Supplement marks a run of some sinks alone (SupplementEnv): its
+	// samples fill only the sizes and scenarios no other run measured, so
+	// that it never takes out the kube-proxy rows of the same size that the
+	// sinks are compared with; the memory section reads all of them.
+	Supplement bool     `json:"supplement,omitempty"`
+	Samples    []Sample `json:"samples"`
 }
 
 // hostLoad returns the 1-minute load average (0 when unreadable).

@@ -175,17 +175,31 @@ func messages(s Sample) float64 { return float64(s.MessageSyscalls) }
 // proxies (the VM's, the host's) and scenario from the newest run that
 // measured it, so that a sink and the kube-proxy it is compared with
 // always come from one run. The IPVS floor goes with the initial sync it
-// was measured beside.
+// was measured beside. A supplement run's samples go only where no other
+// run measured (Results.Supplement).
 func merge(runs []*Results) map[sizeKey]*table {
+	type part struct {
+		size      sizeKey
+		group, sc string
+	}
+	covered := map[part]bool{} // by a run that is no supplement
+	for _, r := range runs {
+		for _, s := range r.Samples {
+			for _, sc := range mergedWith(s.Scenario) {
+				if !r.Supplement {
+					covered[part{sizeKey{s.Services, s.Endpoints}, group(s.Kind), sc}] = true
+				}
+			}
+		}
+	}
 	tables := map[sizeKey]*table{}
 	for _, r := range runs {
-		type part struct {
-			size      sizeKey
-			group, sc string
-		}
 		fresh := map[part]bool{} // replaced by r
 		for _, s := range r.Samples {
 			k := sizeKey{s.Services, s.Endpoints}
+			if r.Supplement && covered[part{k, group(s.Kind), s.Scenario}] {
+				continue
+			}
 			t := tables[k]
 			if t == nil {
 				t = &table{cells: map[string]map[string]*cell{}, kinds: map[string]string{}, runOf: map[string]map[string]*Results{}}
