@@ -170,6 +170,9 @@ func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, 
 	ref := m.Capture(e, filepath.Join(bin, "kube-proxy"), append([]string{
 		"--proxy-mode=" + m.Name, "--kubeconfig=" + m.Where.path(e.Work, "kube-proxy.kubeconfig"),
 		"--hostname-override=" + cluster.BroadNode, "--conntrack-max-per-core=0", "--v=2"}, s.flags()...)...)
+	if s.Shows != "" && !shows(ref.State, s.Shows) {
+		t.Errorf("kube-proxy's capture has no line with %q: the setting did not take effect", s.Shows)
+	}
 	for _, sink := range m.Sinks {
 		t.Run(sink, func(t *testing.T) {
 			se := &Env{T: t, Cluster: e.Cluster, Work: e.Work}
@@ -182,6 +185,18 @@ func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, 
 			compare(t, m, sink, ref, got, explain)
 		})
 	}
+}
+
+// shows reports whether a line of st holds text.
+func shows(st cluster.State, text string) bool {
+	for _, lines := range st {
+		for _, l := range lines {
+			if strings.Contains(l, text) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // compare fails t for every difference explain leaves unexplained, every

@@ -21,6 +21,9 @@ type Setting struct {
 	NodePortAddresses string
 	// Modes are the modes whose rules the setting changes; empty: all.
 	Modes []string
+	// Shows, when set, is text a line of kube-proxy's capture must hold:
+	// the setting took effect.
+	Shows string
 }
 
 // BroadPodCIDRs are the Node's spec.podCIDRs per node of the broad
@@ -35,16 +38,18 @@ var BroadPodCIDRs = map[string][]string{
 // writes, beside the default one of Run (ClusterCIDR detection without a
 // cluster CIDR, node ports on cluster.BroadNodeCIDR).
 var Settings = []Setting{
-	{Name: "cluster-cidr", Flags: []string{"--cluster-cidr=10.244.0.0/16,fd00:244::/48"}, NodePortAddresses: cluster.BroadNodeCIDR},
-	{Name: "node-cidr", Flags: []string{"--detect-local-mode=NodeCIDR"}, NodePortAddresses: cluster.BroadNodeCIDR},
-	{Name: "bridge", Flags: []string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0"}, NodePortAddresses: cluster.BroadNodeCIDR},
-	{Name: "if-prefix", Flags: []string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}, NodePortAddresses: cluster.BroadNodeCIDR},
+	{Name: "cluster-cidr", Flags: []string{"--cluster-cidr=10.244.0.0/16,fd00:244::/48"}, NodePortAddresses: cluster.BroadNodeCIDR, Shows: "! -s 10.244.0.0/16 "},
+	{Name: "node-cidr", Flags: []string{"--detect-local-mode=NodeCIDR"}, NodePortAddresses: cluster.BroadNodeCIDR, Shows: "! -s 10.244.0.0/24 "},
+	{Name: "bridge", Flags: []string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0"}, NodePortAddresses: cluster.BroadNodeCIDR, Shows: "! -i cbr0 "},
+	{Name: "if-prefix", Flags: []string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}, NodePortAddresses: cluster.BroadNodeCIDR, Shows: "! -i veth+ "},
 	// Node ports on every address, localhost included (the default).
-	{Name: "localhost-default", Modes: []string{"iptables"}},
-	{Name: "localhost-off", Flags: []string{"--iptables-localhost-nodeports=false"}, Modes: []string{"iptables"}},
-	{Name: "localhost-cidr", NodePortAddresses: "127.0.0.0/8," + cluster.BroadNodeCIDR, Modes: []string{"iptables"}},
+	{Name: "localhost-default", Modes: []string{"iptables"}, Shows: "block incoming localnet connections"},
+	{Name: "localhost-off", Flags: []string{"--iptables-localhost-nodeports=false"}, Modes: []string{"iptables"}, Shows: "! -d 127.0.0.0/8 "},
+	{Name: "localhost-cidr", NodePortAddresses: "127.0.0.0/8," + cluster.BroadNodeCIDR, Modes: []string{"iptables"}, Shows: "-d 127.0.0.1/32 "},
 	{Name: "primary-bind", Flags: []string{"--bind-address=" + cluster.BroadNodeIP}, NodePortAddresses: "primary"},
-	// The primary IP from the Node's InternalIP (no --bind-address).
+	// The primary IP from the Node's InternalIP (no --bind-address). On
+	// this node the primary rules are those of BroadNodeCIDR: Shows has
+	// nothing to look for.
 	{Name: "primary-node", NodePortAddresses: "primary"},
 }
 

@@ -37,7 +37,7 @@ func TestKubeProxyHostileDifferential(t *testing.T) {
 // cluster, and kube-proxy v1.37.2 and the iptables sink given the same
 // flags, per setting; the same rules up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-iptables-settings-differences.txt.
-// About 4 minutes: a long test (make test-long, PROXYSINKS_LONG=1).
+// About 2.5 minutes: a long test (make test-long, PROXYSINKS_LONG=1).
 func TestKubeProxySettingsDifferential(t *testing.T) {
 	if os.Getenv("PROXYSINKS_LONG") != "1" {
 		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
