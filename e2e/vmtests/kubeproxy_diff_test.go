@@ -39,8 +39,8 @@ func TestKubeProxyHostileDifferentialVM(t *testing.T) {
 // each IPVS sink given the same flags, each in a fresh VM, per setting;
 // the same kernel state up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-ipvs-differences.txt and
-// kubeproxy-ipvs-settings-differences.txt. Three VM runs per setting: a
-// long test (make test-long).
+// kubeproxy-ipvs-settings-differences.txt. Three VM runs per setting
+// (about 6 minutes a setting): a long test (make test-long).
 func TestKubeProxySettingsDifferentialVM(t *testing.T) {
 	longVM(t)
 	t.Parallel()
