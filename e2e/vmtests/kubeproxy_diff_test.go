@@ -40,7 +40,7 @@ func TestKubeProxyHostileDifferentialVM(t *testing.T) {
 // the same kernel state up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-ipvs-differences.txt and
 // kubeproxy-ipvs-settings-differences.txt. Three VM runs per setting
-// (about 6 minutes a setting): a long test (make test-long).
+// (2 to 6 minutes a setting): a long test (make test-long).
 func TestKubeProxySettingsDifferentialVM(t *testing.T) {
 	longVM(t)
 	t.Parallel()
