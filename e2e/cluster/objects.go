@@ -160,6 +160,23 @@ func (c *Client) CreateNode(ctx context.Context, name, zone string, addrs ...str
 	return nil
 }
 
+// SetPodCIDRs sets the Node's spec.podCIDRs (and spec.podCIDR, the
+// first), as a node IPAM controller does.
+func (c *Client) SetPodCIDRs(ctx context.Context, name string, cidrs ...string) error {
+	n, err := c.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("cluster: get node %s: %w", name, err)
+	}
+	n.Spec.PodCIDRs = cidrs
+	if len(cidrs) > 0 {
+		n.Spec.PodCIDR = cidrs[0]
+	}
+	if _, err := c.Admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("cluster: set the pod CIDRs of node %s: %w", name, err)
+	}
+	return nil
+}
+
 // Pod describes a pod the tests create in place of a kubelet's.
 type Pod struct {
 	Namespace, Name string

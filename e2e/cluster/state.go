@@ -190,8 +190,9 @@ func Chains(section, output string, keepComments bool) map[string][]string {
 // OrderDifferences returns, for each chain whose rules are the same set in
 // ref and got but in another order, a line "<table> <chain>" (sorted).
 // The rules of chains in independent may come in any order; those of
-// chains in lastFixed too but for the last one (KUBE-SERVICES' node-port
-// rule).
+// chains in lastFixed too but for the last ones: the trailing rules that
+// jump where ref's last rule jumps (KUBE-SERVICES' node-port rules, one
+// per node address, in kube-proxy's map order) stay last, in any order.
 func OrderDifferences(ref, got map[string][]string, independent, lastFixed []string) []string {
 	var out []string
 	for key, r := range ref {
@@ -202,13 +203,25 @@ func OrderDifferences(ref, got map[string][]string, independent, lastFixed []str
 		if !slices.Equal(slices.Sorted(slices.Values(r)), slices.Sorted(slices.Values(g))) {
 			continue // a content difference, which Diff reports
 		}
-		if slices.Contains(independent, key) || slices.Contains(lastFixed, key) && r[len(r)-1] == g[len(g)-1] {
+		if slices.Contains(independent, key) || slices.Contains(lastFixed, key) && sameTail(r, g) {
 			continue
 		}
 		out = append(out, key)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sameTail reports whether got ends with the same rules as ref's trailing
+// run of rules that jump to the target of ref's last rule, in any order.
+func sameTail(ref, got []string) bool {
+	_, target, _ := strings.Cut(ref[len(ref)-1], " -j ")
+	n := 0
+	for n < len(ref) && strings.HasSuffix(ref[len(ref)-1-n], " -j "+target) {
+		n++
+	}
+	tail := func(rules []string) []string { return slices.Sorted(slices.Values(rules[len(rules)-n:])) }
+	return slices.Equal(tail(ref), tail(got))
 }
 
 // Difference is one line present in one capture only.

@@ -138,6 +138,19 @@ func TestChainsAndOrderDifferences(t *testing.T) {
 	if d := cmp.Diff([]string{"nat KUBE-SERVICES"}, cluster.OrderDifferences(ref, got, nil, lastFixed)); d != "" {
 		t.Errorf("order differences (-want +got):\n%s", d)
 	}
+	// Two node-port rules last (one per node address): in any order, but
+	// last.
+	two := func(first, second string) map[string][]string {
+		return chains(save(`-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A`, first, second))
+	}
+	lo, node := `-A KUBE-SERVICES -d 127.0.0.1/32 -j KUBE-NODEPORTS`, `-A KUBE-SERVICES -d 192.168.50.10/32 -j KUBE-NODEPORTS`
+	if d := cmp.Diff([]string(nil), cluster.OrderDifferences(two(lo, node), two(node, lo), nil, lastFixed)); d != "" {
+		t.Errorf("node-port rules swapped: order differences (-want +got):\n%s", d)
+	}
+	moved := chains(save(lo, `-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-A`, node))
+	if d := cmp.Diff([]string{"nat KUBE-SERVICES"}, cluster.OrderDifferences(two(lo, node), moved, nil, lastFixed)); d != "" {
+		t.Errorf("a node-port rule not last: order differences (-want +got):\n%s", d)
+	}
 	// In an independent chain any order goes.
 	if d := cmp.Diff([]string(nil), cluster.OrderDifferences(ref, got, []string{"nat KUBE-SERVICES"}, nil)); d != "" {
 		t.Errorf("order differences (-want +got):\n%s", d)

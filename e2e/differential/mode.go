@@ -30,8 +30,9 @@ type Mode struct {
 	Where Where
 	// Differences is the reviewed differences file of the broad cluster,
 	// under e2e/cluster/testdata; HostileDifferences the hostile
-	// cluster's (RunHostile).
-	Differences, HostileDifferences string
+	// cluster's (RunHostile); SettingsDifferences the Settings'
+	// (RunSettings), beyond Differences.
+	Differences, HostileDifferences, SettingsDifferences string
 	// Shapes are the services, beside cluster.BroadShapes, whose rules
 	// exist only in this mode.
 	Shapes func() []cluster.Shape
@@ -54,11 +55,13 @@ type Order struct {
 var Modes = map[string]Mode{
 	"ipvs": {
 		Name: "ipvs", Sinks: []string{"ipvs-fullstate", "ipvs-incremental"}, Where: VM,
-		Differences: "kubeproxy-ipvs-differences.txt", HostileDifferences: "kubeproxy-ipvs-hostile-differences.txt", Shapes: ipvsShapes, Capture: captureVM,
+		Differences: "kubeproxy-ipvs-differences.txt", HostileDifferences: "kubeproxy-ipvs-hostile-differences.txt",
+		SettingsDifferences: "kubeproxy-ipvs-settings-differences.txt", Shapes: ipvsShapes, Capture: captureVM,
 	},
 	"iptables": {
 		Name: "iptables", Sinks: []string{"iptables"}, Where: Host,
-		Differences: "kubeproxy-iptables-differences.txt", HostileDifferences: "kubeproxy-iptables-hostile-differences.txt", Shapes: iptablesShapes, Capture: captureHost,
+		Differences: "kubeproxy-iptables-differences.txt", HostileDifferences: "kubeproxy-iptables-hostile-differences.txt",
+		SettingsDifferences: "kubeproxy-iptables-settings-differences.txt", Shapes: iptablesShapes, Capture: captureHost,
 		// Rule order matters within a chain (the statistic probabilities
 		// of a KUBE-SVC chain, a KUBE-SEP's masquerade before its DNAT,
 		// the postrouting RETURN first); only the service rules of the

@@ -20,7 +20,7 @@ func TestModes(t *testing.T) {
 		if m.Name != name || len(m.Sinks) == 0 || m.Capture == nil || m.Shapes == nil {
 			t.Errorf("mode %q: name %q, sinks %v, capture set %v, shapes set %v", name, m.Name, m.Sinks, m.Capture != nil, m.Shapes != nil)
 		}
-		for _, f := range []string{m.Differences, m.HostileDifferences} {
+		for _, f := range []string{m.Differences, m.HostileDifferences, m.SettingsDifferences} {
 			if _, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", f)); err != nil {
 				t.Errorf("mode %q: %v", name, err)
 			}

@@ -52,10 +52,42 @@ func (w Where) path(work, name string) string {
 // not seen, fails the sink's subtest, and so does, with m.Order, the same
 // rules in another order within a chain.
 func Run(t *testing.T, m Mode) {
-	run(t, m, m.Differences, false, cluster.Options{}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	e, intended := start(t, m, m.Differences, cluster.Options{}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 		cluster.Broad(t, ctx, c)
 		cluster.CreateShapes(t, ctx, c, m.Shapes())
 	})
+	runSetting(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, false, buildSinks(t, m), func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {
+		return cluster.Unexplained(sink, diffs, intended)
+	})
+}
+
+// RunSettings is the differential of mode m for each of its Settings (a
+// subtest each, then one per sink), on one control plane holding the
+// broad cluster, the mode's shapes and the nodes' BroadPodCIDRs. A
+// difference is explained by m.Differences (whose entries a setting need
+// not show: Run checks them) or by an entry of m.SettingsDifferences whose
+// pattern matches "<sink>/<setting>"; an entry there not seen fails.
+func RunSettings(t *testing.T, m Mode) {
+	e, broad := start(t, m, m.Differences, cluster.Options{}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+		cluster.Broad(t, ctx, c)
+		for node, cidrs := range BroadPodCIDRs {
+			if err := c.SetPodCIDRs(ctx, node, cidrs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cluster.CreateShapes(t, ctx, c, m.Shapes())
+	})
+	intended := readIntended(t, m.SettingsDifferences)
+	bins := buildSinks(t, m)
+	for _, s := range m.settings() {
+		t.Run(s.Name, func(t *testing.T) {
+			se := &Env{T: t, Cluster: e.Cluster, Work: e.Work}
+			runSetting(se, m, s, false, bins, func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {
+				rest, _ := cluster.Unexplained(sink, diffs, broad)
+				return cluster.Unexplained(sink+"/"+s.Name, rest, intended)
+			})
+		})
+	}
 }
 
 // RunHostile is the differential of mode m on the hostile cluster
@@ -67,27 +99,47 @@ func Run(t *testing.T, m Mode) {
 // empty for kube-proxy): a sink whose syncs fail on the hostile cluster
 // fails the test unless the failure is a reviewed difference.
 func RunHostile(t *testing.T, m Mode) {
-	run(t, m, m.HostileDifferences, true, cluster.Options{NoControllerManager: true}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	e, intended := start(t, m, m.HostileDifferences, cluster.Options{NoControllerManager: true}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 		cluster.LoadHostile(t, ctx, c, m.Name)
+	})
+	runSetting(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, true, buildSinks(t, m), func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {
+		return cluster.Unexplained(sink, diffs, intended)
 	})
 }
 
-// run is a differential of mode m: a control plane started with opt and
-// filled by load, against the differences file differences; errors
-// compares the proxies' ERROR log lines.
-func run(t *testing.T, m Mode, differences string, errors bool, opt cluster.Options, load func(*testing.T, context.Context, *cluster.Cluster)) {
-	if m.Where == VM {
-		vm.Require(t)
+// buildSinks builds m's sinks (vm.BuildSink), once for every setting: by
+// sink, the binary's path.
+func buildSinks(t *testing.T, m Mode) map[string]string {
+	bins := map[string]string{}
+	for _, sink := range m.Sinks {
+		bins[sink] = vm.BuildSink(t, sink)
 	}
-	bin := cluster.Require(t)
+	return bins
+}
+
+// readIntended reads a differences file of e2e/cluster/testdata.
+func readIntended(t *testing.T, name string) []cluster.Intended {
+	t.Helper()
 	root, err := vm.WorkspaceRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	intended, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", differences))
+	intended, err := cluster.ReadIntended(filepath.Join(root, "e2e", "cluster", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return intended
+}
+
+// start starts a control plane for mode m with opt, fills it with load,
+// writes the proxies' kubeconfigs into a work directory and returns the
+// environment and the differences file differences.
+func start(t *testing.T, m Mode, differences string, opt cluster.Options, load func(*testing.T, context.Context, *cluster.Cluster)) (*Env, []cluster.Intended) {
+	if m.Where == VM {
+		vm.Require(t)
+	}
+	cluster.Require(t)
+	intended := readIntended(t, differences)
 	c := cluster.Start(t, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -105,32 +157,54 @@ func run(t *testing.T, m Mode, differences string, errors bool, opt cluster.Opti
 	if err := os.Rename(sinkKC, filepath.Join(e.Work, "sink.kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
+	return e, intended
+}
 
-	ref := m.Capture(e, filepath.Join(bin, "kube-proxy"),
-		"--proxy-mode="+m.Name, "--kubeconfig="+m.Where.path(e.Work, "kube-proxy.kubeconfig"),
-		"--hostname-override="+cluster.BroadNode, "--nodeport-addresses="+cluster.BroadNodeCIDR,
-		"--conntrack-max-per-core=0", "--v=2")
+// runSetting captures kube-proxy --proxy-mode=<m.Name> and then each sink
+// of m (a subtest each, its binary in bins) with setting s, and compares
+// them; explain returns a sink's unexplained differences and stale
+// entries; errors compares the proxies' ERROR log lines.
+func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, explain func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended)) {
+	t := e.T
+	bin := cluster.Require(t)
+	ref := m.Capture(e, filepath.Join(bin, "kube-proxy"), append([]string{
+		"--proxy-mode=" + m.Name, "--kubeconfig=" + m.Where.path(e.Work, "kube-proxy.kubeconfig"),
+		"--hostname-override=" + cluster.BroadNode, "--conntrack-max-per-core=0", "--v=2"}, s.flags()...)...)
+	if s.Shows != "" && !shows(ref.State, s.Shows) {
+		t.Errorf("kube-proxy's capture has no line with %q: the setting did not take effect", s.Shows)
+	}
 	for _, sink := range m.Sinks {
 		t.Run(sink, func(t *testing.T) {
-			se := &Env{T: t, Cluster: c, Work: e.Work}
-			got := m.Capture(se, vm.BuildSink(t, sink),
-				"--kubeconfig="+m.Where.path(e.Work, "sink.kubeconfig"), "--node-name="+cluster.BroadNode,
-				"--nodeport-addresses="+cluster.BroadNodeCIDR)
+			se := &Env{T: t, Cluster: e.Cluster, Work: e.Work}
+			got := m.Capture(se, bins[sink], append([]string{
+				"--kubeconfig=" + m.Where.path(e.Work, "sink.kubeconfig"), "--node-name=" + cluster.BroadNode}, s.flags()...)...)
 			if !errors {
 				delete(ref.State, cluster.SectionErrors)
 				delete(got.State, cluster.SectionErrors)
 			}
-			compare(t, m, sink, ref, got, intended)
+			compare(t, m, sink, ref, got, explain)
 		})
 	}
 }
 
-// compare fails t for every unexplained or stale difference and every
-// order difference between kube-proxy's capture and the sink's.
-func compare(t *testing.T, m Mode, sink string, ref, got Capture, intended []cluster.Intended) {
+// shows reports whether a line of st holds text.
+func shows(st cluster.State, text string) bool {
+	for _, lines := range st {
+		for _, l := range lines {
+			if strings.Contains(l, text) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// compare fails t for every difference explain leaves unexplained, every
+// stale entry it returns, and every order difference between kube-proxy's capture and the sink's.
+func compare(t *testing.T, m Mode, sink string, ref, got Capture, explain func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended)) {
 	t.Helper()
 	diffs := cluster.Diff(ref.State, got.State)
-	unexplained, stale := cluster.Unexplained(sink, diffs, intended)
+	unexplained, stale := explain(sink, diffs)
 	for _, d := range unexplained {
 		t.Errorf("unexplained difference (- kube-proxy only, + %s only): %s", sink, d)
 	}

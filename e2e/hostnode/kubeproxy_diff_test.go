@@ -1,6 +1,7 @@
 package hostnode
 
 import (
+	"os"
 	"testing"
 
 	"github.com/proxysinks/proxysinks/e2e/differential"
@@ -27,4 +28,19 @@ func TestKubeProxyDifferential(t *testing.T) {
 // e2e/cluster/testdata/kubeproxy-iptables-hostile-differences.txt.
 func TestKubeProxyHostileDifferential(t *testing.T) {
 	differential.RunHostile(t, differential.Modes["iptables"])
+}
+
+// TestKubeProxySettingsDifferential is the iptables mode's kube-proxy
+// differential under each configuration of differential.Settings that
+// changes iptables rules (local-traffic detection modes, localhost node
+// ports, --nodeport-addresses=primary): one control plane with the broad
+// cluster, and kube-proxy v1.37.2 and the iptables sink given the same
+// flags, per setting; the same rules up to the reviewed differences in
+// e2e/cluster/testdata/kubeproxy-iptables-settings-differences.txt.
+// About 2.5 minutes: a long test (make test-long, PROXYSINKS_LONG=1).
+func TestKubeProxySettingsDifferential(t *testing.T) {
+	if os.Getenv("PROXYSINKS_LONG") != "1" {
+		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
+	}
+	differential.RunSettings(t, differential.Modes["iptables"])
 }

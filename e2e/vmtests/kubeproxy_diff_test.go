@@ -31,3 +31,18 @@ func TestKubeProxyHostileDifferentialVM(t *testing.T) {
 	t.Parallel()
 	differential.RunHostile(t, differential.Modes["ipvs"])
 }
+
+// TestKubeProxySettingsDifferentialVM is the IPVS mode's kube-proxy
+// differential under each configuration of differential.Settings that
+// changes IPVS rules (local-traffic detection modes,
+// --nodeport-addresses=primary): kube-proxy v1.37.2 --proxy-mode=ipvs and
+// each IPVS sink given the same flags, each in a fresh VM, per setting;
+// the same kernel state up to the reviewed differences in
+// e2e/cluster/testdata/kubeproxy-ipvs-differences.txt and
+// kubeproxy-ipvs-settings-differences.txt. Three VM runs per setting
+// (2 to 6 minutes a setting): a long test (make test-long).
+func TestKubeProxySettingsDifferentialVM(t *testing.T) {
+	longVM(t)
+	t.Parallel()
+	differential.RunSettings(t, differential.Modes["ipvs"])
+}

@@ -171,13 +171,15 @@ func ProxierConfig(env runtime.Env) iptables.Config {
 // localhostNodePorts reports whether IPv4 node ports are served on
 // 127.0.0.0/8, as kube-proxy decides: --iptables-localhost-nodeports
 // (default true), and --nodeport-addresses unset for IPv4 or with an IPv4
-// CIDR that holds 127.0.0.0 or is a loopback one.
+// CIDR that holds 127.0.0.0 or is a loopback one. primary restricts IPv4
+// to the node's primary IPv4 address, never loopback (kube-proxy turns it
+// into that address's /32; the Node's, read later, is taken to have one).
 func localhostNodePorts(c runtime.Config) bool {
 	sc, _ := c.SinkConfig.(Config)
 	if !sc.LocalhostNodePorts {
 		return false
 	}
-	v4 := false
+	v4 := c.NodePortPrimary
 	for _, p := range c.NodePortAddresses {
 		if p.Addr().Is4() {
 			v4 = true

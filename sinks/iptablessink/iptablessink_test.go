@@ -202,8 +202,13 @@ func TestLocalhostNodePorts(t *testing.T) {
 		{"loopback CIDR", on, []netip.Prefix{pfx("192.168.1.0/24"), pfx("127.0.0.0/8")}, true, []netip.Addr{v4, lo}},
 		{"0.0.0.0/0", on, []netip.Prefix{pfx("0.0.0.0/0")}, true, []netip.Addr{v4, lo}},
 		{"loopback CIDR, flag off", Config{}, []netip.Prefix{pfx("127.0.0.0/8")}, false, []netip.Addr{v4}},
+		// primary: the IPv4 primary's /32, never loopback (kube-proxy
+		// settings differential, e2e/hostnode).
+		{"primary", on, nil, false, []netip.Addr{v4}},
+		{"primary and loopback", on, []netip.Prefix{pfx("127.0.0.0/8")}, true, []netip.Addr{v4, lo}},
 	} {
-		env := runtime.Env{Config: runtime.Config{NodePortAddresses: tt.cidrs, SinkConfig: tt.flag}, NodePorts: runtime.NodePorts{CIDRs: tt.cidrs, Addrs: []netip.Addr{v4}}}
+		primary := strings.HasPrefix(tt.name, "primary")
+		env := runtime.Env{Config: runtime.Config{NodePortAddresses: tt.cidrs, NodePortPrimary: primary, SinkConfig: tt.flag}, NodePorts: runtime.NodePorts{CIDRs: tt.cidrs, Addrs: []netip.Addr{v4}}}
 		got := ProxierConfig(env)
 		if got.LocalhostNodePorts != tt.want || !cmp.Equal(got.NodePortIPs, tt.wantIPs, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
 			t.Errorf("%s: localhost node ports %v on %v, want %v on %v", tt.name, got.LocalhostNodePorts, got.NodePortIPs, tt.want, tt.wantIPs)
