@@ -26,3 +26,15 @@ func TestFullStateBenchVM(t *testing.T) {
 	vm.RunTests(t, "github.com/proxysinks/proxysinks/bench", "-test.run", "^$", "-test.bench", "FullStateKernel",
 		"-test.benchtime", "1x", "-test.benchmem")
 }
+
+// TestStatsBenchVM runs the IPVS sinks' --ipvs-stats scrape benchmark
+// (sinks/ipvssink BenchmarkStatsScrape: one dump of 1,000 and 10,000
+// virtual servers and their series, CPU per scrape) against the VM's
+// kernel, with the fake-kernel and parsed-dump baselines of the same run.
+func TestStatsBenchVM(t *testing.T) {
+	if os.Getenv(BenchVMEnv) != "1" {
+		t.Skip("VM benchmarks run only with " + BenchVMEnv + "=1 (make bench)")
+	}
+	vm.RunTests(t, "github.com/proxysinks/proxysinks/sinks/ipvssink", "-test.run", "^$", "-test.bench", "^BenchmarkStatsScrape$",
+		"-test.benchtime", "20x", "-test.benchmem")
+}
