@@ -54,54 +54,39 @@ func (a *Applier) hold(p *Plan) (held ObjectMap[error], n int) {
 		return held, 0
 	}
 	servers := func(l []Server, op int8) []Server {
-		out := l[:0:0]
-		for _, s := range l {
-			if q.Hold(s.VS, version{op: op, s: s.Opts}) {
-				put(&held.Servers, s.VS, ErrHeld)
-				continue
-			}
-			out = append(out, s)
-		}
-		return out
+		return holdOut(q, l, &held.Servers, func(s Server) (render.VirtualServer, version) { return s.VS, version{op: op, s: s.Opts} }, nil)
 	}
 	dests := func(l []Dest, op int8) []Dest {
-		out := l[:0:0]
-		for _, d := range l {
-			if held.Server(d.D.Server) || q.Hold(d.D, version{op: op, d: d.Opts}) {
-				put(&held.Dests, d.D, ErrHeld)
-				continue
-			}
-			out = append(out, d)
-		}
-		return out
+		return holdOut(q, l, &held.Dests, func(d Dest) (render.Destination, version) { return d.D, version{op: op, d: d.Opts} },
+			func(d render.Destination) bool { return held.Server(d.Server) })
 	}
 	addrs := func(l []netip.Addr, op int8) []netip.Addr {
-		out := l[:0:0]
-		for _, ad := range l {
-			if q.Hold(ad, version{op: op}) {
-				put(&held.Bindings, ad, ErrHeld)
-				continue
-			}
-			out = append(out, ad)
-		}
-		return out
+		return holdOut(q, l, &held.Bindings, func(a netip.Addr) (netip.Addr, version) { return a, version{op: op} }, nil)
 	}
 	entries := func(l []render.SetEntry, op int8) []render.SetEntry {
-		out := l[:0:0]
-		for _, e := range l {
-			if q.Hold(e, version{op: op}) {
-				put(&held.Entries, e, ErrHeld)
-				continue
-			}
-			out = append(out, e)
-		}
-		return out
+		return holdOut(q, l, &held.Entries, func(e render.SetEntry) (render.SetEntry, version) { return e, version{op: op} }, nil)
 	}
 	p.CreateServers, p.UpdateServers, p.DeleteServers = servers(p.CreateServers, 0), servers(p.UpdateServers, 1), servers(p.DeleteServers, 2)
 	p.CreateDests, p.UpdateDests, p.DeleteDests = dests(p.CreateDests, 0), dests(p.UpdateDests, 1), dests(p.DeleteDests, 2)
 	p.Bind, p.Unbind = addrs(p.Bind, 0), addrs(p.Unbind, 2)
 	p.AddEntries, p.DelEntries = entries(p.AddEntries, 0), entries(p.DelEntries, 2)
 	return held, held.Len()
+}
+
+// holdOut returns l without the elements q holds (by their key and what is
+// wanted of it, or when also, if set, reports the key held); each held one
+// goes into m as failed with ErrHeld.
+func holdOut[T any, K comparable](q *quarantine.Set[any], l []T, m *map[K]error, key func(T) (K, version), also func(K) bool) []T {
+	out := l[:0:0]
+	for _, x := range l {
+		k, v := key(x)
+		if (also != nil && also(k)) || q.Hold(k, v) {
+			put(m, k, ErrHeld)
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // settle records the outcome of the plan written (p, without what was
