@@ -198,7 +198,8 @@ func (tx *Tx) DelRule(lbl string, fam Family, table, chain string, handle uint64
 
 // AddSet adds a set or map. A set that rules or elements of the same
 // transaction refer to by ID has s.ID from NewSetID; an anonymous set
-// (SetAnonymous|SetConstant, named "__set%d" or "__map%d") needs it.
+// (SetAnonymous|SetConstant, named "__set%d" or "__map%d") needs it. A
+// set without an ID gets one (the kernel requires it).
 func (tx *Tx) AddSet(lbl string, fam Family, table string, s Set) {
 	tx.op("add set", label(lbl, fam, table, s.Name), true)
 	tx.begin(msgNewSet, flagCreate, fam)
@@ -233,9 +234,11 @@ func (tx *Tx) AddSet(lbl string, fam Family, table string, s Set) {
 		}
 		e.EndNest(d)
 	}
-	if s.ID != 0 {
-		e.BE32(attrSetID, s.ID)
+	id := s.ID
+	if id == 0 {
+		id = tx.NewSetID() // the kernel wants one for every new set
 	}
+	e.BE32(attrSetID, id)
 	if s.Timeout != 0 {
 		e.BE64(attrSetTimeout, s.Timeout)
 	}
