@@ -101,3 +101,23 @@ func TestParseGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestTxReset: a reset transaction encodes the same bytes as a new one.
+func TestTxReset(t *testing.T) {
+	fresh := NewTx()
+	writeTx(fresh, true)
+	reused := NewTx()
+	writeTx(reused, true)
+	reused.AddElems("", FamilyIPv4, "w", Set{Name: "s4"}, []Elem{{}}) // an error, reset too
+	reused.Reset()
+	writeTx(reused, true)
+	if diff := cmp.Diff(fresh.enc.B, reused.enc.B); diff != "" || reused.err != nil {
+		t.Errorf("reset transaction (-new +reused), error %v:\n%s", reused.err, diff)
+	}
+	if diff := cmp.Diff(fresh.msgs, reused.msgs, cmp.AllowUnexported(txMsg{})); diff != "" {
+		t.Errorf("messages (-new +reused):\n%s", diff)
+	}
+	if diff := cmp.Diff(fresh.ops, reused.ops, cmp.AllowUnexported(txOp{})); diff != "" {
+		t.Errorf("operations (-new +reused):\n%s", diff)
+	}
+}
