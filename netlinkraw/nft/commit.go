@@ -74,13 +74,15 @@ func (e *CommitError) Unwrap() []error {
 // matches ErrGenerationChanged. A refused transaction is a *CommitError
 // naming each refused operation by its label.
 //
-// Commit returns the generation after the commit. It is exact when the
-// transaction's first operation is not DelTable, FlushChain or FlushSet:
-// that operation's message asks for its notifications (NLM_F_ECHO), and
-// the kernel then sends the commit's new generation to this socket too
-// (nothing, when nothing changed: the generation is then *gen, or read).
-// Otherwise it is read after the commit (GETGEN), and may include
-// another writer's commit made in between.
+// Commit returns the generation after the commit. It is exact unless the
+// transaction's first operation is DelTable: the first message asks for
+// its notifications (NLM_F_ECHO), and the kernel then sends the commit's
+// new generation to this socket too (nothing, when nothing changed: the
+// generation is then *gen, or read). A transaction starting with a flush
+// starts with a no-op message for this (see FlushChain). After a first
+// DelTable, whose notifications are everything the table held, the
+// generation is read after the commit (GETGEN) and may include another
+// writer's commit made in between.
 func (c *Conn) Commit(tx *Tx, gen *uint32) (uint32, error) {
 	if tx.err != nil {
 		return 0, tx.err

@@ -14,8 +14,9 @@ import (
 
 // TestGenerationKernel: every commit that changes something moves the
 // generation by one and Commit returns the new one (whether its first
-// operation asks for the kernel's notifications or the generation is
-// read afterwards); a commit that changes nothing leaves it; a commit
+// operation asks for the kernel's notifications, a flush first has a
+// no-op message do it, or after a DelTable the generation is read
+// afterwards); a commit that changes nothing leaves it; a commit
 // against an older generation (another writer committed) is refused as
 // such and applies nothing.
 func TestGenerationKernel(t *testing.T) {
@@ -34,6 +35,16 @@ func TestGenerationKernel(t *testing.T) {
 		{"a flush first, checked", func(tx *Tx) {
 			tx.FlushChain("", FamilyIPv4, "w", "svc")
 			tx.AddRule("", FamilyIPv4, "w", Rule{Chain: "svc", Exprs: verdictExpr(VerdictAccept, "")})
+		}, func() *uint32 { return &gen }, 1},
+		{"an empty chain flushed first, checked", func(tx *Tx) {
+			tx.AddChain("", FamilyIPv4, "w", Chain{Name: "empty"})
+		}, nil, 1},
+		{"nothing changed, a flush first, checked", func(tx *Tx) {
+			tx.FlushChain("", FamilyIPv4, "w", "empty")
+			tx.FlushChain("", FamilyIPv4, "w", "empty")
+		}, func() *uint32 { return &gen }, 0},
+		{"a set flushed first, checked", func(tx *Tx) {
+			tx.FlushSet("", FamilyIPv4, "w", "vm")
 		}, func() *uint32 { return &gen }, 1},
 		{"an element added, checked", func(tx *Tx) {
 			tx.AddElems("", FamilyIPv4, "w", Set{Name: "s4"}, []Elem{{Key: addr("10.9.9.9")}})
@@ -159,6 +170,18 @@ func TestRefusedKernel(t *testing.T) {
 	}
 	if now, _ := c.Generation(); now != gen {
 		t.Errorf("generation %d after a refused commit, want %d", now, gen)
+	}
+
+	// A flush first in a missing table: its no-op first message (see
+	// Tx.probe) creates the table, the flush fails, nothing stays.
+	tx = NewTx()
+	tx.FlushChain("", FamilyIPv4, "ghost", "c")
+	_, err = c.Commit(tx, &gen)
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Index != 0 || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("flushing a chain of a missing table: %v, want ENOENT for operation 0", err)
+	}
+	if out := strings.TrimSpace(ns.MustRun(t, "nft", "list", "ruleset")); out != "" {
+		t.Errorf("the refused flush left:\n%s", out)
 	}
 }
 
