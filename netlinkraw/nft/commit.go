@@ -22,11 +22,22 @@ type OpError struct {
 	Index int
 	// Op says what it did ("add chain"), Label names its object.
 	Op, Label string
-	Err       error
+	// Elem is, for an element operation, the index of the element the
+	// kernel refused in the operation's elements (the kernel stops a
+	// message at its first refused element and names it), -1 when not
+	// known. An operation of several messages may have one refused per
+	// message; Elem is the first.
+	Elem int
+	Err  error
 }
 
 // Error names the operation and its object.
-func (e *OpError) Error() string { return e.Op + " " + e.Label + ": " + e.Err.Error() }
+func (e *OpError) Error() string {
+	if e.Elem >= 0 {
+		return fmt.Sprintf("%s %s: element %d: %v", e.Op, e.Label, e.Elem, e.Err)
+	}
+	return e.Op + " " + e.Label + ": " + e.Err.Error()
+}
 
 // Unwrap returns the kernel's error.
 func (e *OpError) Unwrap() error { return e.Err }
@@ -146,7 +157,11 @@ func (tx *Tx) commitError(err error, gen *uint32) error {
 		if n := len(ce.Failed); n > 0 && ce.Failed[n-1].Index == op {
 			continue // a later message of the same operation
 		}
-		ce.Failed = append(ce.Failed, &OpError{Index: op, Op: tx.ops[op].verb, Label: tx.ops[op].label, Err: e})
+		elem := -1
+		if off, ok := te.BadAttrs[i]; ok {
+			elem = tx.elemAt(tx.msgs[i], off)
+		}
+		ce.Failed = append(ce.Failed, &OpError{Index: op, Op: tx.ops[op].verb, Label: tx.ops[op].label, Elem: elem, Err: e})
 	}
 	return ce
 }

@@ -220,3 +220,60 @@ func TestCommitErrorMapping(t *testing.T) {
 		t.Errorf("transport error: %v", err)
 	}
 }
+
+// TestRefusedElementKernel: the kernel names the element it refused (an
+// extended ACK's attribute offset), and the error names it by its index
+// in the operation's elements, in whichever of the operation's messages
+// it was.
+func TestRefusedElementKernel(t *testing.T) {
+	c, ns := dial(t)
+	tx := NewTx()
+	writeTx(tx, false)
+	if _, err := c.Commit(tx, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := listTable(t, ns, "ip", "w")
+	many := make([]Elem, 10000)
+	for i := range many {
+		many[i] = Elem{Key: []byte{10, 1, byte(i >> 8), byte(i)}}
+	}
+	many[7777].Key = []byte{10, 1, 2} // the wrong length
+	tx = NewTx()
+	tx.AddElems("s4 elements", FamilyIPv4, "w", Set{Name: "s4"}, many)
+	tx.AddElems("vm elements", FamilyIPv4, "w", Set{Name: "vm"}, []Elem{
+		{Key: key(addr("10.0.0.9"), []byte{unix.IPPROTO_TCP}, be16(80)), Verdict: &Verdict{Code: VerdictJump, Chain: "svc"}},
+		{Key: key(addr("10.0.0.9"), []byte{unix.IPPROTO_TCP}, be16(81)), Verdict: &Verdict{Code: VerdictJump, Chain: "nope"}},
+	})
+	tx.DelElems("s4 deletions", FamilyIPv4, "w", "s4", []Elem{{Key: addr("10.0.0.1")}, {Key: addr("10.0.0.2")}, {Key: addr("10.0.0.77")}})
+	_, err := c.Commit(tx, nil)
+	var ce *CommitError
+	if !errors.As(err, &ce) {
+		t.Fatalf("commit: %v, want a CommitError", err)
+	}
+	type failure struct {
+		Index int
+		Label string
+		Elem  int
+		Errno unix.Errno
+	}
+	var got []failure
+	for _, f := range ce.Failed {
+		var errno unix.Errno
+		errors.As(f.Err, &errno)
+		got = append(got, failure{f.Index, f.Label, f.Elem, errno})
+	}
+	want := []failure{
+		{0, "s4 elements", 7777, unix.EINVAL},
+		{1, "vm elements", 1, unix.ENOENT},
+		{2, "s4 deletions", 2, unix.ENOENT},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refused elements (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(err.Error(), "add elements to s4 elements: element 7777: invalid argument") {
+		t.Errorf("error %q does not name element 7777", err)
+	}
+	if after := listTable(t, ns, "ip", "w"); after != before {
+		t.Errorf("the refused transaction changed the table:\n%s", after)
+	}
+}

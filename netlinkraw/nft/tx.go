@@ -33,6 +33,9 @@ type txMsg struct {
 	flags      uint16
 	start, end int
 	op         int
+	// firstElem is, in an element message, the index (in the
+	// operation's elements) of its first element; -1 in other messages.
+	firstElem int
 }
 
 // txOp is one operation: what it does and the caller's label.
@@ -110,8 +113,9 @@ func (tx *Tx) begin(cmd uint8, flags uint16, fam Family) {
 	tx.msgs = append(tx.msgs, txMsg{
 		typ:   nlcore.NfnlType(nlcore.NfnlSubsysNFTables, cmd),
 		flags: flags,
-		start: len(tx.enc.B),
-		op:    len(tx.ops) - 1,
+		start:     len(tx.enc.B),
+		op:        len(tx.ops) - 1,
+		firstElem: -1,
 	})
 	tx.enc.Nfgen(uint8(fam), 0)
 }
