@@ -111,8 +111,8 @@ func (tx *Tx) grow(n int) {
 func (tx *Tx) begin(cmd uint8, flags uint16, fam Family) {
 	tx.grow(4096)
 	tx.msgs = append(tx.msgs, txMsg{
-		typ:   nlcore.NfnlType(nlcore.NfnlSubsysNFTables, cmd),
-		flags: flags,
+		typ:       nlcore.NfnlType(nlcore.NfnlSubsysNFTables, cmd),
+		flags:     flags,
 		start:     len(tx.enc.B),
 		op:        len(tx.ops) - 1,
 		firstElem: -1,
