@@ -3,10 +3,10 @@ package ruleset
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 

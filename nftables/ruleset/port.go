@@ -28,6 +28,16 @@ type endpoint struct {
 	base string
 }
 
+// host returns the endpoint's address as its string has it (without the
+// brackets of an IPv6 one).
+func (e *endpoint) host() string {
+	h := e.str[:strings.LastIndexByte(e.str, ':')]
+	if e.ap.Addr().Is6() {
+		h = h[1 : len(h)-1]
+	}
+	return h
+}
+
 // usable reports whether the endpoint can receive traffic at all.
 func (e *endpoint) usable() bool { return e.e.Ready || e.e.Serving && e.e.Terminating }
 
@@ -79,10 +89,10 @@ type portRenderer struct {
 	lbIPs     []netip.Addr
 	ranges    []netip.Prefix
 
-	pn                                     string // "ns/name:port", kube-proxy's service port name
+	pn                                      string // "ns/name:port", kube-proxy's service port name
 	svcChain, localChain, extChain, fwChain string
-	eps                                    []endpoint // sorted by str
-	cluster, local, reach                  []*endpoint
+	eps                                     []endpoint // sorted by str
+	cluster, local, reach                   []*endpoint
 
 	accessible, iLocal, eLocal bool
 	usesCluster, usesLocal     bool
@@ -105,6 +115,7 @@ func (pr *portRenderer) endpoints(se *client.ServiceEndpoints) {
 	slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
 	pr.eps = eps
 	pr.r.eps = eps[:0]
+	pr.cluster, pr.local, pr.reach = pr.r.cluster[:0], pr.r.local[:0], pr.r.reach[:0]
 }
 
 // render writes the port's elements, chains and sets.
@@ -113,18 +124,27 @@ func (pr *portRenderer) render() {
 	pr.classify()
 	pr.elements()
 	pr.chains()
+	r := pr.r
+	r.cluster, r.local, r.reach = pr.cluster[:0], pr.local[:0], pr.reach[:0]
 }
 
-// names sets the port's name and its chains' names.
+// names sets the port's name and its chains' names (one string, sliced).
 func (pr *portRenderer) names() {
 	svc := pr.svc
-	pr.pn = svc.Namespace + "/" + svc.Name
 	if pr.port.Name != "" {
-		pr.pn += ":" + pr.port.Name
+		pr.pn = svc.Namespace + "/" + svc.Name + ":" + pr.port.Name
+	} else {
+		pr.pn = svc.Namespace + "/" + svc.Name
 	}
 	base := portNameBase(svc.Namespace, svc.Name, pr.proto, pr.port.Name)
-	pr.svcChain, pr.localChain = prefixService+base, prefixLocal+base
-	pr.extChain, pr.fwChain = prefixExternal+base, prefixFirewall+base
+	all := prefixService + base + prefixLocal + base + prefixExternal + base + prefixFirewall + base
+	at := 0
+	next := func(prefix string) string {
+		n := len(prefix) + len(base)
+		at += n
+		return all[at-n : at]
+	}
+	pr.svcChain, pr.localChain, pr.extChain, pr.fwChain = next(prefixService), next(prefixLocal), next(prefixExternal), next(prefixFirewall)
 }
 
 // classify sorts the endpoints into the cluster and local ones, as
@@ -216,11 +236,12 @@ func (pr *portRenderer) elements() {
 	port := " . " + proto + " . " + strconv.Itoa(pr.port.Port)
 	internal, external := pr.policies()
 	comment := truncateComment(pr.pn)
-	r.elem(elClusterIPs, pr.clusterIP.String(), "", "")
+	cip := pr.clusterIP.String()
+	r.elem(elClusterIPs, cip, "", "")
 	if internal.hasEndpoints {
-		r.elem(elServiceIPs, pr.clusterIP.String()+port, "goto "+internal.chain, "")
+		r.elem(elServiceIPs, cip+port, "goto "+internal.chain, "")
 	} else {
-		r.elem(elNoEndpointServices, pr.clusterIP.String()+port, internal.verdict, comment)
+		r.elem(elNoEndpointServices, cip+port, internal.verdict, comment)
 	}
 	for _, ip := range pr.extIPs {
 		if pr.hasAny {
@@ -254,8 +275,12 @@ func (pr *portRenderer) elements() {
 	}
 	for _, ep := range pr.reach {
 		if ep.e.Local {
-			ip := ep.ap.Addr().String()
-			r.elem(elHairpin, ip+" . "+ip+" . "+proto+" . "+strconv.Itoa(int(ep.ap.Port())), "", "")
+			b := ep.ap.Addr().AppendTo(r.buf[:0])
+			b = ep.ap.Addr().AppendTo(append(b, " . "...))
+			b = append(append(append(b, " . "...), proto...), " . "...)
+			b = strconv.AppendUint(b, uint64(ep.ap.Port()), 10)
+			r.buf = b
+			r.elem(elHairpin, string(b), "", "")
 		}
 	}
 }
@@ -351,12 +376,23 @@ func (pr *portRenderer) policyChain(name string, eps []*endpoint) Chain {
 			c.Rules = []Rule{{Text: "meta l4proto " + pr.proto + " dnat to " + eps[0].str}}
 			return c
 		}
-		b.WriteString("meta l4proto " + pr.proto + " dnat " + pr.r.ft.family + " addr . port to numgen random mod " + n + " map { ")
+		b.Grow(64 + len(eps)*(len(eps[0].str)+8))
+		b.WriteString("meta l4proto ")
+		b.WriteString(pr.proto)
+		b.WriteString(" dnat ")
+		b.WriteString(pr.r.ft.family)
+		b.WriteString(" addr . port to numgen random mod ")
+		b.WriteString(n)
+		b.WriteString(" map { ")
 		for i, ep := range eps {
 			if i > 0 {
 				b.WriteString(" , ")
 			}
-			b.WriteString(strconv.Itoa(i) + " : " + ep.ap.Addr().String() + " . " + strconv.Itoa(int(ep.ap.Port())))
+			b.WriteString(strconv.Itoa(i))
+			b.WriteString(" : ")
+			b.WriteString(ep.host())
+			b.WriteString(" . ")
+			b.WriteString(strconv.Itoa(int(ep.ap.Port())))
 		}
 		b.WriteString(" }")
 		c.Rules = []Rule{{Text: b.String()}}

@@ -33,6 +33,7 @@ func RenderFamily(s *client.Snapshot, c *Config, v6 bool) (*Ruleset, error) {
 		return nil, err
 	}
 	r := &renderer{cfg: c, fam: c.family(v6), ft: newFamText(v6), mark: mark, masq: "mark set mark or " + mark, cidrs: s.ServiceCIDRs}
+	r.presize(s)
 	var errs []error
 	for se := range s.All() {
 		if err := r.service(se); err != nil {
@@ -70,7 +71,26 @@ type renderer struct {
 	affinity []Set   // the endpoints' affinity sets
 	elems    [elCount][]Element
 
-	eps []endpoint // scratch: the current port's endpoints
+	// scratch: the current port's endpoints and its lists of them
+	eps                   []endpoint
+	cluster, local, reach []*endpoint
+	buf                   []byte
+}
+
+// presize sizes the renderer's lists for the snapshot, from its number of
+// service ports: most ports have a cluster chain and a cluster IP element,
+// a service one cluster-ips element.
+func (r *renderer) presize(s *client.Snapshot) {
+	ports := 0
+	for se := range s.All() {
+		if len(se.Service.ClusterIPs.Family(r.ft.v6)) > 0 {
+			ports += len(se.Service.Ports)
+		}
+	}
+	r.chains = make([]Chain, 0, ports+ports/2)
+	r.elems[elClusterIPs] = make([]Element, 0, ports)
+	r.elems[elServiceIPs] = make([]Element, 0, ports+ports/4)
+	r.elems[elHairpin] = make([]Element, 0, ports)
 }
 
 // elem adds an element to one of the fixed sets.
@@ -83,13 +103,21 @@ func (r *renderer) elem(set int, key, value, comment string) {
 // first of equal keys kept, in snapshot order).
 func (r *renderer) finish() *Ruleset {
 	base, sets := r.baseTable()
-	chains := make([]Chain, 0, len(base)+len(r.chains))
 	for _, c := range base {
-		chains = append(chains, *c)
+		r.chains = append(r.chains, *c)
 	}
-	chains = append(chains, r.chains...)
-	slices.SortFunc(chains, func(a, b Chain) int { return cmp.Compare(a.Name, b.Name) })
-	chains = slices.CompactFunc(chains, func(a, b Chain) bool { return a.Name == b.Name })
+	// Sorted by index: a Chain is too large to move around.
+	order := make([]int32, len(r.chains))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(r.chains[a].Name, r.chains[b].Name) })
+	chains := make([]Chain, 0, len(order))
+	for _, i := range order {
+		if n := len(chains); n == 0 || chains[n-1].Name != r.chains[i].Name {
+			chains = append(chains, r.chains[i])
+		}
+	}
 	for i := range sets {
 		for e, name := range elemSets {
 			if sets[i].Name == name {
