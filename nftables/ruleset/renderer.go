@@ -49,6 +49,18 @@ func (r *Renderer) Render(s *client.Snapshot) (v4, v6 *Ruleset, err error) {
 	return v4, v6, errors.Join(err, err6)
 }
 
+// RenderFamily renders one family's table (IPv6 when v6), as the
+// package's RenderFamily does; each family keeps its own state.
+func (r *Renderer) RenderFamily(s *client.Snapshot, v6 bool) (*Ruleset, error) {
+	i := 0
+	if v6 {
+		i = 1
+	}
+	rs, st, err := renderFamily(s, &r.cfg, r.mark, v6, r.fams[i])
+	r.fams[i] = st
+	return rs, err
+}
+
 // famState is what one family's render leaves for the next: the services'
 // chains, affinity sets and elements in service order, and where each
 // service's are.

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -65,11 +66,15 @@ func TestRendererMatchesRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	byFamily, err := NewRenderer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for step := range 60 {
 		if step == 30 {
 			cfg = Config{MasqueradeAll: true, IPv4: Family{NodeIP: netip.MustParseAddr("192.168.7.7")}}
 			cfg.SetNodePorts([]netip.Prefix{netip.MustParsePrefix("192.168.7.7/32")}, []netip.Addr{netip.MustParseAddr("192.168.7.7")})
-			if err := r.SetConfig(cfg); err != nil {
+			if err := errors.Join(r.SetConfig(cfg), byFamily.SetConfig(cfg)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -88,6 +93,12 @@ func TestRendererMatchesRender(t *testing.T) {
 		}
 		if diff := cmp.Diff(want6, got6); diff != "" {
 			t.Fatalf("step %d: ip6 (-Render +Renderer):\n%s", step, diff)
+		}
+		// One family at a time: the other's state is its own.
+		if fam, err := byFamily.RenderFamily(s, step%3 == 0); err != nil {
+			t.Fatal(err)
+		} else if diff := cmp.Diff(map[bool]*Ruleset{false: want4, true: want6}[step%3 == 0], fam); diff != "" {
+			t.Fatalf("step %d: RenderFamily (-Render +Renderer):\n%s", step, diff)
 		}
 	}
 	if err := r.SetConfig(Config{MasqueradeBit: 40}); err == nil {
