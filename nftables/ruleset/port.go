@@ -41,6 +41,10 @@ func (e *endpoint) host() string {
 // usable reports whether the endpoint can receive traffic at all.
 func (e *endpoint) usable() bool { return e.e.Ready || e.e.Serving && e.e.Terminating }
 
+// affinityFlags are the affinity sets' flags (shared: rulesets are
+// read-only).
+var affinityFlags = []string{"dynamic", "timeout"}
+
 // protoName returns the protocol as nft writes it, or "".
 func protoName(p client.Protocol) string {
 	switch p {
@@ -322,7 +326,7 @@ func (pr *portRenderer) chains() {
 	if affinity != nil {
 		for _, ep := range pr.reach {
 			r.affinity = append(r.affinity, Set{Name: prefixAffinity + ep.base, Type: r.ft.addrType,
-				Flags: []string{"dynamic", "timeout"}, Timeout: time.Duration(affinity.TimeoutSeconds) * time.Second})
+				Flags: affinityFlags, Timeout: time.Duration(affinity.TimeoutSeconds) * time.Second})
 		}
 	}
 	if usesClusterChain {

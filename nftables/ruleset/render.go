@@ -18,7 +18,9 @@ import (
 // service port that cannot be rendered (unknown protocol, port out of
 // range) is left out and named in the error; the rest is rendered. Only a
 // configuration error returns no rulesets. A Renderer renders a sequence
-// of snapshots at the cost of their changes.
+// of snapshots at the cost of their changes. Rulesets share strings and
+// slices with each other (and with a Renderer's state): they are
+// read-only.
 func Render(s *client.Snapshot, c Config) (v4, v6 *Ruleset, err error) {
 	r, err := NewRenderer(c)
 	if err != nil {
