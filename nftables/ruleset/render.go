@@ -104,6 +104,7 @@ type renderer struct {
 	eps                   []endpoint
 	cluster, local, reach []*endpoint
 	buf                   []byte
+	epText                []byte // the current port's endpoint strings
 }
 
 // presize sizes the renderer's lists for the snapshot, from its number of
