@@ -165,32 +165,15 @@ func (pr *portRenderer) render() []byte {
 // short-circuit this node's own traffic to external destinations.
 func (pr *portRenderer) classify() {
 	rt := &pr.route
-	rt.accessible = pr.port.NodePort != 0 || len(pr.addrs.extIPs) > 0 || len(pr.addrs.lbIPs) > 0
-	rt.iLocal = pr.svc.InternalTrafficLocal
-	rt.eLocal = pr.svc.ExternalTrafficLocal && pr.svc.ExternallyAccessible()
-	rt.usesCluster = !rt.iLocal || rt.accessible
-	rt.usesLocal = rt.iLocal || rt.eLocal && rt.accessible
+	r := pr.svc.Routing(pr.port.NodePort != 0 || len(pr.addrs.extIPs) > 0 || len(pr.addrs.lbIPs) > 0)
+	rt.accessible, rt.iLocal, rt.eLocal = r.Accessible, r.InternalLocal, r.ExternalLocal
+	rt.usesCluster, rt.usesLocal = r.UsesCluster, r.UsesLocal
 	for i := range pr.eps {
 		e := &pr.eps[i]
 		if e.usable() {
 			rt.hasAny = true
 		}
-		switch {
-		case !rt.usesCluster:
-		case !rt.iLocal:
-			e.inCluster = e.internal
-		case !rt.eLocal:
-			e.inCluster = e.external
-		default:
-			e.inCluster = e.cluster
-		}
-		switch {
-		case !rt.usesLocal:
-		case rt.iLocal:
-			e.inLocal = e.internal
-		default:
-			e.inLocal = e.external
-		}
+		e.inCluster, e.inLocal = r.Categorize(e.internal, e.external, e.cluster)
 	}
 }
 

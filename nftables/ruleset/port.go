@@ -167,33 +167,15 @@ func (pr *portRenderer) names() {
 // External and Cluster); when both policies are Local, the cluster
 // endpoints serve only this node's own traffic to external destinations.
 func (pr *portRenderer) classify() {
-	svc := pr.svc
-	pr.accessible = pr.port.NodePort != 0 || len(pr.extIPs) > 0 || len(pr.lbIPs) > 0
-	pr.iLocal = svc.InternalTrafficLocal
-	pr.eLocal = svc.ExternalTrafficLocal && svc.ExternallyAccessible()
-	pr.usesCluster = !pr.iLocal || pr.accessible
-	pr.usesLocal = pr.iLocal || pr.eLocal && pr.accessible
+	r := pr.svc.Routing(pr.port.NodePort != 0 || len(pr.extIPs) > 0 || len(pr.lbIPs) > 0)
+	pr.accessible, pr.iLocal, pr.eLocal = r.Accessible, r.InternalLocal, r.ExternalLocal
+	pr.usesCluster, pr.usesLocal = r.UsesCluster, r.UsesLocal
 	anyUsable := false
 	for i := range pr.eps {
 		ep := &pr.eps[i]
 		e := ep.e
 		anyUsable = anyUsable || ep.usable()
-		switch {
-		case !pr.usesCluster:
-		case !pr.iLocal:
-			ep.inCluster = e.Internal
-		case !pr.eLocal:
-			ep.inCluster = e.External
-		default:
-			ep.inCluster = e.Cluster
-		}
-		switch {
-		case !pr.usesLocal:
-		case pr.iLocal:
-			ep.inLocal = e.Internal
-		default:
-			ep.inLocal = e.External
-		}
+		ep.inCluster, ep.inLocal = r.Categorize(e.Internal, e.External, e.Cluster)
 		if ep.inCluster {
 			pr.cluster = append(pr.cluster, ep)
 		}
