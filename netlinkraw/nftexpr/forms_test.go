@@ -184,3 +184,15 @@ func TestFormsAgainstNFT(t *testing.T) {
 		})
 	}
 }
+
+func TestKubeProxyShapedScriptAgainstNFT(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		family nft.Family
+		eps    int
+	}{{"ip", nft.FamilyIPv4, 3}, {"ip-one-endpoint", nft.FamilyIPv4, 1}, {"ip6", nft.FamilyIPv6, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkOracle(t, kubeShaped(tc.family, 12, tc.eps))
+		})
+	}
+}
