@@ -80,7 +80,8 @@ func (c *ruleCompiler) list() ([][]string, error) {
 	if err := c.expect("{"); err != nil {
 		return nil, err
 	}
-	var items [][]string
+	items := c.t.items[:0]
+	defer func() { c.t.items = items[:0] }()
 	start := c.pos
 	for {
 		switch c.peek() {
@@ -267,7 +268,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		if spans[0].start != (u128{}) {
 			n++
 		}
-		keys := make([]byte, 0, n*size)
+		keys := c.t.slab.bytes(n * size)
 		s.Elems = make([]nft.Elem, 0, n)
 		add := func(v u128, flags uint32) {
 			keys = v.appendTo(keys, size)
@@ -290,7 +291,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 			open = 1
 		}
 	} else {
-		keys := make([]byte, 0, len(spans)*size)
+		keys := c.t.slab.bytes(len(spans) * size)
 		s.Elems = make([]nft.Elem, len(spans))
 		for i, sp := range spans {
 			keys = sp.start.appendTo(keys, size)
@@ -298,7 +299,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		}
 	}
 	s.Set.Size = uint32(len(s.Elems) + open)
-	ud := udU32(make([]byte, 0, 40), udSetKeyOrder, f.t.order)
+	ud := udU32(c.t.slab.bytes(40), udSetKeyOrder, f.t.order)
 	if interval {
 		ud = udU32(ud, udSetMerge, 1)
 	}
@@ -351,7 +352,7 @@ func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uin
 		Size: uint32(len(items)),
 	}}
 	s.Elems = make([]nft.Elem, len(items))
-	keys := make([]byte, 0, len(items)*f.t.size)
+	keys := c.t.slab.bytes(len(items) * f.t.size)
 	for i, it := range items {
 		if len(it) < 3 || it[1] != ":" {
 			return s, c.fail(it[0], "want KEY : VALUE")
@@ -365,7 +366,7 @@ func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uin
 			return s, err
 		}
 	}
-	ud := udU32(make([]byte, 0, 32), udSetKeyOrder, f.t.order)
+	ud := udU32(c.t.slab.bytes(32), udSetKeyOrder, f.t.order)
 	ud = udU32(ud, udSetDataOrder, 0)
 	if dataType == dataVerdict {
 		ud = udBytes(ud, udSetDataTypeof, verdictTypeof)
@@ -385,17 +386,16 @@ func (c *ruleCompiler) anonVmap(fs []field) error {
 	if err != nil {
 		return err
 	}
-	verdicts := make([]nft.Verdict, len(items))
-	s, err := c.anonMap(&fs[0], items, dataVerdict, 0, func(e *nft.Elem, i int, tok []string) error {
+	s, err := c.anonMap(&fs[0], items, dataVerdict, 0, func(e *nft.Elem, _ int, tok []string) error {
 		code, needsChain, ok := verdictCode(tok[0])
 		if !ok || needsChain != (len(tok) == 2) || len(tok) > 2 {
 			return c.fail(tok[0], "not a verdict")
 		}
-		verdicts[i].Code = code
+		v := nft.Verdict{Code: code}
 		if needsChain {
-			verdicts[i].Chain = tok[1]
+			v.Chain = tok[1]
 		}
-		e.Verdict = &verdicts[i]
+		e.Verdict = c.t.slab.verdict(v)
 		return nil
 	})
 	if err != nil {

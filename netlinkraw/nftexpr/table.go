@@ -37,6 +37,9 @@ const (
 type Table struct {
 	family nft.Family
 	sets   map[string]*namedSet
+	// types caches parsed type texts (thousands of affinity sets share
+	// one).
+	types map[string]keyType
 	scratch
 }
 
@@ -56,7 +59,9 @@ func NewTable(family nft.Family) (*Table, error) {
 	if family != nft.FamilyIPv4 && family != nft.FamilyIPv6 {
 		return nil, fmt.Errorf("nftexpr: family %d: only ip and ip6 tables are supported", family)
 	}
-	return &Table{family: family, sets: map[string]*namedSet{}}, nil
+	t := &Table{family: family, sets: map[string]*namedSet{}, types: map[string]keyType{}}
+	t.val = make([]byte, 0, 64) // the longest value is 16 bytes
+	return t, nil
 }
 
 // Family returns the table's family.
@@ -83,7 +88,7 @@ type SetDef struct {
 // rule or element referring to it; 0 leaves it out (the kernel finds a
 // named set by its name).
 func (t *Table) AddSet(def SetDef, id uint32) (nft.Set, error) {
-	s, ns, err := compileSet(def, id)
+	s, ns, err := t.compileSet(def, id)
 	if err != nil {
 		return nft.Set{}, fmt.Errorf("nftexpr: set %s: %w", def.Name, err)
 	}
@@ -102,12 +107,23 @@ func (t *Table) SetID(name string, id uint32) error {
 	return nil
 }
 
-func compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
+func (t *Table) keyType(s string) (keyType, error) {
+	if k, ok := t.types[s]; ok {
+		return k, nil
+	}
+	k, err := parseKeyType(s)
+	if err == nil {
+		t.types[s] = k
+	}
+	return k, err
+}
+
+func (t *Table) compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
 	ns := &namedSet{name: def.Name, id: id}
 	s := nft.Set{Name: def.Name, ID: id}
 	keyText, dataText, isMap := strings.Cut(def.Type, ":")
 	var err error
-	if ns.key, err = parseKeyType(strings.TrimSpace(keyText)); err != nil {
+	if ns.key, err = t.keyType(strings.TrimSpace(keyText)); err != nil {
 		return s, nil, err
 	}
 	s.KeyType, s.KeyLen = ns.key.id(), uint32(ns.key.len())
@@ -117,7 +133,7 @@ func compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
 			ns.verdict = true
 			s.DataType = dataVerdict
 		} else {
-			if ns.data, err = parseKeyType(dataText); err != nil {
+			if ns.data, err = t.keyType(dataText); err != nil {
 				return s, nil, err
 			}
 			s.DataType, s.DataLen = ns.data.id(), uint32(ns.data.len())
