@@ -216,6 +216,15 @@ func udString(b []byte, typ byte, s string) []byte {
 	return append(b, 0)
 }
 
+// TableObject returns the table nft creates for `table FAMILY NAME {
+// comment "COMMENT" }`.
+func TableObject(family nft.Family, name, comment string) (nft.Table, error) {
+	if len(comment) > maxComment {
+		return nft.Table{}, fmt.Errorf("nftexpr: table %s: comment longer than %d bytes", name, maxComment)
+	}
+	return nft.Table{Family: family, Name: name, UserData: Comment(comment)}, nil
+}
+
 // Comment returns the USERDATA nft writes for a table's, chain's or rule's
 // comment (nil for none).
 func Comment(comment string) []byte {
