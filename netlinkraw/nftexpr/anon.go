@@ -256,13 +256,13 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		spans = append(spans, prefixSpan(p, bits))
 	}
 	s := AnonSet{Set: nft.Set{
-		Name: anonSetName, ID: c.newID(), Flags: setAnonymous | setConstant,
+		Name: anonSetName, ID: c.newID(), Flags: nft.SetAnonymous | nft.SetConstant,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size),
 	}}
 	size := f.t.size
 	open := 0
 	if interval {
-		s.Set.Flags |= setInterval
+		s.Set.Flags |= nft.SetInterval
 		spans = mergeSpans(spans)
 		n := 2 * len(spans)
 		if spans[0].start != (u128{}) {
@@ -275,12 +275,12 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 			s.Elems = append(s.Elems, nft.Elem{Key: keys[len(keys)-size : len(keys) : len(keys)], Flags: flags})
 		}
 		if spans[0].start != (u128{}) {
-			add(u128{}, elemIntervalEnd)
+			add(u128{}, nft.ElemIntervalEnd)
 		}
 		for _, sp := range spans {
 			add(sp.start, 0)
 			if !sp.toMax {
-				add(sp.end, elemIntervalEnd)
+				add(sp.end, nft.ElemIntervalEnd)
 			}
 		}
 		if last := spans[len(spans)-1]; last.toMax {
@@ -315,9 +315,6 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 	return nil
 }
 
-// elemIntervalEnd is NFT_SET_ELEM_INTERVAL_END.
-const elemIntervalEnd = 1
-
 // mergeSpans sorts ranges and joins those that overlap or touch.
 func mergeSpans(spans []span) []span {
 	slices.SortFunc(spans, func(a, b span) int {
@@ -347,7 +344,7 @@ func mergeSpans(spans []span) []span {
 // `N : <data tokens>`; data fills in one element's data.
 func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uint32, data func(e *nft.Elem, i int, tok []string) error) (AnonSet, error) {
 	s := AnonSet{Set: nft.Set{
-		Name: anonMapName, Flags: setAnonymous | setConstant | setMap,
+		Name: anonMapName, Flags: nft.SetAnonymous | nft.SetConstant | nft.SetMap,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size), DataType: dataType, DataLen: dataLen,
 		Size: uint32(len(items)),
 	}}
@@ -368,7 +365,7 @@ func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uin
 	}
 	ud := udU32(c.t.slab.bytes(32), udSetKeyOrder, f.t.order)
 	ud = udU32(ud, udSetDataOrder, 0)
-	if dataType == dataVerdict {
+	if dataType == nft.DataVerdict {
 		ud = udBytes(ud, udSetDataTypeof, verdictTypeof)
 	}
 	s.Set.UserData = udU32(ud, udSetDataInterval, 0)
@@ -386,7 +383,7 @@ func (c *ruleCompiler) anonVmap(fs []field) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.anonMap(&fs[0], items, dataVerdict, 0, func(e *nft.Elem, _ int, tok []string) error {
+	s, err := c.anonMap(&fs[0], items, nft.DataVerdict, 0, func(e *nft.Elem, _ int, tok []string) error {
 		code, needsChain, ok := verdictCode(tok[0])
 		if !ok || needsChain != (len(tok) == 2) || len(tok) > 2 {
 			return c.fail(tok[0], "not a verdict")

@@ -86,17 +86,17 @@ func parseVerdict(s string) (nft.Verdict, error) {
 func verdictCode(word string) (int32, bool, bool) {
 	switch word {
 	case "drop":
-		return VerdictDrop, false, true
+		return nft.VerdictDrop, false, true
 	case "accept":
-		return VerdictAccept, false, true
+		return nft.VerdictAccept, false, true
 	case "return":
-		return VerdictReturn, false, true
+		return nft.VerdictReturn, false, true
 	case "continue":
-		return VerdictContinue, false, true
+		return nft.VerdictContinue, false, true
 	case "jump":
-		return VerdictJump, true, true
+		return nft.VerdictJump, true, true
 	case "goto":
-		return VerdictGoto, true, true
+		return nft.VerdictGoto, true, true
 	}
 	return 0, false, false
 }

@@ -8,17 +8,6 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 )
 
-// Set flags (NFT_SET_*).
-const (
-	setAnonymous = 0x1
-	setConstant  = 0x2
-	setInterval  = 0x4
-	setMap       = 0x8
-	setTimeout   = 0x10
-	setEval      = 0x20
-	setConcat    = 0x80
-)
-
 // Set USERDATA TLV types (libnftnl's NFTNL_UDATA_SET_*).
 const (
 	udSetKeyOrder     = 0
@@ -128,10 +117,10 @@ func (t *Table) compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
 	}
 	s.KeyType, s.KeyLen = ns.key.id(), uint32(ns.key.len())
 	if isMap {
-		s.Flags |= setMap
+		s.Flags |= nft.SetMap
 		if dataText = strings.TrimSpace(dataText); dataText == "verdict" {
 			ns.verdict = true
-			s.DataType = dataVerdict
+			s.DataType = nft.DataVerdict
 		} else {
 			if ns.data, err = t.keyType(dataText); err != nil {
 				return s, nil, err
@@ -142,24 +131,24 @@ func (t *Table) compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
 	for _, f := range def.Flags {
 		switch f {
 		case "dynamic":
-			s.Flags |= setEval
+			s.Flags |= nft.SetEval
 		case "timeout":
-			s.Flags |= setTimeout
+			s.Flags |= nft.SetTimeout
 		case "interval":
-			s.Flags |= setInterval
+			s.Flags |= nft.SetInterval
 			ns.interval = true
 		case "constant":
-			s.Flags |= setConstant
+			s.Flags |= nft.SetConstant
 		default:
 			return s, nil, fmt.Errorf("unknown flag %q", f)
 		}
 	}
 	if def.Timeout > 0 {
-		s.Flags |= setTimeout
+		s.Flags |= nft.SetTimeout
 		s.Timeout = uint64(def.Timeout / time.Millisecond)
 	}
 	if ns.interval && ns.key.concat() {
-		s.Flags |= setConcat
+		s.Flags |= nft.SetConcat
 		for _, f := range ns.key.fields {
 			s.Fields = append(s.Fields, uint32(f.size))
 		}
