@@ -119,7 +119,7 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 		return nil
 	case (f.t == tIPv4 || f.t == tIPv6) && strings.Contains(tok, "/"):
 		p, err := netip.ParsePrefix(tok)
-		if err != nil || p.Addr().Is4() != (f.t == tIPv4) || p.Bits() == 0 {
+		if err != nil || p.Addr().Is4() != (f.t == tIPv4) {
 			return c.fail(tok, "not a prefix of type %s", f.t.name)
 		}
 		if p.Bits() == f.t.size*8 {
@@ -129,20 +129,22 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 		if f.kind != kPayload {
 			return c.fail(tok, "prefix of a non-header field")
 		}
-		// A byte-aligned prefix loads only its bytes; another loads the
-		// whole address and masks it.
+		// A byte-aligned prefix loads only its bytes; another (or /0)
+		// loads the whole address and masks it.
 		n := f.t.size
-		if p.Bits()%8 == 0 {
+		if p.Bits()%8 == 0 && p.Bits() > 0 {
 			n = p.Bits() / 8
 		}
 		addr := addrBytes(c.t.val[:0], p.Masked().Addr())
 		f.load(x, 0, n)
-		if p.Bits()%8 != 0 {
+		if n == f.t.size {
 			mask := make([]byte, 2*n)
 			for i := 0; i < p.Bits()/8; i++ {
 				mask[i] = 0xff
 			}
-			mask[p.Bits()/8] = byte(0xff << (8 - p.Bits()%8))
+			if p.Bits()%8 != 0 {
+				mask[p.Bits()/8] = byte(0xff << (8 - p.Bits()%8))
+			}
 			x.bitwise(reg(0), mask[:n], mask[n:], false)
 		}
 		x.cmp(reg(0), op, addr[:n])
@@ -205,6 +207,9 @@ func (a u128) appendTo(dst []byte, size int) []byte {
 // prefixSpan is the range a prefix covers in an address space of bits.
 func prefixSpan(p netip.Prefix, bits int) span {
 	s := span{start: toU128(p.Masked().Addr())}
+	if p.Bits() == 0 {
+		return span{toMax: true}
+	}
 	host := uint(bits - p.Bits()) // bits of the host part
 	var size u128
 	if host >= 64 {
@@ -250,7 +255,8 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		if p.Addr().Is4() != (f.t == tIPv4) {
 			return c.fail(it[0], "not a value of type %s", f.t.name)
 		}
-		if p.Bits() < bits {
+		if strings.Contains(it[0], "/") {
+			// Any prefix, even /32, makes nft build an interval set.
 			interval = true
 		}
 		spans = append(spans, prefixSpan(p, bits))

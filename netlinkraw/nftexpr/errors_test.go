@@ -53,7 +53,7 @@ func TestRuleErrors(t *testing.T) {
 		{"meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.0.0.1 . 80 , 1 : 10.0.0.2 }", "10.0.0.2", "ADDR . PORT"},
 		{"ip daddr { 10.0.0.0/8", "", "unterminated"},
 		{"ip saddr { fd00::1 , 10.0.0.1 } drop", "fd00::1", "not a value of type ipv4_addr"},
-		{"ip saddr 10.0.0.0/0 drop", "10.0.0.0/0", "prefix"},
+		{"ip saddr 10.0.0.0/33 drop", "10.0.0.0/33", "prefix"},
 		{"mark set mark nand 1", "nand", "want or, xor or and"},
 		{"meta l4proto . th dport drop", "drop", "concatenation needs a set"},
 		{"update @cluster-ips { ip saddr . ip daddr }", "@cluster-ips", "set key is ipv4_addr"},
