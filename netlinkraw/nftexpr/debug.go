@@ -224,7 +224,9 @@ func formatVerdict(v []byte) string {
 	_ = nlcore.ForEachAttr(v, func(typ uint16, v []byte) error {
 		switch typ {
 		case attrVerdictCode:
-			code = binary.BigEndian.Uint32(v)
+			if len(v) >= 4 {
+				code = binary.BigEndian.Uint32(v)
+			}
 		case attrVerdictName:
 			chain = nlcore.GetString(v)
 		}

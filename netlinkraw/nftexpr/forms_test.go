@@ -101,6 +101,8 @@ var ipForms = []ruleDef{
 	{text: "ip saddr != { 203.0.113.0/25 } drop"},
 	{text: "ip saddr != { 203.0.113.0/25 , 198.51.100.0/24 , 5.6.7.8 } drop"},
 	{text: "ip saddr != { 1.2.3.4 , 5.6.7.8 } drop"},
+	{text: "ip saddr { 5.6.7.8 , 1.2.3.4 , 1.2.3.5 } drop"},
+	{text: "ip saddr { 1.2.3.4 , 1.2.3.4 } drop"},
 	{text: "ip saddr { 10.0.0.0/8 } drop"},
 	{text: "ip saddr != { 1.2.3.4/32 } drop"},
 	{text: "ip saddr != { 1.2.3.4/32 , 5.6.7.8/32 } drop"},
