@@ -262,7 +262,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		spans = append(spans, prefixSpan(p, bits))
 	}
 	s := AnonSet{Set: nft.Set{
-		Name: anonSetName, ID: c.newID(), Flags: nft.SetAnonymous | nft.SetConstant,
+		ID: c.newID(), Flags: nft.SetAnonymous | nft.SetConstant,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size),
 	}}
 	size := f.t.size
@@ -304,6 +304,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 			s.Elems[i].Key = keys[i*size : (i+1)*size : (i+1)*size]
 		}
 	}
+	s.Set.Name = c.t.anonName(anonSetName, s.Set.ID)
 	s.Set.Size = uint32(len(s.Elems) + open)
 	ud := udU32(c.t.slab.bytes(40), udSetKeyOrder, f.t.order)
 	if interval {
@@ -317,7 +318,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		flags = lookupInvert
 	}
 	f.load(c.x, 0, 0)
-	c.x.lookup(reg(0), -1, anonSetName, s.Set.ID, flags)
+	c.x.lookup(reg(0), -1, s.Set.Name, s.Set.ID, flags)
 	return nil
 }
 
@@ -350,7 +351,7 @@ func mergeSpans(spans []span) []span {
 // `N : <data tokens>`; data fills in one element's data.
 func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uint32, data func(e *nft.Elem, i int, tok []string) error) (AnonSet, error) {
 	s := AnonSet{Set: nft.Set{
-		Name: anonMapName, Flags: nft.SetAnonymous | nft.SetConstant | nft.SetMap,
+		Flags: nft.SetAnonymous | nft.SetConstant | nft.SetMap,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size), DataType: dataType, DataLen: dataLen,
 		Size: uint32(len(items)),
 	}}
@@ -376,6 +377,7 @@ func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uin
 	}
 	s.Set.UserData = udU32(ud, udSetDataInterval, 0)
 	s.Set.ID = c.newID()
+	s.Set.Name = c.t.anonName(anonMapName, s.Set.ID)
 	c.sets = append(c.sets, s)
 	return s, nil
 }
@@ -405,6 +407,6 @@ func (c *ruleCompiler) anonVmap(fs []field) error {
 		return err
 	}
 	fs[0].load(c.x, 0, 0)
-	c.x.lookup(reg(0), regVerdict, anonMapName, s.Set.ID, 0)
+	c.x.lookup(reg(0), regVerdict, s.Set.Name, s.Set.ID, 0)
 	return nil
 }
