@@ -351,7 +351,7 @@ func mergeSpans(spans []span) []span {
 // `N : <data tokens>`; data fills in one element's data.
 func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uint32, data func(e *nft.Elem, i int, tok []string) error) (AnonSet, error) {
 	s := AnonSet{Set: nft.Set{
-		Flags: nft.SetAnonymous | nft.SetConstant | nft.SetMap,
+		Flags:   nft.SetAnonymous | nft.SetConstant | nft.SetMap,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size), DataType: dataType, DataLen: dataLen,
 		Size: uint32(len(items)),
 	}}
