@@ -25,6 +25,10 @@ func kubeSets(family nft.Family) []SetDef {
 		{Name: "service-ips", Type: addr + " . inet_proto . inet_service : verdict", Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
 		{Name: "service-nodeports", Type: "inet_proto . inet_service : verdict", Comment: "NodePort traffic"},
 		{Name: "affinity-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80", Type: addr, Flags: []string{"dynamic", "timeout"}, Timeout: 10800 * time.Second},
+		{Name: "firewall-allow", Type: addr + " . inet_proto . inet_service . " + addr, Flags: []string{"interval"}, Comment: "destinations+sources that are allowed by LoadBalancerSourceRanges"},
+		{Name: "local-cidrs", Type: addr, Flags: []string{"interval"}},
+		{Name: "marks", Type: "mark : verdict", Flags: []string{"constant"}},
+		{Name: "sticky", Type: addr + " . inet_service", Timeout: 90 * time.Second, Comment: "timeout without flags"},
 	}
 }
 
