@@ -75,7 +75,7 @@ const (
 	attrElemFlags    = 3 // NFTA_SET_ELEM_FLAGS
 	attrElemTimeout  = 4 // NFTA_SET_ELEM_TIMEOUT
 	attrElemUserData = 6 // NFTA_SET_ELEM_USERDATA
-	attrElemKeyEnd   = 9 // NFTA_SET_ELEM_KEY_END
+	attrElemKeyEnd   = 10 // NFTA_SET_ELEM_KEY_END (9 is OBJREF)
 
 	attrDataValue   = 1 // NFTA_DATA_VALUE
 	attrDataVerdict = 2 // NFTA_DATA_VERDICT
