@@ -70,11 +70,11 @@ const (
 	attrElemListElements = 3 // NFTA_SET_ELEM_LIST_ELEMENTS
 	attrElemListSetID    = 4 // NFTA_SET_ELEM_LIST_SET_ID
 
-	attrElemKey      = 1 // NFTA_SET_ELEM_KEY
-	attrElemData     = 2 // NFTA_SET_ELEM_DATA
-	attrElemFlags    = 3 // NFTA_SET_ELEM_FLAGS
-	attrElemTimeout  = 4 // NFTA_SET_ELEM_TIMEOUT
-	attrElemUserData = 6 // NFTA_SET_ELEM_USERDATA
+	attrElemKey      = 1  // NFTA_SET_ELEM_KEY
+	attrElemData     = 2  // NFTA_SET_ELEM_DATA
+	attrElemFlags    = 3  // NFTA_SET_ELEM_FLAGS
+	attrElemTimeout  = 4  // NFTA_SET_ELEM_TIMEOUT
+	attrElemUserData = 6  // NFTA_SET_ELEM_USERDATA
 	attrElemKeyEnd   = 10 // NFTA_SET_ELEM_KEY_END (9 is OBJREF)
 
 	attrDataValue   = 1 // NFTA_DATA_VALUE
