@@ -10,8 +10,6 @@ import (
 
 var errNotYet = errors.New("nftables: not wired yet")
 
-
 type exprCompiler struct{}
 
 func (exprCompiler) table(*ruleset.Ruleset) (tableCompiler, error) { return nil, errNotYet }
-

@@ -243,7 +243,6 @@ func (p *Proxier) newID() uint32 {
 	return p.nextID
 }
 
-
 func countRules(rs *ruleset.Ruleset) int {
 	n := 0
 	for i := range rs.Chains {
