@@ -116,6 +116,8 @@ func (p *planner) sets(cur *applied, want []*ruleset.Set) ([]appliedSet, error) 
 			if c, err = p.tc.set(s); err != nil {
 				return nil, fmt.Errorf("compile %s: %w", setLabel(s), err)
 			}
+			// The kernel requires NFTA_SET_ID of every set it creates.
+			c.ID = p.newID()
 			p.head = append(p.head, op{kind: opAddSet, label: setLabel(s), set: &c})
 		}
 		as, err := p.elements(old, s)
