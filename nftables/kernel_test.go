@@ -209,3 +209,34 @@ add chain ip filter input { type filter hook input priority 0 ; }
 		t.Errorf("second cleanup: %q, %v", removed, err)
 	}
 }
+
+// TestKernelIPv6: the ip6 table, written and adopted like the ip one.
+func TestKernelIPv6(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad6(t)
+	p, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st := syncOK(t, p, s); st.Transactions != 1 {
+		t.Errorf("first sync: %+v", st)
+	}
+	rs, err := ruleset.RenderFamily(s, &cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip6")); diff != "" {
+		t.Fatalf("ip6 table after the first sync (-nft -f +ours):\n%s", diff)
+	}
+	ns2 := nstest.New(t)
+	nftFile(t, ns2, rs.Script())
+	p2, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns2.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if st := syncOK(t, p2, s); st.Transactions != 0 || st.Reads != 1 {
+		t.Errorf("adoption of an nft -f ip6 table: %+v", st)
+	}
+}

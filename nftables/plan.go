@@ -152,7 +152,9 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 	elems := make([]nft.Elem, 0, len(want))
 	i := 0
 	for _, e := range want {
-		for ; i < len(have) && have[i].Key < e.Key; i++ {
+		// Equal keys are the common case: test them first (a memequal,
+		// where an ordering compare would scan the whole key).
+		for ; i < len(have) && have[i].Key != e.Key && have[i].Key < e.Key; i++ {
 			del = append(del, old.elems[i])
 		}
 		if i < len(have) && have[i].Key == e.Key {
