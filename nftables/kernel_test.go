@@ -299,3 +299,27 @@ func TestKernelTraffic(t *testing.T) {
 		t.Errorf("connection to the ClusterIP: %q, %v", got, err)
 	}
 }
+
+// TestKernelProbe: NewProxier's kernel probe writes nothing (the
+// generation does not move, no table appears), and a rule the kernel
+// refuses makes NewProxier fail naming it.
+func TestKernelProbe(t *testing.T) {
+	ns := nstest.New(t)
+	g0, err := nft.ReadGeneration(ns.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKernelProxier(t, ns, generatedConfig())
+	if g1, err := nft.ReadGeneration(ns.FD()); err != nil || g1 != g0 {
+		t.Errorf("generation %d before NewProxier, %d after (%v)", g0, g1, err)
+	}
+	if out := ns.MustRun(t, "nft", "list", "ruleset"); out != "" {
+		t.Errorf("ruleset after NewProxier: %q", out)
+	}
+	defer func(l []string) { probeExtra = l }(probeExtra)
+	probeExtra = append(probeExtra, "jump no-such-chain")
+	_, err = NewProxier(Config{IPv4: true, Ruleset: generatedConfig(), NetNS: ns.FD()})
+	if err == nil || !strings.Contains(err.Error(), "(jump no-such-chain)") || strings.Contains(err.Error(), probeEnd) {
+		t.Errorf("NewProxier on a kernel refusing a rule: %v", err)
+	}
+}
