@@ -323,3 +323,24 @@ func TestKernelProbe(t *testing.T) {
 		t.Errorf("NewProxier on a kernel refusing a rule: %v", err)
 	}
 }
+
+// TestKernelAdoptionReplaces: a table whose set definitions differ from
+// the ruleset's (another version's kube-proxy) is replaced in one
+// transaction: deleted and written whole.
+func TestKernelAdoptionReplaces(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad(t)
+	rs := render4(t, s, cfg)
+	old := strings.Replace(rs.Script(), `comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"`, `comment "an older comment"`, 1)
+	if old == rs.Script() {
+		t.Fatal("the script has no service-ips comment to change")
+	}
+	nftFile(t, ns, old)
+	p := newKernelProxier(t, ns, cfg)
+	if st := syncOK(t, p, s); st.Transactions != 1 || st.Sets == 0 || st.Chains == 0 {
+		t.Errorf("adoption of a table with another set definition: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip")); diff != "" {
+		t.Errorf("table after the replacement (-nft -f +ours):\n%s", diff)
+	}
+}
