@@ -113,6 +113,17 @@ func TestKernelSync(t *testing.T) {
 	if st := syncOK(t, p3, s2); st.Transactions != 0 || st.Reads != 1 || st.ForeignChanges != 0 {
 		t.Errorf("restart with an unchanged cluster: %+v", st)
 	}
+	// A restart after an endpoint changed: only the numgen map's content
+	// differs (read from the anonymous set's name), and only that chain
+	// is written.
+	s3 := generated(50, 3, netip.Addr{})
+	p4 := newKernelProxier(t, ns2, gcfg)
+	if st := syncOK(t, p4, s3); st.Transactions != 1 || st.Reads != 1 || st.FlushedChains != 1 || st.Chains != 0 {
+		t.Errorf("restart after an endpoint changed: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, render4(t, s3, gcfg)), listing(t, ns2, "ip")); diff != "" {
+		t.Errorf("table after a restart with a changed endpoint (-nft -f +ours):\n%s", diff)
+	}
 }
 
 // TestKernelAdoption: a table kube-proxy's nftables mode left (nft -f of

@@ -60,6 +60,8 @@ type compiledRule struct {
 type anonSet struct {
 	set   nft.Set
 	elems []nft.Elem
+	// hash is the digest of the content (anonHash), set by nameAnon.
+	hash string
 }
 
 // sameChainDef reports whether two chains have the same definition (all
