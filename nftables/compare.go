@@ -57,8 +57,7 @@ func compareKernel(kt *kernelTable, base *applied) (out applied, diffs []string)
 		return out, append(diffs, "table definition")
 	}
 	seen := map[string]bool{}
-	for i := range base.chains {
-		bc := &base.chains[i]
+	for _, bc := range base.chains {
 		kc := kt.chains[bc.def.Name]
 		if kc == nil {
 			diffs = append(diffs, "chain "+bc.def.Name+" missing")
@@ -73,15 +72,15 @@ func compareKernel(kt *kernelTable, base *applied) (out applied, diffs []string)
 		if dirty {
 			diffs = append(diffs, "chain "+bc.def.Name+" rules")
 		}
-		out.chains = append(out.chains, appliedChain{def: bc.def, chain: bc.chain, rules: bc.rules, dirty: dirty})
+		out.chains = append(out.chains, &appliedChain{def: bc.def, chain: bc.chain, rules: bc.rules, dirty: dirty})
 	}
 	for name := range kt.chains {
 		if !seen[name] {
 			diffs = append(diffs, "chain "+name+" extra")
-			out.chains = append(out.chains, appliedChain{def: &ruleset.Chain{Name: name}, dirty: true})
+			out.chains = append(out.chains, &appliedChain{def: &ruleset.Chain{Name: name}, dirty: true})
 		}
 	}
-	slices.SortFunc(out.chains, func(a, b appliedChain) int { return cmp.Compare(a.def.Name, b.def.Name) })
+	slices.SortFunc(out.chains, func(a, b *appliedChain) int { return cmp.Compare(a.def.Name, b.def.Name) })
 	clear(seen)
 	for i := range base.sets {
 		bs := &base.sets[i]

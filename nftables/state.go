@@ -21,8 +21,8 @@ type applied struct {
 	comment string
 	// table is the table as compiled (its comment).
 	table  nft.Table
-	chains []appliedChain // sorted by name
-	sets   []appliedSet   // sorted by name
+	chains []*appliedChain // sorted by name
+	sets   []appliedSet    // sorted by name
 }
 
 // appliedChain is a chain as written: its text and its compiled rules.
