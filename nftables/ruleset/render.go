@@ -35,38 +35,68 @@ func RenderFamily(s *client.Snapshot, c *Config, v6 bool) (*Ruleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs, _, err := renderFamily(s, c, mark, v6, nil)
-	return rs, err
+	st, _, err := renderFamily(s, c, mark, v6, nil, false)
+	return newRenderer(c, mark, v6, st.cidrs).finish(st), err
 }
+
+// svcChange is a service whose output changed: old is nil for a service
+// added, out nil for one removed.
+type svcChange struct{ old, out *svcOut }
 
 // renderFamily renders one family, reusing from prev (the state of the
 // previous render, nil for none) the output of every service whose
-// content did not change, and returns the state of this render.
-func renderFamily(s *client.Snapshot, c *Config, mark string, v6 bool, prev *famState) (*Ruleset, *famState, error) {
-	r := &renderer{cfg: c, fam: c.family(v6), ft: newFamText(v6), mark: mark, masq: "mark set mark or " + mark, cidrs: s.ServiceCIDRs}
-	r.presize(s, prev)
-	var errs []error
-	var old []svcSpans
+// content did not change, and returns the state of this render, with the
+// Delta from prev when delta (nil when it cannot be told).
+func renderFamily(s *client.Snapshot, c *Config, mark string, v6 bool, prev *famState, delta bool) (*famState, *Delta, error) {
+	r := newRenderer(c, mark, v6, s.ServiceCIDRs)
+	st := &famState{svcs: make([]*svcOut, 0, s.Len()), cidrs: s.ServiceCIDRs}
+	var old []*svcOut
 	if prev != nil {
 		old = prev.svcs
+	} else {
+		r.presize(s)
 	}
+	var changes []svcChange
+	var errs []error
 	for se := range s.All() {
-		// Both lists are in key order: skip the services gone since.
-		key := se.Service.Key()
-		for len(old) > 0 && old[0].se.Service.Key().Compare(key) < 0 {
-			old = old[1:]
-		}
-		var err error
-		if len(old) > 0 && (old[0].se == se || old[0].se.Equal(se)) {
-			err = r.reuse(prev, &old[0], se)
+		var out *svcOut
+		if len(old) > 0 && old[0].se == se {
+			out, old = old[0], old[1:]
 		} else {
-			err = r.render(se)
+			// Both lists are in key order: skip the services gone since.
+			key := se.Service.Key()
+			for len(old) > 0 && old[0].se.Service.Key().Compare(key) < 0 {
+				changes, old = append(changes, svcChange{old: old[0]}), old[1:]
+			}
+			if len(old) > 0 && old[0].se.Equal(se) {
+				out, old = old[0], old[1:]
+				out.se = se // the same content: the next render compares pointers
+			} else {
+				var was *svcOut
+				if len(old) > 0 && old[0].se.Service.Key() == key {
+					was, old = old[0], old[1:]
+				}
+				out = r.render(se)
+				changes = append(changes, svcChange{old: was, out: out})
+			}
 		}
-		if err != nil {
-			errs = append(errs, err)
+		st.svcs = append(st.svcs, out)
+		if out.err != nil {
+			errs = append(errs, out.err)
 		}
 	}
-	return r.finish(), r.state(), errors.Join(errs...)
+	for _, o := range old {
+		changes = append(changes, svcChange{old: o})
+	}
+	var d *Delta
+	if delta && prev != nil {
+		d = r.delta(prev, st, changes)
+	}
+	return st, d, errors.Join(errs...)
+}
+
+func newRenderer(c *Config, mark string, v6 bool, cidrs []netip.Prefix) *renderer {
+	return &renderer{cfg: c, fam: c.family(v6), ft: newFamText(v6), mark: mark, masq: "mark set mark or " + mark, cidrs: cidrs}
 }
 
 // The sets and maps whose elements services add, in renderer.elems.
@@ -93,12 +123,11 @@ type renderer struct {
 	masq  string // "mark set mark or <mark>"
 	cidrs []netip.Prefix
 
+	// the output of the services rendered, in order (svcOut's are
+	// slices of these)
 	chains   []Chain // the service ports' and endpoints' chains
 	affinity []Set   // the endpoints' affinity sets
 	elems    [elCount][]Element
-
-	// svcs locate each service's output in the lists above
-	svcs []svcSpans
 
 	// scratch: the current port's endpoints and its lists of them
 	eps                   []endpoint
@@ -107,20 +136,10 @@ type renderer struct {
 	epText                []byte // the current port's endpoint strings
 }
 
-// presize sizes the renderer's lists for the snapshot, from its number of
-// service ports: most ports have a cluster chain and a cluster IP element,
-// a service one cluster-ips element.
-func (r *renderer) presize(s *client.Snapshot, prev *famState) {
-	r.svcs = make([]svcSpans, 0, s.Len())
-	if prev != nil {
-		// The same cluster, give or take the changes.
-		r.chains = make([]Chain, 0, len(prev.chains)+len(prev.chains)/8)
-		r.affinity = make([]Set, 0, len(prev.affinity))
-		for i := range r.elems {
-			r.elems[i] = make([]Element, 0, len(prev.elems[i])+len(prev.elems[i])/8)
-		}
-		return
-	}
+// presize sizes the renderer's lists for a first render of the snapshot,
+// from its number of service ports: most ports have a cluster chain and a
+// cluster IP element, a service one cluster-ips element.
+func (r *renderer) presize(s *client.Snapshot) {
 	ports := 0
 	for se := range s.All() {
 		if len(se.Service.ClusterIPs.Family(r.ft.v6)) > 0 {
@@ -138,15 +157,22 @@ func (r *renderer) elem(set int, key, value, comment string) {
 	r.elems[set] = append(r.elems[set], Element{Key: key, Value: value, Comment: comment})
 }
 
-// finish assembles the ruleset: the base table with the services' chains,
-// sets and elements, chains and sets sorted by name, elements by key (the
-// first of equal keys kept, in snapshot order). The renderer's lists stay
-// in service order (the next render reuses them).
-func (r *renderer) finish() *Ruleset {
+// finish assembles the ruleset of st: the base table with the services'
+// chains, sets and elements, chains and sets sorted by name, elements by
+// key (the first of equal names or keys kept, in service order).
+func (r *renderer) finish(st *famState) *Ruleset {
 	base, sets := r.baseTable()
-	all := make([]*Chain, 0, len(r.chains)+len(base))
-	for i := range r.chains {
-		all = append(all, &r.chains[i])
+	n, na := 0, 0
+	for _, o := range st.svcs {
+		n, na = n+len(o.chains), na+len(o.affinity)
+	}
+	all := make([]*Chain, 0, n+len(base))
+	affinity := make([]Set, 0, na)
+	for _, o := range st.svcs {
+		for i := range o.chains {
+			all = append(all, &o.chains[i])
+		}
+		affinity = append(affinity, o.affinity...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(base)) {
 		all = append(all, base[name])
@@ -160,12 +186,16 @@ func (r *renderer) finish() *Ruleset {
 	for i := range sets {
 		for e, name := range elemSets {
 			if sets[i].Name == name {
-				sets[i].Elements = r.elems[e]
+				var l []Element
+				for _, o := range st.svcs {
+					l = append(l, o.elems[e]...)
+				}
+				sets[i].Elements = l
 			}
 		}
 		sets[i].Elements = sortElements(sets[i].Elements)
 	}
-	sets = append(sets, r.affinity...)
+	sets = append(sets, affinity...)
 	slices.SortFunc(sets, func(a, b Set) int { return cmp.Compare(a.Name, b.Name) })
 	sets = slices.CompactFunc(sets, func(a, b Set) bool { return a.Name == b.Name })
 	return &Ruleset{Family: r.ft.family, Table: TableName, Comment: TableComment, Chains: chains, Sets: sets}

@@ -2,6 +2,7 @@ package ruleset
 
 import (
 	"errors"
+	"net/netip"
 
 	"github.com/proxysinks/proxysinks/client"
 )
@@ -43,84 +44,87 @@ func (r *Renderer) SetConfig(c Config) error {
 // Render renders both families' tables for the snapshot, as the package's
 // Render does.
 func (r *Renderer) Render(s *client.Snapshot) (v4, v6 *Ruleset, err error) {
-	v4, r.fams[0], err = renderFamily(s, &r.cfg, r.mark, false, r.fams[0])
-	var err6 error
-	v6, r.fams[1], err6 = renderFamily(s, &r.cfg, r.mark, true, r.fams[1])
+	v4, err = r.RenderFamily(s, false)
+	v6, err6 := r.RenderFamily(s, true)
 	return v4, v6, errors.Join(err, err6)
 }
 
 // RenderFamily renders one family's table (IPv6 when v6), as the
 // package's RenderFamily does; each family keeps its own state.
 func (r *Renderer) RenderFamily(s *client.Snapshot, v6 bool) (*Ruleset, error) {
-	i := 0
-	if v6 {
-		i = 1
-	}
-	rs, st, err := renderFamily(s, &r.cfg, r.mark, v6, r.fams[i])
+	i := famIndex(v6)
+	st, _, err := renderFamily(s, &r.cfg, r.mark, v6, r.fams[i], false)
 	r.fams[i] = st
-	return rs, err
+	return r.Ruleset(v6), err
 }
 
-// famState is what one family's render leaves for the next: the services'
-// chains, affinity sets and elements in service order, and where each
-// service's are.
+// RenderDelta renders one family's table (IPv6 when v6) like
+// RenderFamily, and returns what changed in it since the family's
+// previous render instead of the ruleset (Ruleset returns that). The
+// Delta is nil when the Renderer cannot tell the change: the family's
+// first render, a configuration or service CIDR change, or a name or key
+// that a changed service shares with another service (the ruleset keeps
+// the first one, in service order). The first Delta of a family costs a
+// count of every name and key; the later ones cost in proportion to the
+// services that changed.
+func (r *Renderer) RenderDelta(s *client.Snapshot, v6 bool) (*Delta, error) {
+	i := famIndex(v6)
+	st, d, err := renderFamily(s, &r.cfg, r.mark, v6, r.fams[i], true)
+	r.fams[i] = st
+	return d, err
+}
+
+// Ruleset assembles the ruleset of the family's last render (nil before
+// the first): chains and sets sorted by name, elements by key. It costs
+// in proportion to the ruleset; the result shares nothing that a later
+// render changes.
+func (r *Renderer) Ruleset(v6 bool) *Ruleset {
+	st := r.fams[famIndex(v6)]
+	if st == nil {
+		return nil
+	}
+	return newRenderer(&r.cfg, r.mark, v6, st.cidrs).finish(st)
+}
+
+func famIndex(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+// famState is what one family's render leaves for the next: each
+// service's output, in service order, the service CIDRs the base table
+// was rendered with, and (once a Delta was asked for) how many services
+// contribute each name and key.
 type famState struct {
+	svcs   []*svcOut
+	cidrs  []netip.Prefix
+	counts *keyCounts
+}
+
+// svcOut is one service's output: its chains, affinity sets and elements
+// of the shared sets, and its render error. It is never changed once
+// rendered (a changed service gets a new one).
+type svcOut struct {
+	se       *client.ServiceEndpoints
 	chains   []Chain
 	affinity []Set
 	elems    [elCount][]Element
-	svcs     []svcSpans
+	err      error
 }
 
-// span is a range of one of famState's lists.
-type span struct{ from, to int }
-
-// svcSpans locates one service's output, and keeps its error.
-type svcSpans struct {
-	se               *client.ServiceEndpoints
-	chains, affinity span
-	elems            [elCount]span
-	err              error
-}
-
-// render renders a service and records where its output is.
-func (r *renderer) render(se *client.ServiceEndpoints) error {
-	sp := r.mark0(se)
+// render renders a service into a new svcOut.
+func (r *renderer) render(se *client.ServiceEndpoints) *svcOut {
+	c0, a0 := len(r.chains), len(r.affinity)
+	var e0 [elCount]int
+	for i := range r.elems {
+		e0[i] = len(r.elems[i])
+	}
 	err := r.service(se)
-	r.mark1(&sp, err)
-	return err
-}
-
-// reuse copies a service's output from the previous render.
-func (r *renderer) reuse(prev *famState, old *svcSpans, se *client.ServiceEndpoints) error {
-	sp := r.mark0(se)
-	r.chains = append(r.chains, prev.chains[old.chains.from:old.chains.to]...)
-	r.affinity = append(r.affinity, prev.affinity[old.affinity.from:old.affinity.to]...)
+	out := &svcOut{se: se, err: err, chains: r.chains[c0:len(r.chains):len(r.chains)], affinity: r.affinity[a0:len(r.affinity):len(r.affinity)]}
 	for i := range r.elems {
-		r.elems[i] = append(r.elems[i], prev.elems[i][old.elems[i].from:old.elems[i].to]...)
+		out.elems[i] = r.elems[i][e0[i]:len(r.elems[i]):len(r.elems[i])]
 	}
-	r.mark1(&sp, old.err)
-	return old.err
-}
-
-// mark0 starts a service's spans at the lists' ends.
-func (r *renderer) mark0(se *client.ServiceEndpoints) svcSpans {
-	sp := svcSpans{se: se, chains: span{from: len(r.chains)}, affinity: span{from: len(r.affinity)}}
-	for i := range r.elems {
-		sp.elems[i].from = len(r.elems[i])
-	}
-	return sp
-}
-
-// mark1 ends a service's spans at the lists' ends and records them.
-func (r *renderer) mark1(sp *svcSpans, err error) {
-	sp.chains.to, sp.affinity.to, sp.err = len(r.chains), len(r.affinity), err
-	for i := range r.elems {
-		sp.elems[i].to = len(r.elems[i])
-	}
-	r.svcs = append(r.svcs, *sp)
-}
-
-// state returns what this render leaves for the next.
-func (r *renderer) state() *famState {
-	return &famState{chains: r.chains, affinity: r.affinity, elems: r.elems, svcs: r.svcs}
+	return out
 }
