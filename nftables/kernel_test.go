@@ -173,6 +173,7 @@ func TestKernelRefused(t *testing.T) {
 	syncOK(t, p, generated(5, 2, netip.Addr{}))
 	before := listing(t, ns, "ip")
 	bad := true
+	p.delta = nil // render through p.render
 	p.render = func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error) {
 		rs, err := ruleset.RenderFamily(s, &gcfg, v6)
 		if bad {

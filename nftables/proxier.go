@@ -111,6 +111,11 @@ type family struct {
 	printed string
 	// rules counts the rules of the ruleset last written.
 	rules int
+	// synced tells that cur holds exactly the renderer's previous render
+	// (written whole or by Deltas): the next render's Delta applies to it.
+	// tc is the compile context of that ruleset.
+	synced bool
+	tc     tableCompiler
 }
 
 // Proxier programs kube-proxy v1.37's nftables-mode ruleset for the
@@ -128,6 +133,10 @@ type Proxier struct {
 	// it).
 	renderer *ruleset.Renderer
 	render   func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error)
+	// delta is the renderer's RenderDelta and assemble its Ruleset: with
+	// a kernel, syncs render with them (nil: with render).
+	delta    func(s *client.Snapshot, v6 bool) (*ruleset.Delta, error)
+	assemble func(v6 bool) *ruleset.Ruleset
 	fams     []*family
 	last     *client.Snapshot
 	totals   SyncStats
@@ -154,7 +163,7 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	p := &Proxier{cfg: cfg, log: cfg.Log, comp: exprCompiler{}, renderer: r, render: r.RenderFamily}
+	p := &Proxier{cfg: cfg, log: cfg.Log, comp: exprCompiler{}, renderer: r, render: r.RenderFamily, delta: r.RenderDelta, assemble: r.Ruleset}
 	if p.log == nil {
 		p.log = slog.Default()
 	}

@@ -47,22 +47,51 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	start := time.Now()
 	st := SyncStats{Full: full}
 	var errs []error
-	rss := make([]*ruleset.Ruleset, len(p.fams))
+	ws := make([]*wanted, len(p.fams))
 	for i, f := range p.fams {
-		rs, err := p.render(s, f.fam == nft.FamilyIPv6)
+		w := &wanted{p: p, v6: f.fam == nft.FamilyIPv6}
+		var err error
+		if p.delta != nil && p.k != nil {
+			w.d, err = p.delta(s, w.v6)
+			w.lazy = true
+		} else {
+			w.rs, err = p.render(s, w.v6)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("nftables: render %s: %w", f.name, err))
 		}
-		rss[i] = rs
+		ws[i] = w
 	}
 	if p.k == nil {
+		rss := make([]*ruleset.Ruleset, len(ws))
+		for i, w := range ws {
+			rss[i] = w.ruleset()
+		}
 		p.dryRun(rss, &st)
-	} else if err := p.write(rss, &st); err != nil {
+	} else if err := p.write(ws, &st); err != nil {
 		errs = append(errs, err)
 	}
 	st.Duration = time.Since(start)
 	p.totals.add(st)
 	return st, errors.Join(errs...)
+}
+
+// wanted is one family's render: the Delta from the previous render (when
+// the renderer tells it), and the whole ruleset, assembled when needed.
+type wanted struct {
+	p  *Proxier
+	v6 bool
+	d  *ruleset.Delta
+	rs *ruleset.Ruleset
+	// lazy: rs is assembled from the renderer on demand.
+	lazy bool
+}
+
+func (w *wanted) ruleset() *ruleset.Ruleset {
+	if w.rs == nil && w.lazy {
+		w.rs = w.p.assemble(w.v6)
+	}
+	return w.rs
 }
 
 // dryRun writes the script of each family's ruleset that changed.
@@ -88,7 +117,7 @@ func (p *Proxier) dryRun(rss []*ruleset.Ruleset, st *SyncStats) {
 // write brings every family's table to its ruleset: when the generation
 // moved since the Proxier last knew the kernel, the tables are read first
 // (adopt); then one transaction per family carries what differs.
-func (p *Proxier) write(rss []*ruleset.Ruleset, st *SyncStats) error {
+func (p *Proxier) write(ws []*wanted, st *SyncStats) error {
 	c0 := p.k.counters()
 	defer func() {
 		c1 := p.k.counters()
@@ -105,11 +134,10 @@ func (p *Proxier) write(rss []*ruleset.Ruleset, st *SyncStats) error {
 	known := true
 	var errs []error
 	for i, f := range p.fams {
-		rs := rss[i]
-		if rs == nil {
+		if ws[i].rs == nil && !ws[i].lazy {
 			continue
 		}
-		ng, err := p.writeFamily(f, rs, g, read, st)
+		ng, err := p.writeFamily(f, ws[i], g, read, st)
 		if err != nil {
 			errs = append(errs, err)
 			if errors.Is(err, errStale) || errors.Is(err, errUnknown) {
@@ -126,7 +154,24 @@ func (p *Proxier) write(rss []*ruleset.Ruleset, st *SyncStats) error {
 // writeFamily reads (when read) and writes one family's table; it
 // returns the generation after its transaction. A transaction refused
 // for a stale generation is made again, once, after reading the table.
-func (p *Proxier) writeFamily(f *family, rs *ruleset.Ruleset, g uint32, read bool, st *SyncStats) (uint32, error) {
+func (p *Proxier) writeFamily(f *family, w *wanted, g uint32, read bool, st *SyncStats) (uint32, error) {
+	if !read && f.synced && w.d != nil && f.cur.exists && !f.cur.replace && f.tc != nil {
+		ng, err := p.writeDelta(f, w.d, g, st)
+		switch {
+		case err == nil:
+			return ng, nil
+		case errors.Is(err, errStale):
+			p.log.Info("nftables: another writer committed during the sync; reading the table again", "family", f.name)
+			if g, err = p.k.generation(); err != nil {
+				return g, errors.Join(errUnknown, fmt.Errorf("nftables: read the ruleset generation: %w", err))
+			}
+			read = true
+		case !errors.Is(err, errNoDelta):
+			return g, err
+		}
+	}
+	f.synced = false
+	rs := w.ruleset()
 	tc, err := p.comp.table(rs)
 	if err != nil {
 		return g, fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
@@ -148,6 +193,7 @@ func (p *Proxier) writeFamily(f *family, rs *ruleset.Ruleset, g uint32, read boo
 		}
 		if err == nil {
 			f.rules = countRules(rs)
+			f.synced, f.tc = w.lazy, tc
 			return g, nil
 		}
 		if !errors.Is(err, errStale) || attempt > 0 {
@@ -181,6 +227,34 @@ func (p *Proxier) writeStep(f *family, rs *ruleset.Ruleset, tc tableCompiler, g 
 	st.Transactions++
 	countOps(ops, st)
 	return ng, nil
+}
+
+// writeDelta plans and commits the transaction of a render's Delta,
+// which f.cur (the previous render's ruleset, as written) takes in
+// proportion to the change; errNoDelta when it cannot.
+func (p *Proxier) writeDelta(f *family, d *ruleset.Delta, g uint32, st *SyncStats) (uint32, error) {
+	ops, apply, rules, err := planDelta(&f.cur, d, f.tc, p.newID, f.name)
+	if err != nil {
+		if !errors.Is(err, errNoDelta) {
+			f.synced = false
+			err = fmt.Errorf("nftables: %s table %s: %w", f.name, TableName, err)
+		}
+		return g, err
+	}
+	if len(ops) > 0 {
+		ng, err := p.k.commit(f.fam, TableName, ops, g)
+		if err != nil {
+			st.Failures++
+			f.synced = false
+			return g, fmt.Errorf("nftables: write %s table %s: %w", f.name, TableName, err)
+		}
+		g = ng
+		st.Transactions++
+		countOps(ops, st)
+	}
+	apply()
+	f.rules += rules
+	return g, nil
 }
 
 func (p *Proxier) chunk() int {
