@@ -82,15 +82,32 @@ func (p *planner) deltaElements(cur *applied, ed *ruleset.ElementDelta) (func(),
 	return func() { patchElements(as, delIdx, ed.Added, add) }, nil
 }
 
+// inPlace bounds the changes patched into a sorted list in place (each
+// moves the list's tail); more are merged into a new list.
+const inPlace = 16
+
 // patchElements deletes the elements at delIdx (ascending) from as and
-// adds els (sorted, compiled as add). A copy of the set's definition
-// takes the new elements: the old one may be shared with a ruleset.
+// adds els (sorted, compiled as add). The first patch copies the set's
+// definition and lists (they may be shared with a ruleset or an earlier
+// state); later ones change the copies in place.
 func patchElements(as *appliedSet, delIdx []int, els []ruleset.Element, add []nft.Elem) {
+	if as.owned && len(delIdx)+len(els) <= inPlace {
+		for i := len(delIdx) - 1; i >= 0; i-- {
+			as.def.Elements = slices.Delete(as.def.Elements, delIdx[i], delIdx[i]+1)
+			as.elems = slices.Delete(as.elems, delIdx[i], delIdx[i]+1)
+		}
+		for a := range els {
+			at, _ := slices.BinarySearchFunc(as.def.Elements, els[a].Key, byElemKey)
+			as.def.Elements = slices.Insert(as.def.Elements, at, els[a])
+			as.elems = slices.Insert(as.elems, at, &add[a])
+		}
+		return
+	}
 	have, elems := as.def.Elements, as.elems
 	n := len(have) - len(delIdx) + len(els)
-	outEl := make([]ruleset.Element, 0, n)
-	outC := make([]*nft.Elem, 0, n)
-	i, a := 0, 0
+	outEl := make([]ruleset.Element, 0, n+n/16)
+	outC := make([]*nft.Elem, 0, n+n/16)
+	i := 0
 	next := func(to int) {
 		for ; i < to; i++ {
 			if len(delIdx) > 0 && delIdx[0] == i {
@@ -100,7 +117,7 @@ func patchElements(as *appliedSet, delIdx []int, els []ruleset.Element, add []nf
 			outEl, outC = append(outEl, have[i]), append(outC, elems[i])
 		}
 	}
-	for ; a < len(els); a++ {
+	for a := range els {
 		to, _ := slices.BinarySearchFunc(have, els[a].Key, byElemKey)
 		next(to)
 		outEl, outC = append(outEl, els[a]), append(outC, &add[a])
@@ -108,7 +125,7 @@ func patchElements(as *appliedSet, delIdx []int, els []ruleset.Element, add []nf
 	next(len(have))
 	def := *as.def
 	def.Elements = outEl
-	as.def, as.elems = &def, outC
+	as.def, as.elems, as.owned = &def, outC, true
 }
 
 func byElemKey(e ruleset.Element, k string) int { return strings.Compare(e.Key, k) }
@@ -182,29 +199,28 @@ type chainChange struct {
 
 // patchChains applies chain changes (sorted by name) to cur.chains.
 func patchChains(cur *applied, changes []chainChange) {
-	inserts := 0
-	for _, c := range changes {
-		switch {
-		case c.old != nil && c.new != nil:
-			cur.chains[c.at] = c.new
-		case c.old == nil || c.new == nil:
-			inserts++
+	if len(changes) <= inPlace {
+		for i := len(changes) - 1; i >= 0; i-- {
+			switch c := changes[i]; {
+			case c.old != nil && c.new != nil:
+				cur.chains[c.at] = c.new
+			case c.new == nil:
+				cur.chains = slices.Delete(cur.chains, c.at, c.at+1)
+			default:
+				cur.chains = slices.Insert(cur.chains, c.at, c.new)
+			}
 		}
-	}
-	if inserts == 0 {
 		return
 	}
-	out := make([]*appliedChain, 0, len(cur.chains)+inserts)
+	out := make([]*appliedChain, 0, len(cur.chains)+len(changes))
 	i := 0
 	for _, c := range changes {
-		if c.old != nil && c.new != nil {
-			continue
-		}
 		out = append(out, cur.chains[i:c.at]...)
 		i = c.at
-		if c.new == nil {
-			i++ // deleted
-		} else {
+		if c.old != nil {
+			i++ // replaced or deleted
+		}
+		if c.new != nil {
 			out = append(out, c.new)
 		}
 	}

@@ -47,6 +47,9 @@ type appliedSet struct {
 	// stray are elements the kernel holds that the ruleset did not have
 	// when it was read: the next sync deletes them.
 	stray []nft.Elem
+	// owned tells that def and elems belong to this state alone (a
+	// delta sync copied them): later ones patch them in place.
+	owned bool
 }
 
 // compiledRule is a rule's kernel form with the anonymous sets it
