@@ -148,9 +148,6 @@ func (t *tracker[T]) result(equal func(a, b *T) bool) (added []*T, deleted []*T,
 // delta returns the change from prev to st, given the services whose
 // output changed, and keeps st's counts; nil when it cannot be told.
 func (r *renderer) delta(prev, st *famState, changes []svcChange) *Delta {
-	if !slices.Equal(prev.cidrs, st.cidrs) {
-		return nil // the base table changed: counted again when asked
-	}
 	k := prev.counts
 	if k == nil {
 		k = r.newKeyCounts(prev.svcs)
@@ -180,6 +177,9 @@ func (r *renderer) delta(prev, st *famState, changes []svcChange) *Delta {
 				}
 			}
 		}
+	}
+	if !slices.Equal(prev.cidrs, st.cidrs) {
+		return nil // the base table changed
 	}
 	d := &Delta{}
 	var ok bool

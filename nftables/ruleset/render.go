@@ -89,8 +89,12 @@ func renderFamily(s *client.Snapshot, c *Config, mark string, v6 bool, prev *fam
 		changes = append(changes, svcChange{old: o})
 	}
 	var d *Delta
-	if delta && prev != nil {
+	switch {
+	case delta && prev != nil:
 		d = r.delta(prev, st, changes)
+	case delta:
+		// Counted now, so that the first Delta costs what the others do.
+		st.counts = r.newKeyCounts(st.svcs)
 	}
 	return st, d, errors.Join(errs...)
 }

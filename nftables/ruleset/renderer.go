@@ -64,8 +64,8 @@ func (r *Renderer) RenderFamily(s *client.Snapshot, v6 bool) (*Ruleset, error) {
 // Delta is nil when the Renderer cannot tell the change: the family's
 // first render, a configuration or service CIDR change, or a name or key
 // that a changed service shares with another service (the ruleset keeps
-// the first one, in service order). The first Delta of a family costs a
-// count of every name and key; the later ones cost in proportion to the
+// the first one, in service order). The family's first RenderDelta also
+// counts every name and key; the later ones cost in proportion to the
 // services that changed.
 func (r *Renderer) RenderDelta(s *client.Snapshot, v6 bool) (*Delta, error) {
 	i := famIndex(v6)
