@@ -5,12 +5,19 @@
 //
 // A Proxier keeps, per family, what its table holds: the ruleset text it
 // last wrote with the kernel objects compiled from it. A sync renders the
-// snapshot (ruleset.Renderer: only changed services are rendered again),
-// merges the result with that state by name and key, compiles only what
-// is new or changed, and commits one transaction (plan.go): a changed
-// chain is flushed and its rules added again, set and map elements are
-// added and deleted, chains and sets that went are deleted after what
-// referred to them. The transaction carries the nf_tables generation it
+// snapshot (ruleset.Renderer: only changed services are rendered again)
+// and commits one transaction with what changed: a changed chain is
+// flushed and its rules added again, set and map elements are added and
+// deleted, chains and sets that went are deleted after what referred to
+// them. In the steady state the renderer hands over a ruleset.Delta (the
+// changed services' chains and element additions and deletions) and
+// planDelta (delta.go) turns it into the transaction and patches the
+// state in place, at the cost of the change, not of the cluster. The
+// full path, the reference the delta path is tested against, assembles
+// the whole ruleset and merges it with the state by name and key
+// (plan.go); it runs on the first sync, after a read of the kernel or a
+// failed commit, after a configuration change, and when a changed key is
+// shared between services. The transaction carries the nf_tables generation it
 // was computed against, so the kernel refuses it if another writer
 // committed meanwhile; a refused transaction applies nothing and its error
 // names the refused objects.
