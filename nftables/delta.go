@@ -21,9 +21,6 @@ var errNoDelta = errors.New("the change needs a full plan")
 // gives for the whole ruleset, in the same order, and apply (to be called
 // once they are committed) brings cur to the new ruleset in place.
 func planDelta(cur *applied, d *ruleset.Delta, tc tableCompiler, newID func() uint32, fam string) ([]op, func(), int, error) {
-	if len(d.Sets) > 0 || len(d.DeletedSets) > 0 {
-		return nil, nil, 0, errNoDelta
-	}
 	p := &planner{rs: &ruleset.Ruleset{Family: fam, Table: TableName}, tc: tc, newID: newID, fam: fam, table: cur.table}
 	var patches []func()
 	for i := range d.Elements {
@@ -33,6 +30,12 @@ func planDelta(cur *applied, d *ruleset.Delta, tc tableCompiler, newID func() ui
 		}
 		patches = append(patches, patch)
 	}
+	// The sets after the element patches (which point into cur.sets).
+	patch, err := p.deltaSets(cur, d)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	patches = append(patches, patch)
 	patch, rules, err := p.deltaChains(cur, d)
 	if err != nil {
 		return nil, nil, 0, err
@@ -126,6 +129,58 @@ func patchElements(as *appliedSet, delIdx []int, els []ruleset.Element, add []nf
 	def := *as.def
 	def.Elements = outEl
 	as.def, as.elems, as.owned = &def, outC, true
+}
+
+// deltaSets plans the sets added and deleted (the affinity sets, which
+// have no elements of the ruleset's). A set whose definition changed
+// needs the table replaced: errNoDelta.
+func (p *planner) deltaSets(cur *applied, d *ruleset.Delta) (func(), error) {
+	type setChange struct {
+		name string
+		at   int
+		new  *appliedSet // nil: deleted
+	}
+	find := func(name string) (int, bool) {
+		return slices.BinarySearchFunc(cur.sets, name, func(s appliedSet, n string) int { return strings.Compare(s.def.Name, n) })
+	}
+	if len(d.Sets)+len(d.DeletedSets) > inPlace {
+		return nil, fmt.Errorf("%w: %d sets added or deleted", errNoDelta, len(d.Sets)+len(d.DeletedSets))
+	}
+	var changes []setChange
+	for _, s := range d.Sets {
+		at, ok := find(s.Name)
+		if ok || len(s.Elements) > 0 {
+			return nil, fmt.Errorf("%w: set %s redefined", errNoDelta, s.Name)
+		}
+		if err := p.tc.define(s); err != nil {
+			return nil, err
+		}
+		c, err := p.tc.set(s)
+		if err != nil {
+			return nil, fmt.Errorf("compile %s: %w", setLabel(s), err)
+		}
+		c.ID = p.newID()
+		p.head = append(p.head, op{kind: opAddSet, label: setLabel(s), set: &c})
+		changes = append(changes, setChange{name: s.Name, at: at, new: &appliedSet{def: s, set: c}})
+	}
+	for _, name := range d.DeletedSets {
+		at, ok := find(name)
+		if !ok {
+			return nil, fmt.Errorf("%w: set %s not written", errNoDelta, name)
+		}
+		p.tail = append(p.tail, op{kind: opDelSet, label: setLabel(cur.sets[at].def), name: name})
+		changes = append(changes, setChange{name: name, at: at})
+	}
+	slices.SortFunc(changes, func(a, b setChange) int { return strings.Compare(a.name, b.name) })
+	return func() {
+		for i := len(changes) - 1; i >= 0; i-- {
+			if c := changes[i]; c.new == nil {
+				cur.sets = slices.Delete(cur.sets, c.at, c.at+1)
+			} else {
+				cur.sets = slices.Insert(cur.sets, c.at, *c.new)
+			}
+		}
+	}, nil
 }
 
 func byElemKey(e ruleset.Element, k string) int { return strings.Compare(e.Key, k) }

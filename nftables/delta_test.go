@@ -34,7 +34,8 @@ func cloneApplied(a *applied) applied {
 }
 
 // TestPlanDeltaMatchesPlan: over a random sequence of snapshots (services
-// whose endpoints come and go, services removed and added), the delta
+// whose endpoints come and go, session affinity set and unset, services
+// removed and added), the delta
 // plan of each render gives the operations the full plan gives (same
 // order, same compiled bytes), and leaves the state the full plan leaves.
 func TestPlanDeltaMatchesPlan(t *testing.T) {
@@ -46,6 +47,16 @@ func TestPlanDeltaMatchesPlan(t *testing.T) {
 		generated(n, 0, netip.Addr{}).Services(),
 		generated(n, 2, netip.MustParseAddr("10.99.0.2")).Services(),
 	}
+	// Session affinity: endpoint chains and affinity sets.
+	var affinity []*client.ServiceEndpoints
+	for _, se := range generated(n, 2, netip.Addr{}).Services() {
+		c := *se
+		svc := *c.Service
+		svc.SessionAffinity = &client.SessionAffinity{TimeoutSeconds: 60}
+		c.Service = &svc
+		affinity = append(affinity, &c)
+	}
+	pools = append(pools, affinity)
 	cur := make([]*client.ServiceEndpoints, n) // nil: absent
 	copy(cur, pools[0])
 	r, err := ruleset.NewRenderer(generatedConfig())
@@ -55,10 +66,10 @@ func TestPlanDeltaMatchesPlan(t *testing.T) {
 	var state applied
 	var tc tableCompiler
 	var ids uint32
-	deltas := 0
+	deltas, withSets := 0, 0
 	opt := []cmp.Option{cmp.AllowUnexported(op{}, compiledRule{}, anonSet{}, applied{}, appliedChain{}, appliedSet{}), cmpopts.EquateEmpty(),
 		cmpopts.IgnoreFields(appliedSet{}, "owned")}
-	for step := range 40 {
+	for step := range 30 {
 		if step > 0 {
 			changes := 1 + rng.IntN(3)
 			if step%10 == 9 {
@@ -115,8 +126,11 @@ func TestPlanDeltaMatchesPlan(t *testing.T) {
 			t.Fatalf("step %d: state (-plan +planDelta):\n%s", step, diff)
 		}
 		deltas++
+		if len(d.Sets)+len(d.DeletedSets) > 0 {
+			withSets++
+		}
 	}
-	if deltas < 30 {
-		t.Errorf("only %d of 39 steps planned by Delta", deltas)
+	if deltas < 20 || withSets == 0 {
+		t.Errorf("only %d of 29 steps planned by Delta, %d of them adding or deleting sets", deltas, withSets)
 	}
 }

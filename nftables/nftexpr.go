@@ -31,17 +31,23 @@ func (exprCompiler) table(rs *ruleset.Ruleset) (tableCompiler, error) {
 	}
 	et := &exprTable{rs: rs, fam: fam, t: t, sets: make(map[string]nft.Set, len(rs.Sets))}
 	for i := range rs.Sets {
-		s := &rs.Sets[i]
-		c, err := t.AddSet(nftexpr.SetDef{Name: s.Name, Type: s.Type, Flags: s.Flags, Timeout: s.Timeout, Comment: s.Comment}, 0)
-		if err != nil {
-			return nil, fmt.Errorf("compile %s: %w", setLabel(s), err)
+		if err := et.define(&rs.Sets[i]); err != nil {
+			return nil, err
 		}
-		if len(c.Fields) == 0 {
-			c.Fields = nil // no NFTA_SET_DESC_CONCAT (an empty one is refused)
-		}
-		et.sets[s.Name] = c
 	}
 	return et, nil
+}
+
+func (e *exprTable) define(s *ruleset.Set) error {
+	c, err := e.t.AddSet(nftexpr.SetDef{Name: s.Name, Type: s.Type, Flags: s.Flags, Timeout: s.Timeout, Comment: s.Comment}, 0)
+	if err != nil {
+		return fmt.Errorf("compile %s: %w", setLabel(s), err)
+	}
+	if len(c.Fields) == 0 {
+		c.Fields = nil // no NFTA_SET_DESC_CONCAT (an empty one is refused)
+	}
+	e.sets[s.Name] = c
+	return nil
 }
 
 func (e *exprTable) table() (nft.Table, error) {

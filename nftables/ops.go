@@ -55,6 +55,9 @@ type tableCompiler interface {
 	table() (nft.Table, error)
 	chain(c *ruleset.Chain) (nft.Chain, error)
 	set(s *ruleset.Set) (nft.Set, error)
+	// define adds a set to the table's sets, for a set a delta sync
+	// creates (the others come with the ruleset).
+	define(s *ruleset.Set) error
 	elem(s *ruleset.Set, e *ruleset.Element) (nft.Elem, error)
 	// rule compiles a rule of chain; newID numbers the anonymous sets it
 	// creates (unique within a transaction).

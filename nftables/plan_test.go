@@ -27,6 +27,8 @@ func (f *fakeCompiler) set(s *ruleset.Set) (nft.Set, error) {
 	return nft.Set{Name: s.Name, UserData: []byte(s.Type + s.Comment)}, nil
 }
 
+func (f *fakeCompiler) define(*ruleset.Set) error { return nil }
+
 func (f *fakeCompiler) elem(s *ruleset.Set, e *ruleset.Element) (nft.Elem, error) {
 	f.elems++
 	return nft.Elem{Key: []byte(e.Key), Data: []byte(e.Value), UserData: []byte(e.Comment)}, nil
