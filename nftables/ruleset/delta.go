@@ -46,16 +46,18 @@ type keyCounts struct {
 
 // newKeyCounts counts the names and keys of the base table and svcs.
 func (r *renderer) newKeyCounts(svcs []*svcOut) *keyCounts {
-	n, ne := 0, 0
+	n := 0
+	var ne [elCount]int
 	for _, o := range svcs {
 		n += len(o.chains)
-		ne += len(o.elems[elHairpin])
+		for e := range ne {
+			ne[e] += len(o.elems[e])
+		}
 	}
 	k := &keyCounts{chains: make(map[string]int32, n+32), sets: map[string]int32{}}
-	for i := range k.elems {
-		k.elems[i] = make(map[string]int32, min(ne, len(svcs)*2))
+	for e := range k.elems {
+		k.elems[e] = make(map[string]int32, ne[e])
 	}
-	k.elems[elHairpin] = make(map[string]int32, ne)
 	base, sets := r.baseTable()
 	for name := range base {
 		k.chains[name]++

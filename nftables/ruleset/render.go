@@ -188,16 +188,22 @@ func (r *renderer) finish(st *famState) *Ruleset {
 		}
 	}
 	for i := range sets {
-		for e, name := range elemSets {
-			if sets[i].Name == name {
-				var l []Element
-				for _, o := range st.svcs {
-					l = append(l, o.elems[e]...)
-				}
-				sets[i].Elements = l
+		e := slices.Index(elemSets[:], sets[i].Name)
+		if e < 0 {
+			sets[i].Elements = sortElements(sets[i].Elements)
+			continue
+		}
+		n := 0
+		for _, o := range st.svcs {
+			n += len(o.elems[e])
+		}
+		refs := make([]*Element, 0, n)
+		for _, o := range st.svcs {
+			for j := range o.elems[e] {
+				refs = append(refs, &o.elems[e][j])
 			}
 		}
-		sets[i].Elements = sortElements(sets[i].Elements)
+		sets[i].Elements = sortElementRefs(refs)
 	}
 	sets = append(sets, affinity...)
 	slices.SortFunc(sets, func(a, b Set) int { return cmp.Compare(a.Name, b.Name) })
@@ -215,6 +221,21 @@ func sortElements(els []Element) []Element {
 	for _, i := range sortedOrder(len(els), func(i int) string { return els[i].Key }) {
 		if n := len(out); n == 0 || out[n-1].Key != els[i].Key {
 			out = append(out, els[i])
+		}
+	}
+	return out
+}
+
+// sortElementRefs returns the elements sorted by key, the first of equal
+// keys kept, in a new slice (nil for none).
+func sortElementRefs(els []*Element) []Element {
+	if len(els) == 0 {
+		return nil
+	}
+	out := make([]Element, 0, len(els))
+	for _, i := range sortedOrder(len(els), func(i int) string { return els[i].Key }) {
+		if n := len(out); n == 0 || out[n-1].Key != els[i].Key {
+			out = append(out, *els[i])
 		}
 	}
 	return out
