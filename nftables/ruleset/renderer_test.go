@@ -130,3 +130,32 @@ func BenchmarkRendererOneChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenderDeltaOneChange is BenchmarkRendererOneChange with
+// RenderDelta (one family): the change, not the ruleset.
+func BenchmarkRenderDeltaOneChange(b *testing.B) {
+	services := generated(10000, 10, false).Services()
+	r, err := NewRenderer(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := r.RenderDelta(client.NewSnapshot(services, nil), false); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	alt := generated(10000, 9, false).Services()
+	i := 0
+	for b.Loop() {
+		services = slices.Clone(services)
+		j := i % len(services)
+		services[j], alt[j] = alt[j], services[j]
+		i++
+		d, err := r.RenderDelta(client.NewSnapshot(services, nil), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d == nil || len(d.Chains) == 0 {
+			b.Fatalf("one service changed: Delta %+v", d)
+		}
+	}
+}
