@@ -33,21 +33,16 @@ func cloneApplied(a *applied) applied {
 	return c
 }
 
-// TestPlanDeltaMatchesPlan: over a random sequence of snapshots (services
-// whose endpoints come and go, session affinity set and unset, services
-// removed and added), the delta
-// plan of each render gives the operations the full plan gives (same
-// order, same compiled bytes), and leaves the state the full plan leaves.
-func TestPlanDeltaMatchesPlan(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	const n = 30
+// deltaPools returns versions of n generated services: with 3, 1, 0 and 2
+// endpoints (two of them with a first endpoint moved) and with session
+// affinity; a test picks service i's version from them.
+func deltaPools(n int) [][]*client.ServiceEndpoints {
 	pools := [][]*client.ServiceEndpoints{
 		generated(n, 3, netip.Addr{}).Services(),
 		generated(n, 1, netip.MustParseAddr("10.99.0.1")).Services(),
 		generated(n, 0, netip.Addr{}).Services(),
 		generated(n, 2, netip.MustParseAddr("10.99.0.2")).Services(),
 	}
-	// Session affinity: endpoint chains and affinity sets.
 	var affinity []*client.ServiceEndpoints
 	for _, se := range generated(n, 2, netip.Addr{}).Services() {
 		c := *se
@@ -56,7 +51,18 @@ func TestPlanDeltaMatchesPlan(t *testing.T) {
 		c.Service = &svc
 		affinity = append(affinity, &c)
 	}
-	pools = append(pools, affinity)
+	return append(pools, affinity)
+}
+
+// TestPlanDeltaMatchesPlan: over a random sequence of snapshots (services
+// whose endpoints come and go, session affinity set and unset, services
+// removed and added), the delta
+// plan of each render gives the operations the full plan gives (same
+// order, same compiled bytes), and leaves the state the full plan leaves.
+func TestPlanDeltaMatchesPlan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 30
+	pools := deltaPools(n)
 	cur := make([]*client.ServiceEndpoints, n) // nil: absent
 	copy(cur, pools[0])
 	r, err := ruleset.NewRenderer(generatedConfig())
