@@ -116,7 +116,7 @@ func (c *Conn) Commit(tx *Tx, gen *uint32) (uint32, error) {
 	switch {
 	case seen:
 		return newGen, nil
-	case echo && gen != nil:
+	case (echo || len(reqs) == 0) && gen != nil:
 		return *gen, nil // nothing changed
 	}
 	g, err := c.generation()

@@ -30,6 +30,7 @@ func (tx *Tx) elems(cmd uint8, flags uint16, fam Family, table string, set Set, 
 			op := tx.ops[len(tx.ops)-1]
 			tx.err = fmt.Errorf("nft: %s %s: element %d has no key", op.verb, op.label, i)
 		}
+		tx.grow(1024)
 		start := len(tx.enc.B)
 		encodeElem(&tx.enc, &elems[i], withData)
 		if len(tx.enc.B)-nest <= maxElemsBytes || count == 0 {

@@ -83,9 +83,9 @@ func ipDaddrExpr() []byte {
 // vmapExpr is `lookup reg 1 set <set> dreg 0` (a verdict map lookup).
 func vmapExpr(set string, id uint32) []byte {
 	return expr("lookup", func(e *nlcore.Encoder) {
-		e.Str(1, set)  // NFTA_LOOKUP_SET
-		e.BE32(2, 1)   // NFTA_LOOKUP_SREG
-		e.BE32(3, 0)   // NFTA_LOOKUP_DREG: NFT_REG_VERDICT
+		e.Str(1, set) // NFTA_LOOKUP_SET
+		e.BE32(2, 1)  // NFTA_LOOKUP_SREG
+		e.BE32(3, 0)  // NFTA_LOOKUP_DREG: NFT_REG_VERDICT
 		if id != 0 {
 			e.BE32(4, id) // NFTA_LOOKUP_SET_ID
 		}

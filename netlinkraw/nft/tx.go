@@ -10,8 +10,8 @@ import (
 // encoded at once into one buffer, sent by Conn.Commit as one atomic
 // batch. Each operation carries a label, the caller's name for its object
 // ("" gives "family table name"), by which a refused transaction names
-// what the kernel refused. A Tx is not safe for concurrent use; it can be
-// committed once.
+// what the kernel refused. A Tx is not safe for concurrent use; Reset
+// empties it for the next transaction.
 //
 // The add operations create, or leave alone, an existing identical object
 // (nft's "add", not "create"): an existing table, chain or set of the same
@@ -59,6 +59,17 @@ const maxElemsBytes = 60000
 // NewTx returns an empty transaction.
 func NewTx() *Tx { return &Tx{} }
 
+// Reset empties the transaction for reuse, keeping its buffers: a caller
+// that commits a transaction per sync builds each in the memory of the
+// last.
+func (tx *Tx) Reset() {
+	tx.enc.Reset()
+	tx.msgs = tx.msgs[:0]
+	clear(tx.ops)
+	tx.ops = tx.ops[:0]
+	tx.nextID, tx.err = 0, nil
+}
+
 // Len returns the number of operations.
 func (tx *Tx) Len() int { return len(tx.ops) }
 
@@ -82,9 +93,20 @@ func (tx *Tx) op(verb, label string, echo bool) {
 	tx.ops = append(tx.ops, txOp{verb: verb, label: label, echo: echo})
 }
 
+// grow makes room for n more bytes, doubling the buffer (append grows
+// large buffers by a quarter, copying a large transaction many times).
+func (tx *Tx) grow(n int) {
+	if b := tx.enc.B; cap(b)-len(b) < n {
+		nb := make([]byte, len(b), 2*cap(b)+n)
+		copy(nb, b)
+		tx.enc.B = nb
+	}
+}
+
 // begin starts a message of the current operation with the nfgenmsg
 // header of family fam.
 func (tx *Tx) begin(cmd uint8, flags uint16, fam Family) {
+	tx.grow(4096)
 	tx.msgs = append(tx.msgs, txMsg{
 		typ:   nlcore.NfnlType(nlcore.NfnlSubsysNFTables, cmd),
 		flags: flags,
@@ -198,7 +220,8 @@ func (tx *Tx) DelRule(lbl string, fam Family, table, chain string, handle uint64
 
 // AddSet adds a set or map. A set that rules or elements of the same
 // transaction refer to by ID has s.ID from NewSetID; an anonymous set
-// (SetAnonymous|SetConstant, named "__set%d" or "__map%d") needs it.
+// (SetAnonymous|SetConstant, named "__set%d" or "__map%d") needs it. A
+// set without an ID gets one (the kernel requires it).
 func (tx *Tx) AddSet(lbl string, fam Family, table string, s Set) {
 	tx.op("add set", label(lbl, fam, table, s.Name), true)
 	tx.begin(msgNewSet, flagCreate, fam)
@@ -233,9 +256,11 @@ func (tx *Tx) AddSet(lbl string, fam Family, table string, s Set) {
 		}
 		e.EndNest(d)
 	}
-	if s.ID != 0 {
-		e.BE32(attrSetID, s.ID)
+	id := s.ID
+	if id == 0 {
+		id = tx.NewSetID() // the kernel wants one for every new set
 	}
+	e.BE32(attrSetID, id)
 	if s.Timeout != 0 {
 		e.BE64(attrSetTimeout, s.Timeout)
 	}

@@ -134,6 +134,9 @@ func (c *Conn) TransactWith(subsys uint16, msgs []Request, o TransactOptions) er
 	begin := c.NextSeq(len(msgs) + 3)
 	end, fence := begin+uint32(len(msgs))+1, begin+uint32(len(msgs))+2
 	c.Enc.Reset()
+	if cap(c.Enc.B) < size {
+		c.Enc.B = make([]byte, 0, size) // one allocation, not a copy per growth
+	}
 	off := c.Enc.BeginMessage(NfnlMsgBatchBegin, FlagRequest, begin)
 	c.Enc.Nfgen(0, subsys)
 	if o.GenID != nil {
