@@ -173,8 +173,8 @@ func TestKernelRefused(t *testing.T) {
 	syncOK(t, p, generated(5, 2, netip.Addr{}))
 	before := listing(t, ns, "ip")
 	bad := true
-	p.render = func(s *client.Snapshot, c *ruleset.Config, v6 bool) (*ruleset.Ruleset, error) {
-		rs, err := ruleset.RenderFamily(s, c, v6)
+	p.render = func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error) {
+		rs, err := ruleset.RenderFamily(s, &gcfg, v6)
 		if bad {
 			// A jump to a chain that does not exist: compiled, refused.
 			c := &rs.Chains[len(rs.Chains)-1]
