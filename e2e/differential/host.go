@@ -2,7 +2,9 @@ package differential
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,15 +23,48 @@ import (
 // apiserver: a relay (apiRelay) listening in the namespace's loopback.
 const hostAPIAddr = "127.0.0.1:6443"
 
-// captureHost runs a proxy in a fresh network namespace whose node
-// address is cluster.BroadNodeIP and whose loopback reaches the apiserver
-// at hostAPIAddr, waits until its rules have stopped changing for 3 s,
-// and returns them (sections cluster.SectionIPTables and
-// cluster.SectionIP6, comments kept, and by chain in their order).
+// hostKernel is what a capture on this host reads: the tools it needs,
+// a snapshot of the namespace's kernel state (the State, and by section
+// each chain's rules in their order), and whether a state shows a synced
+// cluster (a service of the broad cluster programmed).
+type hostKernel struct {
+	tools  []string
+	read   func(t *testing.T, ns *nstest.NetNS) (cluster.State, map[string]map[string][]string)
+	synced func(cluster.State) bool
+}
+
+// iptablesKernel reads iptables-save and ip6tables-save (sections
+// cluster.SectionIPTables and cluster.SectionIP6, comments kept).
+var iptablesKernel = hostKernel{
+	tools: []string{"iptables-save", "ip6tables-save"},
+	read: func(t *testing.T, ns *nstest.NetNS) (cluster.State, map[string]map[string][]string) {
+		st, chains := cluster.State{}, map[string]map[string][]string{}
+		for section, tool := range map[string]string{cluster.SectionIPTables: "iptables-save", cluster.SectionIP6: "ip6tables-save"} {
+			raw := ns.MustRun(t, tool)
+			st[section] = cluster.Normalize(section, raw, true)
+			chains[section] = cluster.Chains(section, raw, true)
+		}
+		return st, chains
+	},
+	synced: hasServiceChains,
+}
+
+// captureHost runs a proxy of the iptables mode on a fresh node of this
+// host (captureOn) and returns its iptables and ip6tables rules.
 func captureHost(e *Env, bin string, args ...string) Capture {
+	e.T.Helper()
+	return captureOn(e, iptablesKernel, bin, args...)
+}
+
+// captureOn runs a proxy in a fresh network namespace whose node
+// address is cluster.BroadNodeIP and whose loopback reaches the apiserver
+// at hostAPIAddr, waits until its kernel state (as k reads it) has
+// stopped changing for 3 s, and returns it, with the proxy's ERROR log
+// lines (section cluster.SectionErrors).
+func captureOn(e *Env, k hostKernel, bin string, args ...string) Capture {
 	t := e.T
 	t.Helper()
-	for _, tool := range []string{"ip", "iptables-save", "ip6tables-save"} {
+	for _, tool := range append([]string{"ip"}, k.tools...) {
 		nstest.LookPath(t, tool)
 	}
 	name := filepath.Base(bin)
@@ -46,18 +81,9 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 	p := startIn(t, ns, bin, args...)
 	defer p.stop()
 
-	var raw map[string]string
-	snapshot := func() cluster.State {
-		st := cluster.State{}
-		raw = map[string]string{}
-		for section, tool := range map[string]string{cluster.SectionIPTables: "iptables-save", cluster.SectionIP6: "ip6tables-save"} {
-			raw[section] = ns.MustRun(t, tool)
-			st[section] = cluster.Normalize(section, raw[section], true)
-		}
-		return st
-	}
-	start := time.Now()
 	var prev cluster.State
+	var chains map[string]map[string][]string
+	start := time.Now()
 	for stable := 0; stable < 3; {
 		if time.Since(start) > 90*time.Second {
 			p.quit()
@@ -68,10 +94,11 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 			t.Fatalf("%s exited: %v; log:\n%s", name, p.err, tail(p.log.String(), 60))
 		case <-time.After(time.Second):
 		}
-		cur := snapshot()
+		var cur cluster.State
+		cur, chains = k.read(t, ns)
 		// A proxy that programs no service at all (its syncs all fail) is
 		// captured once its rules have been stable for a while.
-		if equalState(cur, prev) && (hasServiceChains(cur) || time.Since(start) > 30*time.Second) {
+		if equalState(cur, prev) && (k.synced(cur) || time.Since(start) > 30*time.Second) {
 			stable++
 		} else {
 			stable = 0
@@ -86,11 +113,8 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 		t.Logf("%s logged errors (the first 20):\n%s", name, errs)
 	}
 	prev[cluster.SectionErrors] = cluster.Normalize(cluster.SectionErrors, p.log.String(), false)
-	chains := map[string]map[string][]string{}
-	for section, out := range raw {
-		chains[section] = cluster.Chains(section, out, true)
-	}
-	return Capture{State: prev, Chains: chains}
+	dump(t, name, prev)
+	return Capture{State: prev, Chains: chains, Synced: k.synced(prev)}
 }
 
 // process is a proxy started in a namespace.
@@ -202,4 +226,28 @@ func apiRelay(t *testing.T, ns *nstest.NetNS, target string) {
 	}
 	t.Cleanup(func() { l.Close() })
 	go cluster.Relay(l, target)
+}
+
+// DumpEnv names a directory into which each capture's normalized state is
+// written (<test>-<proxy>.txt, sections in name order), for reviewing
+// differences.
+const DumpEnv = "PROXYSINKS_DIFF_DUMP"
+
+// dump writes st into $PROXYSINKS_DIFF_DUMP, when set.
+func dump(t *testing.T, proxy string, st cluster.State) {
+	dir := os.Getenv(DumpEnv)
+	if dir == "" {
+		return
+	}
+	var b strings.Builder
+	for _, section := range slices.Sorted(maps.Keys(st)) {
+		fmt.Fprintf(&b, "=== %s\n", section)
+		for _, l := range st[section] {
+			b.WriteString(l + "\n")
+		}
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + proxy + ".txt"
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+		t.Errorf("dump the capture: %v", err)
+	}
 }
