@@ -11,7 +11,7 @@ import (
 )
 
 // The sections of an nftables capture (captureNFT): the tables present,
-// and the kube-proxy table of each family, normalized by normalizeNFT.
+// and the kube-proxy table of each family, normalized by NormalizeNFT.
 const (
 	SectionNFTTables = "nft-tables" // nft list tables
 	SectionNFT       = "nft-ip"     // nft list table ip kube-proxy
@@ -30,14 +30,15 @@ var (
 	nftObjectCounters = regexp.MustCompile(`^packets \d+ bytes \d+$`)
 )
 
-// nftListing is a parsed `nft list table` output: the normalized lines
+// NFTListing is a parsed `nft list table` output: the normalized lines
 // (sorted) and each chain's rules in their order, keyed "chain <name>".
-type nftListing struct {
+// The host tests of the nftables sink compare tables with it too.
+type NFTListing struct {
 	Lines  []string
 	Chains map[string][]string
 }
 
-// normalizeNFT parses the output of `nft list table <family> <name>`
+// NormalizeNFT parses the output of `nft list table <family> <name>`
 // (nft v1.0.6, no handles) into comparable lines, one per fact, each
 // prefixed by its object: "table: <property>", "chain <name>" and
 // "chain <name>: <property or rule>", "set <name>: <property>" and
@@ -45,8 +46,8 @@ type nftListing struct {
 // <property>". Counter values and dynamic elements' expiry are dropped;
 // the lines are sorted, elements one line each (so their order goes),
 // while Chains keeps each chain's rules (not its properties) in order.
-func normalizeNFT(out string) nftListing {
-	l := nftListing{Chains: map[string][]string{}}
+func NormalizeNFT(out string) NFTListing {
+	l := NFTListing{Chains: map[string][]string{}}
 	var object, kind string
 	var elements strings.Builder
 	inElements := false
@@ -100,7 +101,7 @@ func nftChainProperty(line string) bool {
 }
 
 // addElements adds a line per element of "elements = { a, b, ... }".
-func (l *nftListing) addElements(object, text string) {
+func (l *NFTListing) addElements(object, text string) {
 	text = strings.TrimPrefix(text, "elements = {")
 	text = strings.TrimSuffix(text, "}")
 	for _, e := range splitTopLevel(text) {
@@ -151,7 +152,7 @@ var nftKernel = hostKernel{
 }
 
 // readNFT lists the namespace's tables and the kube-proxy table of each
-// family (absent: no lines) and normalizes them (normalizeNFT).
+// family (absent: no lines) and normalizes them (NormalizeNFT).
 func readNFT(t *testing.T, ns *nstest.NetNS) (cluster.State, map[string]map[string][]string) {
 	t.Helper()
 	st, chains := cluster.State{}, map[string]map[string][]string{}
@@ -166,7 +167,7 @@ func readNFT(t *testing.T, ns *nstest.NetNS) (cluster.State, map[string]map[stri
 			}
 			t.Fatal(err)
 		}
-		l := normalizeNFT(out)
+		l := NormalizeNFT(out)
 		st[section], chains[section] = l.Lines, l.Chains
 	}
 	return st, chains

@@ -12,7 +12,7 @@ import (
 func TestNormalizeNFT(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
-		want     nftListing
+		want     NFTListing
 	}{{
 		name: "chains keep rule order, properties apart",
 		in: `table ip kube-proxy {
@@ -30,7 +30,7 @@ func TestNormalizeNFT(t *testing.T) {
 	}
 }
 `,
-		want: nftListing{
+		want: NFTListing{
 			Lines: []string{
 				"chain empty",
 				"chain nat-prerouting",
@@ -68,7 +68,7 @@ func TestNormalizeNFT(t *testing.T) {
 	}
 }
 `,
-		want: nftListing{
+		want: NFTListing{
 			Lines: []string{
 				"map no-endpoint-services",
 				`map no-endpoint-services: comment "vmap, with a comma"`,
@@ -98,7 +98,7 @@ func TestNormalizeNFT(t *testing.T) {
 	}
 }
 `,
-		want: nftListing{
+		want: NFTListing{
 			Lines: []string{
 				"chain nodeports",
 				`chain nodeports: meta l4proto tcp counter name "localhost-nodeport-rejected-tcp" reject`,
@@ -111,8 +111,8 @@ func TestNormalizeNFT(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, normalizeNFT(tc.in)); diff != "" {
-				t.Errorf("normalizeNFT (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, NormalizeNFT(tc.in)); diff != "" {
+				t.Errorf("NormalizeNFT (-want +got):\n%s", diff)
 			}
 		})
 	}

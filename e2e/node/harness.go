@@ -347,7 +347,7 @@ func (c *cluster) stopAll() {
 	}
 	if c.t.Failed() && c.sinkLog != nil {
 		c.t.Logf("sink log:\n%s", c.sinkLog.String())
-		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ip", "route", "show", "table", "local", "proto", "156"}, {"ipset", "save"}, {"iptables-save"}} {
+		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ip", "route", "show", "table", "local", "proto", "156"}, {"ipset", "save"}, {"iptables-save"}, {"nft", "list", "ruleset"}} {
 			if out, err := c.node.Run(cmd[0], cmd[1:]...); err == nil {
 				c.t.Logf("%s:\n%s", strings.Join(cmd, " "), out)
 			}
