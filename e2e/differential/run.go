@@ -190,8 +190,8 @@ func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, 
 	if !ref.Synced {
 		t.Fatalf("kube-proxy --proxy-mode=%s programmed no service: nothing to compare with", m.Name)
 	}
-	if s.Shows != "" && !shows(ref.State, s.Shows) {
-		t.Errorf("kube-proxy's capture has no line with %q: the setting did not take effect", s.Shows)
+	if want := s.shows(m.Name); want != "" && !shows(ref.State, want) {
+		t.Errorf("kube-proxy's capture has no line with %q: the setting did not take effect", want)
 	}
 	for _, sink := range m.Sinks {
 		t.Run(sink, func(t *testing.T) {
