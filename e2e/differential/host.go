@@ -2,13 +2,16 @@ package differential
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,18 +59,22 @@ func captureHost(e *Env, bin string, args ...string) Capture {
 	return captureOn(e, iptablesKernel, bin, args...)
 }
 
-// captureOn runs a proxy in a fresh network namespace whose node
-// address is cluster.BroadNodeIP and whose loopback reaches the apiserver
-// at hostAPIAddr, waits until its kernel state (as k reads it) has
-// stopped changing for 3 s, and returns it, with the proxy's ERROR log
-// lines (section cluster.SectionErrors).
+// captureOn runs a proxy on a fresh node (hostNode) and returns its
+// state (captureIn).
 func captureOn(e *Env, k hostKernel, bin string, args ...string) Capture {
+	e.T.Helper()
+	return captureIn(e, k, hostNode(e, k), bin, args...)
+}
+
+// hostNode returns a fresh network namespace whose node address is
+// cluster.BroadNodeIP and whose loopback reaches the apiserver at
+// hostAPIAddr, once the tools k reads the kernel with are found.
+func hostNode(e *Env, k hostKernel) *nstest.NetNS {
 	t := e.T
 	t.Helper()
 	for _, tool := range append([]string{"ip"}, k.tools...) {
 		nstest.LookPath(t, tool)
 	}
-	name := filepath.Base(bin)
 	ns := nstest.New(t)
 	for _, args := range [][]string{
 		{"link", "add", "node0", "type", "veth", "peer", "name", "node0p"},
@@ -78,6 +85,17 @@ func captureOn(e *Env, k hostKernel, bin string, args ...string) Capture {
 		ns.MustRun(t, "ip", args...)
 	}
 	apiRelay(t, ns, fmt.Sprintf("127.0.0.1:%d", e.Cluster.APIPort))
+	return ns
+}
+
+// captureIn runs a proxy in ns, waits until its kernel state (as k reads
+// it) has stopped changing for 3 s, and returns it, with the proxy's
+// ERROR log lines (section cluster.SectionErrors) and its kernel writes;
+// then stops it.
+func captureIn(e *Env, k hostKernel, ns *nstest.NetNS, bin string, args ...string) Capture {
+	t := e.T
+	t.Helper()
+	name := filepath.Base(bin)
 	p := startIn(t, ns, bin, args...)
 	defer p.stop()
 
@@ -114,7 +132,7 @@ func captureOn(e *Env, k hostKernel, bin string, args ...string) Capture {
 	}
 	prev[cluster.SectionErrors] = cluster.Normalize(cluster.SectionErrors, p.log.String(), false)
 	dump(t, name, prev)
-	return Capture{State: prev, Chains: chains, Synced: k.synced(prev)}
+	return Capture{State: prev, Chains: chains, Synced: k.synced(prev), Writes: kernelWrites(ns)}
 }
 
 // process is a proxy started in a namespace.
@@ -250,4 +268,38 @@ func dump(t *testing.T, proxy string, st cluster.State) {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
 		t.Errorf("dump the capture: %v", err)
 	}
+}
+
+// writesMetric is the sinks' count of kernel objects written.
+var writesMetric = regexp.MustCompile(`(?m)^proxysinks_kernel_operations_total(?:\{[^}]*\})? (\S+)$`)
+
+// kernelWrites returns the kernel objects the proxy running in ns has
+// written (proxysinks_kernel_operations_total summed over its series,
+// from the metrics address 127.0.0.1:10249 there), or -1 when it does not
+// say (kube-proxy has no such metric).
+func kernelWrites(ns *nstest.NetNS) float64 {
+	var body []byte
+	err := ns.Do(func() error {
+		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := c.Get("http://127.0.0.1:10249/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err = io.ReadAll(resp.Body)
+		return err
+	})
+	m := writesMetric.FindAllSubmatch(body, -1)
+	if err != nil || len(m) == 0 {
+		return -1
+	}
+	sum := 0.0
+	for _, v := range m {
+		f, err := strconv.ParseFloat(string(v[1]), 64)
+		if err != nil {
+			return -1
+		}
+		sum += f
+	}
+	return sum
 }

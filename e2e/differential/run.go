@@ -33,6 +33,10 @@ type Capture struct {
 	// Synced is set when the state shows a service of the cluster
 	// programmed (a proxy whose syncs all fail leaves it unset).
 	Synced bool
+	// Writes are the kernel objects a sink wrote
+	// (proxysinks_kernel_operations_total) by the time it was captured,
+	// or -1 when unknown (kube-proxy; a capture that does not read it).
+	Writes float64
 }
 
 // apiServer is the apiserver's URL as the proxies see it: a relay in the
@@ -63,9 +67,14 @@ func Run(t *testing.T, m Mode) {
 		cluster.Broad(t, ctx, c)
 		cluster.CreateShapes(t, ctx, c, m.Shapes())
 	})
-	runSetting(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, false, buildSinks(t, m), func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {
+	bins := buildSinks(t, m)
+	explain := func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {
 		return cluster.Unexplained(sink, diffs, intended)
-	})
+	}
+	runSetting(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, false, bins, explain)
+	if m.takeover != nil {
+		takeover(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, bins, intended)
+	}
 }
 
 // RunSettings is the differential of mode m for each of its Settings (a
@@ -184,9 +193,7 @@ func start(t *testing.T, m Mode, differences string, opt cluster.Options, load f
 func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, explain func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended)) {
 	t := e.T
 	bin := cluster.Require(t)
-	ref := m.Capture(e, filepath.Join(bin, "kube-proxy"), append([]string{
-		"--proxy-mode=" + m.Name, "--kubeconfig=" + m.Where.path(e.Work, "kube-proxy.kubeconfig"),
-		"--hostname-override=" + cluster.BroadNode, "--conntrack-max-per-core=0", "--v=2"}, s.flags()...)...)
+	ref := m.Capture(e, filepath.Join(bin, "kube-proxy"), kubeProxyArgs(e, m, s)...)
 	if !ref.Synced {
 		t.Fatalf("kube-proxy --proxy-mode=%s programmed no service: nothing to compare with", m.Name)
 	}
@@ -199,8 +206,7 @@ func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, 
 				t.Skipf("sink %s not built: sinks/%s/main.go is not in this tree yet; only kube-proxy's capture ran", sink, sink)
 			}
 			se := &Env{T: t, Cluster: e.Cluster, Work: e.Work}
-			got := m.Capture(se, bins[sink], append([]string{
-				"--kubeconfig=" + m.Where.path(e.Work, "sink.kubeconfig"), "--node-name=" + cluster.BroadNode}, s.flags()...)...)
+			got := m.Capture(se, bins[sink], sinkArgs(e, m, s)...)
 			if !errors {
 				delete(ref.State, cluster.SectionErrors)
 				delete(got.State, cluster.SectionErrors)
@@ -208,6 +214,19 @@ func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, 
 			compare(t, m, sink, ref, got, explain)
 		})
 	}
+}
+
+// kubeProxyArgs are kube-proxy's flags in mode m with setting s.
+func kubeProxyArgs(e *Env, m Mode, s Setting) []string {
+	return append([]string{
+		"--proxy-mode=" + m.Name, "--kubeconfig=" + m.Where.path(e.Work, "kube-proxy.kubeconfig"),
+		"--hostname-override=" + cluster.BroadNode, "--conntrack-max-per-core=0", "--v=2"}, s.flags()...)
+}
+
+// sinkArgs are a sink's flags in mode m with setting s.
+func sinkArgs(e *Env, m Mode, s Setting) []string {
+	return append([]string{
+		"--kubeconfig=" + m.Where.path(e.Work, "sink.kubeconfig"), "--node-name=" + cluster.BroadNode}, s.flags()...)
 }
 
 // shows reports whether a line of st holds text.
