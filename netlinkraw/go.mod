@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	github.com/google/nftables v0.3.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

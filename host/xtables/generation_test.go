@@ -3,10 +3,6 @@ package xtables
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/mdlayher/netlink"
-	"github.com/ti-mo/netfilter"
-
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 )
 
@@ -59,38 +55,5 @@ func TestNFTGeneration(t *testing.T) {
 			t.Errorf("%s: generation %d -> %d, want +%d", s.name, gen, now, s.delta)
 		}
 		gen = now
-	}
-}
-
-// TestParseGeneration decodes NFT_MSG_NEWGEN answers.
-func TestParseGeneration(t *testing.T) {
-	answer := func(attrs ...netfilter.Attribute) []netlink.Message {
-		m, err := netfilter.MarshalNetlink(netfilter.Header{SubsystemID: netfilter.NFSubsysNFTables, MessageType: 15}, attrs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []netlink.Message{m}
-	}
-	tests := []struct {
-		name    string
-		msgs    []netlink.Message
-		want    uint32
-		wantErr bool
-	}{
-		{name: "id", msgs: answer(netfilter.Attribute{Type: nftaGenID, Data: []byte{0, 1, 0, 2}},
-			netfilter.Attribute{Type: 2, Data: []byte{0, 0, 0, 9}}), want: 65538},
-		{name: "no id", msgs: answer(netfilter.Attribute{Type: 2, Data: []byte{0, 0, 0, 9}}), wantErr: true},
-		{name: "short id", msgs: answer(netfilter.Attribute{Type: nftaGenID, Data: []byte{0, 1}}), wantErr: true},
-		{name: "no message", wantErr: true},
-		{name: "no nfgenmsg", msgs: []netlink.Message{{Data: []byte{0, 0}}}, wantErr: true},
-	}
-	for _, tc := range tests {
-		got, err := parseGeneration(tc.msgs)
-		if (err != nil) != tc.wantErr {
-			t.Errorf("%s: error %v, want error %v", tc.name, err, tc.wantErr)
-		}
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("%s: (-want +got):\n%s", tc.name, diff)
-		}
 	}
 }

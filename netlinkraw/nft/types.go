@@ -24,6 +24,8 @@ type Table struct {
 	Flags uint32
 	// UserData is NFTA_TABLE_USERDATA as nft writes it (a comment TLV).
 	UserData []byte
+	// Handle is the kernel's handle (dumps only).
+	Handle uint64
 }
 
 // Chain is a chain of a table. A base chain has Type, Hook and Priority;

@@ -91,7 +91,40 @@ func sendLimit(snd int) int { return snd - 32 }
 // A refused transaction is a *TransactionError mapping each error to its
 // message.
 func (c *Conn) Transact(subsys uint16, msgs []Request) error {
+	return c.TransactWith(subsys, msgs, TransactOptions{})
+}
+
+// NfnlBatchGenID is NFNL_BATCH_GENID, the batch-begin attribute carrying
+// the generation a transaction was computed against.
+const NfnlBatchGenID = 1
+
+// TransactOptions are the optional parts of a transaction (TransactWith).
+type TransactOptions struct {
+	// GenID, when not nil, is sent in the batch begin as NFNL_BATCH_GENID:
+	// the kernel refuses the whole batch with ERESTART (in
+	// TransactionError.Batch) unless the subsystem's generation is still
+	// *GenID. nf_tables' generation is never 0, and 0 means "no check" to
+	// the kernel.
+	GenID *uint32
+	// Each is called for every answer that is not an error or an ACK,
+	// such as the notifications a message with FlagEcho asks for; m is
+	// valid during the call only.
+	Each func(m *Message)
+}
+
+// FlagEcho is NLM_F_ECHO: the kernel sends the notifications of a
+// message's changes to its sender too. On the first message of an
+// nf_tables batch it also makes the kernel answer the commit with the new
+// generation (NFT_MSG_NEWGEN, numbered like that message).
+const FlagEcho = 0x8
+
+// TransactWith is Transact with options: a generation check and a
+// callback for the kernel's other answers.
+func (c *Conn) TransactWith(subsys uint16, msgs []Request, o TransactOptions) error {
 	size := 2 * (HdrLen + NfgenLen)
+	if o.GenID != nil {
+		size += AttrHdrLen + 4
+	}
 	for _, m := range msgs {
 		size += HdrLen + align4(len(m.Payload))
 	}
@@ -101,8 +134,14 @@ func (c *Conn) Transact(subsys uint16, msgs []Request) error {
 	begin := c.NextSeq(len(msgs) + 3)
 	end, fence := begin+uint32(len(msgs))+1, begin+uint32(len(msgs))+2
 	c.Enc.Reset()
+	if cap(c.Enc.B) < size {
+		c.Enc.B = make([]byte, 0, size) // one allocation, not a copy per growth
+	}
 	off := c.Enc.BeginMessage(NfnlMsgBatchBegin, FlagRequest, begin)
 	c.Enc.Nfgen(0, subsys)
+	if o.GenID != nil {
+		c.Enc.BE32(NfnlBatchGenID, *o.GenID)
+	}
 	c.Enc.EndMessage(off)
 	for i, m := range msgs {
 		off := c.Enc.BeginMessage(m.Type, FlagRequest|m.Flags, begin+1+uint32(i))
@@ -126,6 +165,9 @@ func (c *Conn) Transact(subsys uint16, msgs []Request) error {
 	err := c.Collect(begin, fence, func(m *Message) (bool, error) {
 		switch {
 		case m.Type != TypeError:
+			if o.Each != nil {
+				o.Each(m)
+			}
 		case m.Seq == fence:
 			return true, nil
 		case m.Errno == 0:

@@ -164,3 +164,46 @@ func TestTransactionTooLargeKernel(t *testing.T) {
 		t.Errorf("tables %v, want none", got)
 	}
 }
+
+// TestTransactionGenIDKernel: a batch begin carrying NFNL_BATCH_GENID lands
+// when the generation is the current one, and is refused whole with
+// ERESTART on the batch (none of its messages) when it is not; with
+// FlagEcho on its first message the kernel answers the commit with
+// NFT_MSG_NEWGEN.
+func TestTransactionGenIDKernel(t *testing.T) {
+	const nftMsgNewGen = 15
+	c, _ := dialNetfilter(t)
+	var gens []uint32
+	each := func(m *Message) {
+		if m.Type != NfnlType(NfnlSubsysNFTables, nftMsgNewGen) || len(m.Data) < NfgenLen {
+			return
+		}
+		if v, ok, _ := FindAttr(m.Data[NfgenLen:], 1); ok && len(v) == 4 {
+			gens = append(gens, uint32(v[0])<<24|uint32(v[1])<<16|uint32(v[2])<<8|uint32(v[3]))
+		}
+	}
+	if err := c.TransactWith(NfnlSubsysNFTables, []Request{echo(newTable("t1"))}, TransactOptions{Each: each}); err != nil {
+		t.Fatalf("transaction: %v", err)
+	}
+	if len(gens) != 1 {
+		t.Fatalf("NEWGEN answers %v, want one", gens)
+	}
+	gen := gens[0]
+	stale := gen - 1
+	err := c.TransactWith(NfnlSubsysNFTables, []Request{newTable("t2")}, TransactOptions{GenID: &stale})
+	var te *TransactionError
+	if !errors.As(err, &te) || !errors.Is(te.Batch, unix.ERESTART) || te.Failed != 0 {
+		t.Fatalf("transaction against generation %d (now %d): %v, want ERESTART on the batch", stale, gen, err)
+	}
+	if err := c.TransactWith(NfnlSubsysNFTables, []Request{echo(newTable("t3"))}, TransactOptions{GenID: &gen, Each: each}); err != nil {
+		t.Fatalf("transaction against the current generation %d: %v", gen, err)
+	}
+	if diff := cmp.Diff([]uint32{gen, gen + 1}, gens); diff != "" {
+		t.Errorf("generations (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"t1", "t3"}, tables(t, c)); diff != "" {
+		t.Errorf("tables (-want +got):\n%s", diff)
+	}
+}
+
+func echo(r Request) Request { r.Flags |= FlagEcho; return r }

@@ -1,0 +1,162 @@
+package nftables
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
+)
+
+// fakeKernel is an in-memory nf_tables: one generation, tables by family,
+// transactions applied whole or not at all. Tests of the sync logic run
+// against it; kernel_test.go runs the same against the real kernel.
+type fakeKernel struct {
+	gen    uint32
+	tables map[nft.Family]*kernelTable
+	// refuse makes a commit fail on the op whose label it is.
+	refuse string
+	// commits and reads count calls; ops the operations committed.
+	commits, reads, ops int
+	// before runs before each commit (a concurrent writer).
+	before func()
+}
+
+func newFakeKernel() *fakeKernel { return &fakeKernel{gen: 1, tables: map[nft.Family]*kernelTable{}} }
+
+func (k *fakeKernel) generation() (uint32, error) { return k.gen, nil }
+
+func (k *fakeKernel) counters() ioCounters {
+	return ioCounters{syscalls: k.commits + k.reads, messages: k.ops}
+}
+
+func (k *fakeKernel) close() error { return nil }
+
+func (k *fakeKernel) read(fam nft.Family, table string) (*kernelTable, error) {
+	k.reads++
+	t := k.tables[fam]
+	if t == nil {
+		return nil, nil
+	}
+	return t.clone(), nil
+}
+
+func (t *kernelTable) clone() *kernelTable {
+	c := &kernelTable{table: t.table, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}, anon: map[string]*kernelSet{}}
+	for n, ch := range t.chains {
+		c.chains[n] = &kernelChain{chain: ch.chain, rules: slices.Clone(ch.rules)}
+	}
+	for n, s := range t.sets {
+		c.sets[n] = &kernelSet{set: s.set, elems: slices.Clone(s.elems)}
+	}
+	maps.Copy(c.anon, t.anon)
+	return c
+}
+
+// commit applies ops to a copy of the table and keeps it when all of them
+// succeed, as the kernel does.
+func (k *fakeKernel) commit(fam nft.Family, table string, ops []op, gen uint32) (uint32, error) {
+	if k.before != nil {
+		k.before()
+	}
+	if gen != k.gen {
+		return 0, fmt.Errorf("%w: %w", errStale, syscall.ERESTART)
+	}
+	var t *kernelTable
+	if cur := k.tables[fam]; cur != nil {
+		t = cur.clone()
+	}
+	for _, o := range ops {
+		var err error
+		if t, err = k.apply(t, &o); err != nil {
+			return 0, fmt.Errorf("%s %s: %w", o.kind, o.label, err)
+		}
+	}
+	k.commits++
+	k.ops += len(ops)
+	if t == nil {
+		delete(k.tables, fam)
+	} else {
+		k.tables[fam] = t
+	}
+	k.gen++
+	return k.gen, nil
+}
+
+func (k *fakeKernel) apply(t *kernelTable, o *op) (*kernelTable, error) {
+	if o.label == k.refuse {
+		return nil, syscall.EINVAL
+	}
+	if t == nil && o.kind != opAddTable {
+		return nil, syscall.ENOENT
+	}
+	switch o.kind {
+	case opAddTable:
+		if t == nil {
+			t = &kernelTable{table: *o.table, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}, anon: map[string]*kernelSet{}}
+		}
+	case opDelTable:
+		return nil, nil
+	case opAddSet:
+		t.sets[o.set.Name] = &kernelSet{set: *o.set}
+	case opAddChain:
+		t.chains[o.chain.Name] = &kernelChain{chain: *o.chain}
+	case opFlushChain, opDelChain:
+		if t.chains[o.name] == nil {
+			return nil, syscall.ENOENT
+		}
+		t.chains[o.name].rules = nil
+		if o.kind == opDelChain {
+			delete(t.chains, o.name)
+		}
+	case opDelSet:
+		delete(t.sets, o.name)
+	case opAddElems, opDelElems:
+		s := t.sets[o.name]
+		if s == nil {
+			return nil, syscall.ENOENT
+		}
+		for _, e := range o.elems {
+			i := slices.IndexFunc(s.elems, func(x nft.Elem) bool { return elemKey(&x) == elemKey(&e) })
+			switch {
+			case o.kind == opAddElems && i >= 0:
+				return nil, syscall.EEXIST
+			case o.kind == opAddElems:
+				s.elems = append(s.elems, e)
+			case i < 0:
+				return nil, syscall.ENOENT
+			default:
+				s.elems = slices.Delete(s.elems, i, i+1)
+			}
+		}
+	case opAddRule:
+		c := t.chains[o.name]
+		if c == nil {
+			return nil, syscall.ENOENT
+		}
+		c.rules = append(c.rules, o.rule.rule)
+	}
+	return t, nil
+}
+
+// encAttr appends a netlink attribute.
+func encAttr(b []byte, typ uint16, data []byte) []byte {
+	l := 4 + len(data)
+	b = binary.NativeEndian.AppendUint16(b, uint16(l))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, data...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// encExpr encodes one expression of a rule (an NFTA_LIST_ELEM).
+func encExpr(name string, data []byte) []byte {
+	var e []byte
+	e = encAttr(e, nftaExprName, append([]byte(name), 0))
+	e = encAttr(e, nftaExprData|nlaNested, data)
+	return encAttr(nil, nftaListElem|nlaNested, e)
+}

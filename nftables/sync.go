@@ -1,0 +1,203 @@
+package nftables
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
+	"github.com/proxysinks/proxysinks/nftables/ruleset"
+)
+
+// kernel is what the Proxier needs of nf_tables (kernel.go binds
+// netlinkraw/nft's Conn; tests may fake it).
+type kernel interface {
+	// generation returns the ruleset generation of the namespace.
+	generation() (uint32, error)
+	// commit writes ops to a family's table as one transaction that the
+	// kernel refuses unless its generation is still gen, and returns the
+	// generation after it. A refusal is an error naming the objects
+	// refused (ops' labels); nothing of it is applied.
+	commit(fam nft.Family, table string, ops []op, gen uint32) (uint32, error)
+	// read dumps a family's table, nil when it does not exist.
+	read(fam nft.Family, table string) (*kernelTable, error)
+	// counters returns the connection's system calls, messages and bytes
+	// sent so far.
+	counters() ioCounters
+	close() error
+}
+
+// ioCounters are a connection's counts of system calls, messages and
+// bytes sent.
+type ioCounters struct {
+	syscalls, messages, bytes int
+}
+
+// errStale matches a commit the kernel refused because another writer
+// committed since the generation it was made against (ERESTART).
+var errStale = errors.New("nf_tables generation moved")
+
+// errUnknown matches a commit whose outcome is unknown (no answer from
+// the kernel): the kernel is read before the next one.
+var errUnknown = errors.New("outcome of the transaction unknown")
+
+func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
+	start := time.Now()
+	st := SyncStats{Full: full}
+	var errs []error
+	rss := make([]*ruleset.Ruleset, len(p.fams))
+	for i, f := range p.fams {
+		rs, err := p.render(s, &p.cfg.Ruleset, f.fam == nft.FamilyIPv6)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nftables: render %s: %w", f.name, err))
+		}
+		rss[i] = rs
+	}
+	if p.k == nil {
+		p.dryRun(rss, &st)
+	} else if err := p.write(rss, &st); err != nil {
+		errs = append(errs, err)
+	}
+	st.Duration = time.Since(start)
+	p.totals.add(st)
+	return st, errors.Join(errs...)
+}
+
+// dryRun writes the script of each family's ruleset that changed.
+func (p *Proxier) dryRun(rss []*ruleset.Ruleset, st *SyncStats) {
+	for i, f := range p.fams {
+		rs := rss[i]
+		if rs == nil {
+			continue
+		}
+		script := rs.Script()
+		if script == f.printed {
+			continue
+		}
+		f.printed = script
+		f.rules = countRules(rs)
+		if _, err := io.WriteString(p.cfg.DryRun, script); err != nil {
+			p.log.Warn("nftables: dry run: write the script", "family", f.name, "error", err)
+		}
+		st.Transactions++
+	}
+}
+
+// write brings every family's table to its ruleset: when the generation
+// moved since the Proxier last knew the kernel, the tables are read first
+// (adopt); then one transaction per family carries what differs.
+func (p *Proxier) write(rss []*ruleset.Ruleset, st *SyncStats) error {
+	c0 := p.k.counters()
+	defer func() {
+		c1 := p.k.counters()
+		st.Syscalls += c1.syscalls - c0.syscalls
+		st.Messages += c1.messages - c0.messages
+		st.Bytes += c1.bytes - c0.bytes
+	}()
+	g, err := p.k.generation()
+	if err != nil {
+		p.genKnown = false
+		return fmt.Errorf("nftables: read the ruleset generation: %w", err)
+	}
+	read := !p.genKnown || g != p.gen
+	known := true
+	var errs []error
+	for i, f := range p.fams {
+		rs := rss[i]
+		if rs == nil {
+			continue
+		}
+		ng, err := p.writeFamily(f, rs, g, read, st)
+		if err != nil {
+			errs = append(errs, err)
+			if errors.Is(err, errStale) || errors.Is(err, errUnknown) {
+				known = false
+			}
+			continue
+		}
+		g = ng
+	}
+	p.gen, p.genKnown = g, known
+	return errors.Join(errs...)
+}
+
+// writeFamily reads (when read) and writes one family's table; it
+// returns the generation after its transaction. A transaction refused
+// for a stale generation is made again, once, after reading the table.
+func (p *Proxier) writeFamily(f *family, rs *ruleset.Ruleset, g uint32, read bool, st *SyncStats) (uint32, error) {
+	tc, err := p.comp.table(rs)
+	if err != nil {
+		return g, fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
+	}
+	for attempt := 0; ; attempt++ {
+		if read {
+			if err := p.adopt(f, rs, tc, st); err != nil {
+				return g, err
+			}
+		}
+		ops, next, err := plan(&f.cur, rs, tc, p.newID)
+		if err != nil {
+			return g, fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
+		}
+		if len(ops) == 0 {
+			f.cur, f.rules = next, countRules(rs)
+			return g, nil
+		}
+		ng, err := p.k.commit(f.fam, rs.Table, ops, g)
+		if err == nil {
+			f.cur, f.rules = next, countRules(rs)
+			st.Transactions++
+			countOps(ops, st)
+			return ng, nil
+		}
+		st.Failures++
+		err = fmt.Errorf("nftables: write %s table %s: %w", f.name, rs.Table, err)
+		if !errors.Is(err, errStale) || attempt > 0 {
+			return g, err
+		}
+		p.log.Info("nftables: another writer committed during the sync; reading the table again", "family", f.name)
+		if g, err = p.k.generation(); err != nil {
+			return g, errors.Join(errUnknown, fmt.Errorf("nftables: read the ruleset generation: %w", err))
+		}
+		read = true
+	}
+}
+
+// adopt reads a family's table from the kernel and makes f.cur what it
+// holds, in terms of the ruleset wanted: the objects equal to the
+// ruleset's (or to what the Proxier wrote) are kept, the others marked
+// to be repaired. A table the Proxier had written that another writer
+// changed is logged and counted.
+func (p *Proxier) adopt(f *family, rs *ruleset.Ruleset, tc tableCompiler, st *SyncStats) error {
+	kt, err := p.k.read(f.fam, rs.Table)
+	if err != nil {
+		return fmt.Errorf("nftables: read %s table %s: %w", f.name, rs.Table, err)
+	}
+	st.Reads++
+	ours := f.cur.exists
+	base := f.cur
+	if !ours {
+		// Compare with the ruleset wanted, compiled whole (what would be
+		// written anyway into an empty namespace).
+		if _, base, err = plan(&applied{}, rs, tc, p.newID); err != nil {
+			return fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
+		}
+	}
+	cur, diffs := compareKernel(kt, &base)
+	f.cur = cur
+	if ours && len(diffs) > 0 {
+		st.ForeignChanges++
+		p.log.Warn("nftables: another writer changed the table; repairing it (is kube-proxy still running on this node?)",
+			"family", f.name, "table", rs.Table, "differences", len(diffs), "first", firstN(diffs, 5))
+	}
+	return nil
+}
+
+func firstN(l []string, n int) []string {
+	if len(l) > n {
+		return l[:n]
+	}
+	return l
+}
