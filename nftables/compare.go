@@ -176,7 +176,16 @@ func sameKernelChain(k, c *nft.Chain) bool {
 // sameKernelSet compares a dumped set's definition with a compiled one.
 func sameKernelSet(k, c *nft.Set) bool {
 	return k.Flags == c.Flags && k.KeyType == c.KeyType && k.KeyLen == c.KeyLen && k.DataType == c.DataType &&
-		k.DataLen == c.DataLen && k.Timeout == c.Timeout && bytes.Equal(k.UserData, c.UserData)
+		dataLen(k) == dataLen(c) && k.Timeout == c.Timeout && bytes.Equal(k.UserData, c.UserData)
+}
+
+// dataLen is a map's data length; a verdict map's is the kernel's (nft
+// does not send it).
+func dataLen(s *nft.Set) uint32 {
+	if s.DataType == nft.DataVerdict {
+		return 0
+	}
+	return s.DataLen
 }
 
 // sameKernelRules compares a chain's dumped rules with compiled ones
@@ -236,7 +245,7 @@ func canonSet(s *nft.Set, elems []nft.Elem) string {
 		l[i] = fmt.Sprintf("%x-%x-%x-%s-%d", e.Key, e.KeyEnd, e.Data, v, e.Flags)
 	}
 	slices.Sort(l)
-	return fmt.Sprintf("{%#x %d/%d %d/%d %s}", s.Flags, s.KeyType, s.KeyLen, s.DataType, s.DataLen, strings.Join(l, ","))
+	return fmt.Sprintf("{%#x %d/%d %d/%d %s}", s.Flags, s.KeyType, s.KeyLen, s.DataType, dataLen(s), strings.Join(l, ","))
 }
 
 // Expression attributes canonRule interprets (linux/netfilter/nf_tables.h).
@@ -314,27 +323,87 @@ func canonRule(exprs []byte, resolve func(name string, id uint32, hasID bool) st
 		if setAttr != 0 {
 			b.WriteString(" set=" + resolve(set, id, hasID))
 		}
+		if name == "nat" {
+			kept = canonNat(kept)
+		}
 		canonAttrs(&b, kept)
 		b.WriteString("]")
 	}
 	return b.String(), nil
 }
 
-// canonAttrs writes attributes sorted by type, nests recursively.
+// canonAttrs writes attributes sorted by type. An attribute whose value
+// is all zeros is left out (the kernel dumps some optional attributes nft
+// does not send, with their default, zero, value), and one whose value
+// parses as attributes is written as them, recursively: the kernel dumps
+// nests without the NLA_F_NESTED flag nft sets.
 func canonAttrs(b *strings.Builder, attrs []attr) {
 	slices.SortStableFunc(attrs, func(x, y attr) int { return cmp.Compare(x.typ, y.typ) })
 	for _, a := range attrs {
+		if isZero(a.data) {
+			continue
+		}
 		fmt.Fprintf(b, " %d=", a.typ)
-		if a.nested {
-			if inner, err := parseAttrs(a.data); err == nil {
-				b.WriteString("(")
-				canonAttrs(b, inner)
-				b.WriteString(")")
-				continue
-			}
+		if inner, err := parseAttrs(a.data); err == nil && len(inner) > 0 {
+			b.WriteString("(")
+			canonAttrs(b, inner)
+			b.WriteString(")")
+			continue
 		}
 		b.WriteString(hex.EncodeToString(a.data))
 	}
+}
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// NAT expression attributes (NFTA_NAT_*) and range flags (NF_NAT_RANGE_*).
+const (
+	nftaNatRegAddrMin  = 3
+	nftaNatRegAddrMax  = 4
+	nftaNatRegProtoMin = 5
+	nftaNatRegProtoMax = 6
+	nftaNatFlags       = 7
+	natRangeMapIPs     = 0x1
+	natRangeProtoSpec  = 0x2
+)
+
+// canonNat completes a nat expression's attributes as the kernel dumps
+// them: a range's maximum register is its minimum's when not given, and
+// the flags say which ranges are given.
+func canonNat(attrs []attr) []attr {
+	byType := map[uint16][]byte{}
+	for _, a := range attrs {
+		byType[a.typ] = a.data
+	}
+	var flags uint32
+	if f, ok := byType[nftaNatFlags]; ok && len(f) == 4 {
+		flags = binary.BigEndian.Uint32(f)
+	}
+	if m, ok := byType[nftaNatRegAddrMin]; ok {
+		flags |= natRangeMapIPs
+		if _, ok := byType[nftaNatRegAddrMax]; !ok {
+			byType[nftaNatRegAddrMax] = m
+		}
+	}
+	if m, ok := byType[nftaNatRegProtoMin]; ok {
+		flags |= natRangeProtoSpec
+		if _, ok := byType[nftaNatRegProtoMax]; !ok {
+			byType[nftaNatRegProtoMax] = m
+		}
+	}
+	byType[nftaNatFlags] = binary.BigEndian.AppendUint32(nil, flags)
+	out := make([]attr, 0, len(byType))
+	for t, d := range byType {
+		out = append(out, attr{typ: t, data: d})
+	}
+	return out
 }
 
 // attr is one netlink attribute.

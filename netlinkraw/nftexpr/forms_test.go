@@ -93,12 +93,23 @@ var ipForms = []ruleDef{
 	{text: "ip saddr 10.128.0.0/9 goto c"},
 	{text: "iifname cni0 goto service-ULMVA6XW-ns1/svc1/tcp/p80", comment: "short-circuit pod traffic"},
 	{text: `iifname "veth*" goto service-ULMVA6XW-ns1/svc1/tcp/p80`},
+	{text: "iifname veth* goto service-ULMVA6XW-ns1/svc1/tcp/p80", comment: "short-circuit pod traffic"},
+	{text: "ip daddr @cluster-ips iifname != veth* mark set mark or 0x00004000", comment: "masquerade clusterIP traffic from outside cluster"},
+	{text: "ip daddr @cluster-ips iifname != eth0.100 mark set mark or 0x00004000"},
 	{text: "fib saddr type local mark set mark or 0x4000", comment: "masquerade local traffic"},
 	{text: "fib saddr type local goto service-ULMVA6XW-ns1/svc1/tcp/p80", comment: "short-circuit local traffic"},
 	{text: "ip saddr != { 203.0.113.0/25 } drop"},
 	{text: "ip saddr != { 203.0.113.0/25 , 198.51.100.0/24 , 5.6.7.8 } drop"},
 	{text: "ip saddr != { 1.2.3.4 , 5.6.7.8 } drop"},
+	{text: "ip saddr { 5.6.7.8 , 1.2.3.4 , 1.2.3.5 } drop"},
+	{text: "ip saddr { 1.2.3.4 , 1.2.3.4 } drop"},
 	{text: "ip saddr { 10.0.0.0/8 } drop"},
+	{text: "ip saddr != { 1.2.3.4/32 } drop"},
+	{text: "ip saddr != { 1.2.3.4/32 , 5.6.7.8/32 } drop"},
+	{text: "ip saddr != { 1.2.3.4/32 , 1.2.3.5 , 10.0.0.0/8 , 10.0.0.0/16 , 10.1.0.0/16 , 255.255.255.255 } drop"},
+	{text: "ip saddr != { 0.0.0.0/0 } drop"},
+	{text: "ip saddr 0.0.0.0/0 drop"},
+	{text: "ip saddr 1.2.3.4/32 drop"},
 	{text: "ip saddr @affinity-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80 goto endpoint-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80"},
 	{text: "numgen random mod 1 vmap { 0 : goto endpoint-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80 }"},
 	{text: "numgen random mod 2 vmap { 0 : goto endpoint-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80 , 1 : goto endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80 }"},
@@ -125,6 +136,8 @@ var ip6Forms = []ruleDef{
 	{text: "ip6 saddr != { 2001:db8:203::/64 } drop"},
 	{text: "ip6 saddr { ::1 , fd00::2 } drop"},
 	{text: "ip6 saddr { ff00::/8 , fd00::/8 } drop"},
+	{text: "ip6 saddr != { 2001:db8::1/128 , 2001:db8::2/128 } drop"},
+	{text: "ip6 saddr != { ::/0 , 2001:db8::1 } drop"},
 	{text: "ip6 daddr != ::1 meta l4proto . th dport vmap @no-endpoint-nodeports"},
 	{text: "ip6 daddr ::1 meta l4proto . th dport vmap @localhost-nodeport-reject-ports"},
 	{text: "fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports"},
@@ -181,6 +194,18 @@ func TestFormsAgainstNFT(t *testing.T) {
 				st.rules = append(st.rules, r)
 			}
 			checkOracle(t, st)
+		})
+	}
+}
+
+func TestKubeProxyShapedScriptAgainstNFT(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		family nft.Family
+		eps    int
+	}{{"ip", nft.FamilyIPv4, 3}, {"ip-one-endpoint", nft.FamilyIPv4, 1}, {"ip6", nft.FamilyIPv6, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkOracle(t, kubeShaped(tc.family, 12, tc.eps))
 		})
 	}
 }

@@ -77,6 +77,7 @@ func TestScriptsValid(t *testing.T) {
 		{"examples/cluster", "../../examples/cluster", "node-1"},
 		{"kube-proxy ipv4", "testdata/overall-ipv4.yaml", "test-node"},
 		{"kube-proxy ipv6", "testdata/overall-ipv6.yaml", "test-node"},
+		{"kube-proxy bad IPs", "testdata/badips.yaml", "test-node"},
 	}
 	for _, in := range inputs {
 		s := load(t, in.path, in.node)

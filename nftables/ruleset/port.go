@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,8 +16,10 @@ import (
 // endpoint is one endpoint of a service port in the family being
 // rendered.
 type endpoint struct {
-	ap  netip.AddrPort
-	str string // "ip:port" ("[ip]:port"), kube-proxy's endpoint string
+	ap netip.AddrPort
+	// s0 and s1 locate the endpoint's "ip:port" ("[ip]:port"),
+	// kube-proxy's endpoint string, in the renderer's epText
+	s0, s1 int32
 	// ready, serving, terminating, local, internal, external, cluster
 	// are client.Endpoint's
 	e *client.Endpoint
@@ -30,16 +33,24 @@ type endpoint struct {
 
 // host returns the endpoint's address as its string has it (without the
 // brackets of an IPv6 one).
-func (e *endpoint) host() string {
-	h := e.str[:strings.LastIndexByte(e.str, ':')]
+func (e *endpoint) host(text []byte) []byte {
+	s := e.str(text)
+	h := s[:bytes.LastIndexByte(s, ':')]
 	if e.ap.Addr().Is6() {
 		h = h[1 : len(h)-1]
 	}
 	return h
 }
 
+// str returns the endpoint's "ip:port" in text (the renderer's epText).
+func (e *endpoint) str(text []byte) []byte { return text[e.s0:e.s1] }
+
 // usable reports whether the endpoint can receive traffic at all.
 func (e *endpoint) usable() bool { return e.e.Ready || e.e.Serving && e.e.Terminating }
+
+// affinityFlags are the affinity sets' flags (shared: rulesets are
+// read-only).
+var affinityFlags = []string{"dynamic", "timeout"}
 
 // protoName returns the protocol as nft writes it, or "".
 func protoName(p client.Protocol) string {
@@ -102,7 +113,7 @@ type portRenderer struct {
 // endpoints collects the port's endpoints of the family, sorted by their
 // "ip:port" as kube-proxy sorts them.
 func (pr *portRenderer) endpoints(se *client.ServiceEndpoints) {
-	eps := pr.r.eps[:0]
+	eps, text := pr.r.eps[:0], pr.r.epText[:0]
 	for _, e := range se.Endpoints {
 		addrs := e.IPs.Family(pr.r.ft.v6)
 		port, ok := e.PortFor(pr.port)
@@ -110,9 +121,12 @@ func (pr *portRenderer) endpoints(se *client.ServiceEndpoints) {
 			continue
 		}
 		ap := netip.AddrPortFrom(addrs[0], uint16(port))
-		eps = append(eps, endpoint{ap: ap, str: ap.String(), e: e})
+		s0 := len(text)
+		text = ap.AppendTo(text)
+		eps = append(eps, endpoint{ap: ap, s0: int32(s0), s1: int32(len(text)), e: e})
 	}
-	slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
+	slices.SortFunc(eps, func(a, b endpoint) int { return bytes.Compare(a.str(text), b.str(text)) })
+	pr.r.epText = text
 	pr.eps = eps
 	pr.r.eps = eps[:0]
 	pr.cluster, pr.local, pr.reach = pr.r.cluster[:0], pr.r.local[:0], pr.r.reach[:0]
@@ -322,7 +336,7 @@ func (pr *portRenderer) chains() {
 	if affinity != nil {
 		for _, ep := range pr.reach {
 			r.affinity = append(r.affinity, Set{Name: prefixAffinity + ep.base, Type: r.ft.addrType,
-				Flags: []string{"dynamic", "timeout"}, Timeout: time.Duration(affinity.TimeoutSeconds) * time.Second})
+				Flags: affinityFlags, Timeout: time.Duration(affinity.TimeoutSeconds) * time.Second})
 		}
 	}
 	if usesClusterChain {
@@ -335,7 +349,7 @@ func (pr *portRenderer) chains() {
 		for _, ep := range pr.reach {
 			r.chains = append(r.chains, Chain{Name: prefixEndpoint + ep.base, Rules: []Rule{
 				{Text: "update @" + prefixAffinity + ep.base + " { " + ipX + " saddr }"},
-				{Text: "meta l4proto " + pr.proto + " dnat to " + ep.str},
+				{Text: "meta l4proto " + pr.proto + " dnat to " + string(ep.str(r.epText))},
 			}})
 		}
 	}
@@ -373,10 +387,10 @@ func (pr *portRenderer) policyChain(name string, eps []*endpoint) Chain {
 	var b strings.Builder
 	if pr.svc.SessionAffinity == nil {
 		if len(eps) == 1 {
-			c.Rules = []Rule{{Text: "meta l4proto " + pr.proto + " dnat to " + eps[0].str}}
+			c.Rules = []Rule{{Text: "meta l4proto " + pr.proto + " dnat to " + string(eps[0].str(pr.r.epText))}}
 			return c
 		}
-		b.Grow(64 + len(eps)*(len(eps[0].str)+8))
+		b.Grow(64 + len(eps)*(int(eps[0].s1-eps[0].s0)+8))
 		b.WriteString("meta l4proto ")
 		b.WriteString(pr.proto)
 		b.WriteString(" dnat ")
@@ -390,7 +404,7 @@ func (pr *portRenderer) policyChain(name string, eps []*endpoint) Chain {
 			}
 			b.WriteString(strconv.Itoa(i))
 			b.WriteString(" : ")
-			b.WriteString(ep.host())
+			b.Write(ep.host(pr.r.epText))
 			b.WriteString(" . ")
 			b.WriteString(strconv.Itoa(int(ep.ap.Port())))
 		}

@@ -281,6 +281,29 @@ func TestRenderCases(t *testing.T) {
 	}
 }
 
+// TestSetNodePorts: the runtime's selection restricts the families it
+// has CIDRs of; nodeport-ips leaves loopback out.
+func TestSetNodePorts(t *testing.T) {
+	var c Config
+	c.SetNodePorts([]netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("127.0.0.0/8")},
+		[]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("fd00::10")})
+	want := Config{IPv4: Family{NodePortsRestricted: true, NodePortAddrs: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("192.168.1.10")}},
+		IPv6: Family{NodePortAddrs: []netip.Addr{netip.MustParseAddr("fd00::10")}}}
+	if diff := cmp.Diff(want, c, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Error(diff)
+	}
+	v4, v6, err := Render(client.NewSnapshot(nil, nil), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Element{{Key: "192.168.1.10"}}, elements(v4, setNodePortIPs)); diff != "" {
+		t.Error(diff)
+	}
+	if setOf(v6, setNodePortIPs) != nil {
+		t.Error("ip6 table has nodeport-ips without an IPv6 CIDR")
+	}
+}
+
 // TestRenderErrors: a port that cannot be rendered is left out and named;
 // a bad masquerade bit renders nothing.
 func TestRenderErrors(t *testing.T) {

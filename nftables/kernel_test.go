@@ -1,0 +1,242 @@
+package nftables
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
+	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
+	"github.com/proxysinks/proxysinks/nftables/ruleset"
+)
+
+// newKernelProxier returns an IPv4 Proxier programming ns.
+func newKernelProxier(t testing.TB, ns *nstest.NetNS, cfg ruleset.Config) *Proxier {
+	t.Helper()
+	p, err := NewProxier(Config{IPv4: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// nftFile loads an nft script into ns with `nft -f`.
+func nftFile(t testing.TB, ns *nstest.NetNS, script string) {
+	t.Helper()
+	nstest.LookPath(t, "nft")
+	path := filepath.Join(t.TempDir(), "script.nft")
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns.MustRun(t, "nft", "-f", path)
+}
+
+// listing is `nft list table` of a family's kube-proxy table.
+func listing(t testing.TB, ns *nstest.NetNS, fam string) string {
+	t.Helper()
+	nstest.LookPath(t, "nft")
+	return ns.MustRun(t, "nft", "list", "table", fam, TableName)
+}
+
+// reference is the listing of the table `nft -f` writes from rs's script
+// into a namespace of its own: what the Proxier must have written.
+func reference(t testing.TB, rs *ruleset.Ruleset) string {
+	t.Helper()
+	ns := nstest.New(t)
+	nftFile(t, ns, rs.Script())
+	return listing(t, ns, rs.Family)
+}
+
+func render4(t testing.TB, s *client.Snapshot, cfg ruleset.Config) *ruleset.Ruleset {
+	t.Helper()
+	rs, err := ruleset.RenderFamily(s, &cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func syncOK(t testing.TB, p *Proxier, s *client.Snapshot) SyncStats {
+	t.Helper()
+	st, err := p.Snapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestKernelSync: the first sync writes in one transaction the table nft
+// writes from the same ruleset's script; a resync writes and reads
+// nothing; one endpoint changed writes only its service's chain; a
+// restarted Proxier reads the table and writes nothing.
+func TestKernelSync(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad(t)
+	p := newKernelProxier(t, ns, cfg)
+	st := syncOK(t, p, s)
+	if st.Transactions != 1 || st.Reads != 1 || st.Rules == 0 {
+		t.Errorf("first sync: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, render4(t, s, cfg)), listing(t, ns, "ip")); diff != "" {
+		t.Fatalf("table after the first sync (-nft -f +ours):\n%s", diff)
+	}
+	if st, err := p.Resync(); err != nil || st.Transactions != 0 || st.Reads != 0 {
+		t.Errorf("resync of an unchanged kernel: %+v, %v", st, err)
+	}
+
+	// One endpoint changed, in a generated cluster.
+	ns2 := nstest.New(t)
+	gcfg := generatedConfig()
+	p2 := newKernelProxier(t, ns2, gcfg)
+	syncOK(t, p2, generated(50, 3, netip.Addr{}))
+	s2 := generated(50, 3, netip.MustParseAddr("10.99.0.1"))
+	st = syncOK(t, p2, s2)
+	if st.Transactions != 1 || st.FlushedChains != 1 || st.Chains != 0 || st.Rules > 4 || st.Messages > 12 || st.Reads != 0 {
+		t.Errorf("one endpoint changed: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, render4(t, s2, gcfg)), listing(t, ns2, "ip")); diff != "" {
+		t.Errorf("table after one endpoint changed (-nft -f +ours):\n%s", diff)
+	}
+
+	// A restart.
+	p3 := newKernelProxier(t, ns2, gcfg)
+	if st := syncOK(t, p3, s2); st.Transactions != 0 || st.Reads != 1 || st.ForeignChanges != 0 {
+		t.Errorf("restart with an unchanged cluster: %+v", st)
+	}
+}
+
+// TestKernelAdoption: a table kube-proxy's nftables mode left (nft -f of
+// the same ruleset) is adopted: nothing written.
+func TestKernelAdoption(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad(t)
+	rs := render4(t, s, cfg)
+	nftFile(t, ns, rs.Script())
+	before := listing(t, ns, "ip")
+	p := newKernelProxier(t, ns, cfg)
+	st := syncOK(t, p, s)
+	if st.Transactions != 0 || st.Reads != 1 {
+		t.Errorf("adoption of an nft -f table: %+v", st)
+	}
+	if diff := cmp.Diff(before, listing(t, ns, "ip")); diff != "" {
+		t.Errorf("table after adoption (-before +after):\n%s", diff)
+	}
+}
+
+// TestKernelForeignChange: another writer's changes to the table are
+// found by the next resync (the generation moved), counted and repaired.
+func TestKernelForeignChange(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad(t)
+	p := newKernelProxier(t, ns, cfg)
+	syncOK(t, p, s)
+	want := listing(t, ns, "ip")
+	ns.MustRun(t, "nft", "add", "element", "ip", TableName, "cluster-ips", "{ 172.30.9.9 }")
+	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "intruder")
+	ns.MustRun(t, "nft", "insert", "rule", "ip", TableName, "services", "drop")
+	st, err := p.Resync()
+	if err != nil || st.Reads != 1 || st.ForeignChanges != 1 || st.Transactions != 1 {
+		t.Errorf("resync after another writer: %+v, %v", st, err)
+	}
+	if diff := cmp.Diff(want, listing(t, ns, "ip")); diff != "" {
+		t.Errorf("table after the repair (-want +got):\n%s", diff)
+	}
+}
+
+// TestKernelRefused: a transaction the kernel refuses is reported naming
+// the object, and nothing of it is applied; the next sync tries again.
+func TestKernelRefused(t *testing.T) {
+	ns := nstest.New(t)
+	gcfg := generatedConfig()
+	p := newKernelProxier(t, ns, gcfg)
+	syncOK(t, p, generated(5, 2, netip.Addr{}))
+	before := listing(t, ns, "ip")
+	bad := true
+	p.render = func(s *client.Snapshot, c *ruleset.Config, v6 bool) (*ruleset.Ruleset, error) {
+		rs, err := ruleset.RenderFamily(s, c, v6)
+		if bad {
+			// A jump to a chain that does not exist: compiled, refused.
+			c := &rs.Chains[len(rs.Chains)-1]
+			c.Rules = append(c.Rules, ruleset.Rule{Text: "jump no-such-chain"})
+		}
+		return rs, err
+	}
+	_, err := p.Snapshot(generated(5, 2, netip.MustParseAddr("10.99.0.1")))
+	var ce *nft.CommitError
+	if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), "(jump no-such-chain)") {
+		t.Fatalf("refused transaction: error %v, want one naming the rule", err)
+	}
+	if diff := cmp.Diff(before, listing(t, ns, "ip")); diff != "" {
+		t.Errorf("table after a refused transaction (-before +after):\n%s", diff)
+	}
+	bad = false
+	if st, err := p.Resync(); err != nil || st.Transactions != 1 || st.Reads != 0 {
+		t.Errorf("retry: %+v, %v", st, err)
+	}
+}
+
+// TestKernelCleanup: CleanupLeftovers removes the kube-proxy tables of
+// ip and ip6, and leaves other tables, and inet kube-proxy, alone.
+func TestKernelCleanup(t *testing.T) {
+	ns := nstest.New(t)
+	nftFile(t, ns, `add table ip kube-proxy
+add chain ip kube-proxy c
+add table ip6 kube-proxy
+add set ip6 kube-proxy s { type ipv6_addr ; }
+add table inet kube-proxy
+add table ip filter
+add chain ip filter input { type filter hook input priority 0 ; }
+`)
+	removed, err := CleanupLeftovers(ns.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"table ip kube-proxy", "table ip6 kube-proxy"}, removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	got := regexp.MustCompile(`(?m)^table .*$`).FindAllString(ns.MustRun(t, "nft", "list", "tables"), -1)
+	if diff := cmp.Diff([]string{"table inet kube-proxy", "table ip filter"}, got); diff != "" {
+		t.Errorf("tables left (-want +got):\n%s", diff)
+	}
+	if removed, err := CleanupLeftovers(ns.FD()); err != nil || len(removed) != 0 {
+		t.Errorf("second cleanup: %q, %v", removed, err)
+	}
+}
+
+// TestKernelIPv6: the ip6 table, written and adopted like the ip one.
+func TestKernelIPv6(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad6(t)
+	p, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st := syncOK(t, p, s); st.Transactions != 1 {
+		t.Errorf("first sync: %+v", st)
+	}
+	rs, err := ruleset.RenderFamily(s, &cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip6")); diff != "" {
+		t.Fatalf("ip6 table after the first sync (-nft -f +ours):\n%s", diff)
+	}
+	ns2 := nstest.New(t)
+	nftFile(t, ns2, rs.Script())
+	p2, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns2.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if st := syncOK(t, p2, s); st.Transactions != 0 || st.Reads != 1 {
+		t.Errorf("adoption of an nft -f ip6 table: %+v", st)
+	}
+}
