@@ -1,6 +1,7 @@
 package differential
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -278,17 +279,23 @@ var writesMetric = regexp.MustCompile(`(?m)^proxysinks_kernel_operations_total(?
 // from the metrics address 127.0.0.1:10249 there), or -1 when it does not
 // say (kube-proxy has no such metric).
 func kernelWrites(ns *nstest.NetNS) float64 {
-	var body []byte
-	err := ns.Do(func() error {
-		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := c.Get("http://127.0.0.1:10249/metrics")
-		if err != nil {
+	// The transport dials on goroutines of its own: each dial enters ns.
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := ns.Do(func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 			return err
-		}
-		defer resp.Body.Close()
+		})
+		return c, err
+	}
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: dial}}
+	var body []byte
+	resp, err := c.Get("http://127.0.0.1:10249/metrics")
+	if err == nil {
 		body, err = io.ReadAll(resp.Body)
-		return err
-	})
+		resp.Body.Close()
+	}
 	m := writesMetric.FindAllSubmatch(body, -1)
 	if err != nil || len(m) == 0 {
 		return -1

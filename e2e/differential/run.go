@@ -207,6 +207,9 @@ func runSetting(e *Env, m Mode, s Setting, errors bool, bins map[string]string, 
 			}
 			se := &Env{T: t, Cluster: e.Cluster, Work: e.Work}
 			got := m.Capture(se, bins[sink], sinkArgs(e, m, s)...)
+			if got.Writes == 0 {
+				t.Errorf("%s reports no kernel write on a fresh node (proxysinks_kernel_operations_total 0)", sink)
+			}
 			if !errors {
 				delete(ref.State, cluster.SectionErrors)
 				delete(got.State, cluster.SectionErrors)
