@@ -123,7 +123,7 @@ func RunHostile(t *testing.T, m Mode) {
 	})
 }
 
-// buildSinks builds m's sinks (vm.BuildSink), once for every setting: by
+// buildSinks builds m's sinks (BuildSink), once for every setting: by
 // sink, the binary's path, or "" for a sink whose main package is not in
 // this tree yet (a sink being added: its subtests skip, saying so).
 func buildSinks(t *testing.T, m Mode) map[string]string {
@@ -138,7 +138,7 @@ func buildSinks(t *testing.T, m Mode) map[string]string {
 			bins[sink] = ""
 			continue
 		}
-		bins[sink] = vm.BuildSink(t, sink)
+		bins[sink] = BuildSink(t, sink)
 	}
 	return bins
 }

@@ -31,7 +31,7 @@ func nftablesBin(t *testing.T) string {
 		t.Skip("the nftables sink is not in this tree yet (sinks/nftables/main.go missing): nothing to run")
 	}
 	nstest.LookPath(t, "nft")
-	return vm.BuildSink(t, "nftables")
+	return differential.BuildSink(t, "nftables")
 }
 
 // longNFTablesCases are the traffic cases TestNFTablesTraffic runs only
@@ -39,13 +39,23 @@ func nftablesBin(t *testing.T) string {
 // and the nftables sink's rules are checked case by case against
 // kube-proxy's by the differential; these add the least to it.
 var longNFTablesCases = []string{"Balanced", "Multiport", "TypeChanges", "NetworkProgrammingLatency",
-	"EndpointRemovalGraceful", "UDPFirstEndpointConntrackCleared", "UDPNodePortStaleConntrackCleared"}
+	"EndpointRemovalGraceful", "ExternalTrafficLocalNoLocalEndpoint", "UDPStaleConntrackFlushed",
+	"UDPFirstEndpointConntrackCleared", "UDPNodePortStaleConntrackCleared"}
 
 // TestNFTablesTraffic runs the traffic case table (e2e/node's Cases)
 // against the built nftables sink binary on e2e/node's bridge-CNI node of
 // fresh network namespaces of this host (nf_tables needs no VM). Without
 // PROXYSINKS_LONG=1 the cases of longNFTablesCases skip, saying so.
 func TestNFTablesTraffic(t *testing.T) {
+	known := map[string]bool{}
+	for _, c := range node.Cases {
+		known[c.Name] = true
+	}
+	for _, c := range longNFTablesCases {
+		if !known[c] {
+			t.Errorf("longNFTablesCases names %q, which is not a case of node.Cases", c)
+		}
+	}
 	bin := nftablesBin(t)
 	skip := map[string]string{}
 	if os.Getenv("PROXYSINKS_LONG") != "1" {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proxysinks/proxysinks/e2e/vm"
+	"github.com/proxysinks/proxysinks/e2e/differential"
 )
 
 // nodePortRule matches KUBE-SERVICES' jump to KUBE-NODEPORTS for one
@@ -53,7 +53,7 @@ func nodeManifest(internalIP string) string {
 // primary, the rule follows the Node's InternalIP when it changes (where
 // kube-proxy exits).
 func TestNodeAddressChange(t *testing.T) {
-	bin := vm.BuildSink(t, "iptables")
+	bin := differential.BuildSink(t, "iptables")
 	n := newNetwork(t)
 	manifests := filepath.Join(t.TempDir(), "cluster.yaml")
 	if err := os.WriteFile(manifests, []byte(nodeManifest(nodeA.String())), 0o644); err != nil {
