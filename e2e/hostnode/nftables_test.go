@@ -235,3 +235,76 @@ func nftRestartAndDrift(t *testing.T, n *network, p *sinkProcess, programmed map
 	}
 	mustGet(t, n.pods[0].ns, "tcp", vip)
 }
+
+// nftHostile are the hostile changes TestNFTablesHostileKernel makes by
+// hand to the nftables sink's tables, one at a time, each an nft command.
+var nftHostile = []struct{ name, cmd string }{
+	{"flush a chain", "flush chain ip kube-proxy services"},
+	{"flush every chain", "flush table ip kube-proxy"},
+	{"delete a map element", "delete element ip kube-proxy service-ips { 10.96.0.10 . tcp . 80 }"},
+	{"flush a map", "flush map ip kube-proxy service-ips"},
+	{"flush a set", "flush set ip kube-proxy cluster-ips"},
+	{"add a rule", "add rule ip kube-proxy services ip saddr 203.0.113.7 drop"},
+	{"add an element", "add element ip kube-proxy cluster-ips { 10.96.99.99 }"},
+	{"delete a base chain's rule", "flush chain ip kube-proxy nat-prerouting"},
+	{"delete the IPv4 table", "delete table ip kube-proxy"},
+	{"delete the IPv6 table", "delete table ip6 kube-proxy"},
+}
+
+// TestNFTablesHostileKernel runs the nftables sink (resync every second)
+// beside a foreign table and makes each change of nftHostile by hand in
+// turn: the first resync after it must leave every table exactly as the
+// sink programmed it (the foreign one included) and the cluster IP must
+// answer again; then a restart writes nothing.
+func TestNFTablesHostileKernel(t *testing.T) {
+	bin := nftablesBin(t)
+	n := newNetwork(t)
+	foreign := filepath.Join(t.TempDir(), "foreign.nft")
+	if err := os.WriteFile(foreign, []byte(foreignNFT), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must(t, n.node, "nft", "-f", foreign)
+	manifests := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(manifests, []byte(binaryCluster), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--from-file", manifests, "--node-name", "node-a", "--cluster-cidr", "10.244.0.0/16", "--sync-period", "1s",
+		"--nodeport-addresses", "192.168.50.0/24", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", ""}
+	p := startSink(t, n, bin, args...)
+	m := p.waitSynced(t)
+	vip := ap("10.96.0.10", 80)
+	mustGet(t, n.pods[0].ns, "tcp", vip)
+	programmed := nftTables(t, n.node)
+	writes := metric(m, "proxysinks_kernel_operations_total")
+	for _, h := range nftHostile {
+		start := time.Now()
+		must(t, n.node, "nft", h.cmd)
+		if diff := cmp.Diff(programmed, nftTables(t, n.node)); diff == "" {
+			t.Fatalf("%s: the tables did not change", h.name)
+		}
+		writes = waitWrites(t, p, writes)
+		// The write that repairs may be one of several in a transaction:
+		// the tables are compared once they stop changing.
+		var now map[string][]string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if now = nftTables(t, n.node); cmp.Equal(programmed, now) {
+				break
+			}
+		}
+		if diff := cmp.Diff(programmed, now); diff != "" {
+			t.Errorf("%s: not repaired (-programmed +now):\n%s", h.name, diff)
+			continue
+		}
+		mustGet(t, n.pods[0].ns, "tcp", vip)
+		t.Logf("%s: repaired after %s", h.name, time.Since(start).Round(time.Millisecond))
+	}
+	if strings.Contains(p.log.String(), "file exists") {
+		t.Errorf("the sink logged \"file exists\":\n%s", p.log.String())
+	}
+	p.stop(t)
+	p = startSink(t, n, bin, args...)
+	if v := metric(p.waitSynced(t), "proxysinks_kernel_operations_total"); v != 0 {
+		t.Errorf("restart after the repairs wrote %v kernel objects, want 0; log:\n%s", v, p.log.String())
+	}
+	p.stop(t)
+}
