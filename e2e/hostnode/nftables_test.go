@@ -279,9 +279,9 @@ func TestNFTablesHostileKernel(t *testing.T) {
 	for _, h := range nftHostile {
 		start := time.Now()
 		must(t, n.node, "nft", h.cmd)
-		if diff := cmp.Diff(programmed, nftTables(t, n.node)); diff == "" {
-			t.Fatalf("%s: the tables did not change", h.name)
-		}
+		// The change is seen by the writes that undo it (an unchanged
+		// cluster's resyncs write nothing): it may be undone before the
+		// tables could be read here.
 		writes = waitWrites(t, p, writes)
 		// The write that repairs may be one of several in a transaction:
 		// the tables are compared once they stop changing.
