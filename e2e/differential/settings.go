@@ -52,6 +52,10 @@ var Settings = []Setting{
 	{Name: "localhost-default", Modes: []string{"iptables"}, Shows: "block incoming localnet connections"},
 	{Name: "localhost-off", Flags: []string{"--iptables-localhost-nodeports=false"}, Modes: []string{"iptables"}, Shows: "! -d 127.0.0.0/8 "},
 	{Name: "localhost-cidr", NodePortAddresses: "127.0.0.0/8," + cluster.BroadNodeCIDR, Modes: []string{"iptables"}, Shows: "-d 127.0.0.1/32 "},
+	// Every service's traffic masqueraded (nftables only here: kube-proxy's
+	// "masquerade all clusterIP traffic" rule of each service chain).
+	{Name: "masquerade-all", Flags: []string{"--masquerade-all"}, NodePortAddresses: cluster.BroadNodeCIDR, Modes: []string{"nftables"},
+		Shows: "masquerade all clusterIP traffic"},
 	{Name: "primary-bind", Flags: []string{"--bind-address=" + cluster.BroadNodeIP}, NodePortAddresses: "primary"},
 	// The primary IP from the Node's InternalIP (no --bind-address). On
 	// this node the primary rules are those of BroadNodeCIDR: Shows has
