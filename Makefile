@@ -57,7 +57,7 @@ test-vm:
 
 ## test-long: the tests test-unit and test-vm skip to keep make test under 30 minutes from a cold Go cache
 ## (e2e/hostnode: the iptables and nftables kube-proxy differentials under each setting, about 3 minutes and
-## 1 minute, and the nftables sink's whole traffic case table; e2e/vmtests:
+## 1.5 minutes, and the nftables sink's whole traffic case table, about 75 s; e2e/vmtests:
 ## the kernel hostile suite, ipvs-fullstate's real-API node cases, the IPVS kube-proxy differential on
 ## the hostile cluster and under each setting, the last 15 to 30 minutes alone: 18 VM runs)
 test-long: deps
