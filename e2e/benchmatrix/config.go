@@ -189,6 +189,7 @@ func Rows(bin func(sink string) string, kubeProxy string) []Sink {
 		{Name: "kube-proxy ipvs", Kind: KindIPVS, KubeProxy: true, Bin: kubeProxy, Args: []string{"--proxy-mode=ipvs"}},
 		{Name: "iptables", Kind: KindIPTables, Bin: bin("iptables")},
 		{Name: "kube-proxy iptables", Kind: KindIPTables, KubeProxy: true, Bin: kubeProxy, Args: []string{"--proxy-mode=iptables"}},
+		{Name: "nftables", Kind: KindNFTables, Bin: bin("nftables")},
 		{Name: "kube-proxy nftables", Kind: KindNFTables, KubeProxy: true, Bin: kubeProxy, Args: []string{"--proxy-mode=nftables"}},
 	}
 }

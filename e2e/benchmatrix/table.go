@@ -27,6 +27,8 @@ func baseline(kind string) string {
 		return "kube-proxy ipvs"
 	case KindIPTables:
 		return "kube-proxy iptables"
+	case KindNFTables:
+		return "kube-proxy nftables"
 	}
 	return ""
 }

@@ -24,7 +24,7 @@ func TestConfigFileFields(t *testing.T) {
 			want: []kpconfig.Setting{{Field: "iptables.syncPeriod", Flag: "sync-period", Value: "10s"}, {Field: "iptables.minSyncPeriod", Flag: "min-sync-period", Value: "2s"}}},
 		{name: "ipvs sync period", body: "ipvs:\n  syncPeriod: 10s\n", wantWarning: "--config: ipvs.syncPeriod ignored: the iptables sink takes iptables.syncPeriod"},
 		{name: "ipvs settings", body: "ipvs:\n  scheduler: wrr\n  strictARP: true\n", wantWarning: "--config: ipvs ignored: another proxy mode's settings (kube-proxy's iptables mode ignores them too)"},
-		{name: "nftables", body: "nftables:\n  syncPeriod: 1s\n", wantWarning: "--config: nftables ignored: another proxy mode's settings (no sink programs nftables)"},
+		{name: "nftables", body: "nftables:\n  syncPeriod: 1s\n", wantWarning: "--config: nftables ignored: another proxy mode's settings (the nftables sink takes them)"},
 		{name: "localhost node ports", body: "iptables:\n  localhostNodePorts: false\n",
 			want: []kpconfig.Setting{{Field: "iptables.localhostNodePorts", Flag: "iptables-localhost-nodeports", Value: "false"}}},
 	} {

@@ -82,7 +82,18 @@ func NoFlag(name, flag string) Field {
 
 // NFTables ignores the nftables mode's fields, as kube-proxy does in its
 // other modes (its own --write-config-to output sets them).
-var NFTables = Field{Name: "nftables", Class: Ignored, Why: "another proxy mode's settings (no sink programs nftables)"}
+var NFTables = Field{Name: "nftables", Class: Ignored, Why: "another proxy mode's settings (the nftables sink takes them)"}
+
+// MasqueradeSection returns the section of the file whose masqueradeBit and
+// masqueradeAll a sink of mode honours: kube-proxy's nftables mode takes
+// nftables.masqueradeBit and nftables.masqueradeAll, every other mode the
+// iptables ones (the sink of that mode classes the other section's).
+func MasqueradeSection(mode string) string {
+	if mode == "nftables" {
+		return "nftables"
+	}
+	return "iptables"
+}
 
 // Table returns the fields of a sink whose mode is mode: those every sink
 // shares (the process, the node, the HTTP addresses, masquerading, logging,
@@ -112,8 +123,8 @@ func sharedHead(mode string) []Field {
 		{Name: "detectLocalMode", Class: Honoured, Flag: "detect-local-mode"},
 		{Name: "detectLocal.bridgeInterface", Class: Honoured, Flag: "pod-bridge-interface"},
 		{Name: "detectLocal.interfaceNamePrefix", Class: Honoured, Flag: "pod-interface-name-prefix"},
-		{Name: "iptables.masqueradeBit", Class: Honoured, Flag: "iptables-masquerade-bit"},
-		{Name: "iptables.masqueradeAll", Class: Honoured, Flag: "masquerade-all"},
+		{Name: MasqueradeSection(mode) + ".masqueradeBit", Class: Honoured, Flag: "iptables-masquerade-bit"},
+		{Name: MasqueradeSection(mode) + ".masqueradeAll", Class: Honoured, Flag: "masquerade-all"},
 	}
 }
 

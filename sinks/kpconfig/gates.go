@@ -24,6 +24,9 @@ type Gate struct {
 	Modes []string
 	// Locked: kube-proxy v1.37.2 itself refuses the other value.
 	Locked bool
+	// Either: in its modes the other value is accepted too, and logged
+	// with Why (the gate changes how kube-proxy writes, not what).
+	Either bool
 	// Why is the reason another value is refused.
 	Why string
 	// Does says what the gate changes (the docs and the warnings).
@@ -41,10 +44,10 @@ var Gates = []Gate{
 		Why: "kube-proxy v1.37.2 locks it to true"},
 	{Name: "PreferSameTrafficDistribution", On: true, Locked: true, Does: "follows EndpointSlices' node hints (trafficDistribution PreferSameNode)",
 		Why: "kube-proxy v1.37.2 locks it to true, and the sinks follow node hints"},
-	{Name: "KubeProxyNFTablesLocalhostNodePorts", On: false, Modes: []string{"nftables"}, Does: "serves NodePorts on localhost in nftables mode",
-		Why: "no sink programs nftables"},
-	{Name: "NFTablesNetlink", On: true, Modes: []string{"nftables"}, Does: "talks netlink to nf_tables in nftables mode",
-		Why: "no sink programs nftables"},
+	{Name: "KubeProxyNFTablesLocalhostNodePorts", On: false, Modes: []string{"nftables"}, Does: "serves NodePorts on localhost in nftables mode (alpha)",
+		Why: "the nftables sink does not serve NodePorts on localhost (kube-proxy v1.37.2's alpha gate; its default, false, is what the sink does)"},
+	{Name: "NFTablesNetlink", On: true, Modes: []string{"nftables"}, Either: true, Does: "talks netlink to nf_tables in nftables mode (false: runs the nft binary)",
+		Why: "the nftables sink always writes over netlink, the same rules kube-proxy's nft binary would"},
 	{Name: "WinDSR", On: true, Locked: true, Modes: []string{"kernelspace"}, Does: "direct server return on Windows",
 		Why: "kube-proxy v1.37.2 locks it to true"},
 	{Name: "WinOverlay", On: true, Locked: true, Modes: []string{"kernelspace"}, Does: "overlay networks on Windows",
@@ -109,6 +112,8 @@ func CheckGates(mode string, gates map[string]bool) (warnings []string, err erro
 		applies := len(g.Modes) == 0 || slices.Contains(g.Modes, mode)
 		switch {
 		case val == g.On && applies:
+		case val != g.On && applies && g.Either:
+			warnings = append(warnings, fmt.Sprintf("%s=%t ignored: %s", name, val, g.Why))
 		case val != g.On && (applies || g.Locked):
 			errs = append(errs, fmt.Errorf("%s=%t: %s", name, val, g.Why))
 		default:

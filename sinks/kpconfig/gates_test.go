@@ -30,6 +30,11 @@ func TestCheckGates(t *testing.T) {
 			wantErr: []string{"PreferSameTrafficDistribution=false: kube-proxy v1.37.2 locks it to true", "WinDSR=false: kube-proxy v1.37.2 locks it to true"}},
 		{name: "nftables only", mode: "ipvs", gates: map[string]bool{"KubeProxyNFTablesLocalhostNodePorts": true, "NFTablesNetlink": false},
 			wantWarnings: []string{"KubeProxyNFTablesLocalhostNodePorts=true ignored: only nftables mode", "NFTablesNetlink=false ignored: only nftables mode"}},
+		{name: "nftables mode", mode: "nftables", gates: map[string]bool{"KubeProxyNFTablesLocalhostNodePorts": false, "NFTablesNetlink": true}},
+		{name: "localhost node ports in nftables mode", mode: "nftables", gates: map[string]bool{"KubeProxyNFTablesLocalhostNodePorts": true},
+			wantErr: []string{"KubeProxyNFTablesLocalhostNodePorts=true: the nftables sink does not serve NodePorts on localhost"}},
+		{name: "nft binary in nftables mode", mode: "nftables", gates: map[string]bool{"NFTablesNetlink": false},
+			wantWarnings: []string{"NFTablesNetlink=false ignored: the nftables sink always writes over netlink"}},
 		{name: "others", mode: "ipvs", gates: map[string]bool{"SidecarContainers": true, "ComponentFlagz": false},
 			wantWarnings: []string{"ComponentFlagz=false ignored: the gate changes nothing", "SidecarContainers=true ignored: the gate changes nothing"}},
 	} {

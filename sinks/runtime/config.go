@@ -85,7 +85,7 @@ func sharedFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "cleanup", EnvVars: EnvVars("cleanup"), Usage: "remove every kernel object the sink owns and exit (sinks that support it)"},
 		&cli.StringFlag{Name: "node-name", Aliases: []string{"hostname-override"}, EnvVars: EnvVars("node-name"), Usage: "this node's `name` (endpoints on it are local); default: the host name"},
 		&cli.StringSliceFlag{Name: "node-address", EnvVars: EnvVars("node-address"), Usage: "`address` to serve NodePorts on (repeatable or comma-separated); default: the node's addresses"},
-		&cli.StringSliceFlag{Name: "nodeport-addresses", EnvVars: EnvVars("nodeport-addresses"), Usage: "serve NodePorts only on node addresses in these `CIDRs` (per IP family: a family none is of is served on all its addresses), or the keywords primary (the node's primary IPs: --bind-address, else the Node's first InternalIP, else ExternalIP, per family), localhost, all; followed live as addresses come and go"},
+		&cli.StringSliceFlag{Name: "nodeport-addresses", EnvVars: EnvVars("nodeport-addresses"), Usage: "serve NodePorts only on node addresses in these `CIDRs` (per IP family: a family none is of is served on all its addresses), or the keywords primary (the node's primary IPs: --bind-address, else the Node's first InternalIP, else ExternalIP, per family), localhost, all; followed live as addresses come and go; unset: all (nftables mode: primary, as kube-proxy's)"},
 		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", EnvVars: EnvVars("bind-address"), Usage: "the node's primary `IP` of its family, for --nodeport-addresses=primary (kube-proxy's --bind-address; binds nothing); 0.0.0.0 or :: means the Node's addresses"},
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: EnvVars("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.IntFlag{Name: "masquerade-bit", Aliases: []string{"iptables-masquerade-bit"}, Value: 14, EnvVars: EnvVars("masquerade-bit"), Usage: "fwmark `bit` marking packets to masquerade, 0 to 31"},
@@ -232,7 +232,11 @@ func sharedConfig(c *cli.Context, mode string, fromFile map[string]string) (Conf
 	if cfg.NodeAddresses, err = parseAddrs("node-address", c.StringSlice("node-address")); err != nil {
 		return cfg, nil, err
 	}
-	if cfg.NodePortAddresses, cfg.NodePortPrimary, err = parseNodePortAddresses(c.StringSlice("nodeport-addresses")); err != nil {
+	npa := c.StringSlice("nodeport-addresses")
+	if len(splitAll(npa)) == 0 {
+		npa = defaultNodePortAddresses(mode)
+	}
+	if cfg.NodePortAddresses, cfg.NodePortPrimary, err = parseNodePortAddresses(npa); err != nil {
 		return cfg, nil, err
 	}
 	if b := c.String("bind-address"); b != "" {

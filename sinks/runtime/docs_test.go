@@ -104,8 +104,9 @@ func generatedTables(t *testing.T) string {
 	b.WriteString(row(slices.Repeat([]string{"---"}, len(heads)+2)...))
 	for _, k := range kubeProxyV1372Flags {
 		cells := []string{"`--" + k.name + "`"}
-		var file string
-		for _, tb := range tables {
+		var files []string // the fields of the modes, the first mode's first
+		seen := map[string]bool{}
+		for mi, tb := range tables {
 			i := slices.IndexFunc(tb.Flags, func(f runtime.Flag) bool { return slices.Contains(f.Flag.Names(), k.name) })
 			if i < 0 {
 				cells = append(cells, "not yet: waits for the "+pendingFlags[k.name]+" change (today an unknown flag, exit 2)")
@@ -113,15 +114,22 @@ func generatedTables(t *testing.T) string {
 			}
 			f := tb.Flags[i]
 			cells = append(cells, flagCell(f, k.name))
-			if f.File != "" && !f.OverFile {
-				file = f.File
+			switch {
+			case f.File == "" || f.OverFile || seen[f.File]:
+			case len(files) == 0:
+				files = append(files, "`"+f.File+"`")
+			default:
+				files = append(files, sinks[mi].Mode+" mode: `"+f.File+"`")
 			}
+			seen[f.File] = true
 		}
 		switch {
 		case k.withConfig:
 			cells = append(cells, "applies")
-		case file != "":
-			cells = append(cells, "dropped: the file's `"+file+"`")
+		case len(files) > 1:
+			cells = append(cells, "dropped: the file's "+files[0]+" ("+strings.Join(files[1:], "; ")+")")
+		case len(files) == 1:
+			cells = append(cells, "dropped: the file's "+files[0])
 		default:
 			cells = append(cells, "dropped")
 		}

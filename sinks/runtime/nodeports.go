@@ -56,6 +56,16 @@ const (
 	NodePortAll       = "all"
 )
 
+// defaultNodePortAddresses is --nodeport-addresses when none is given for
+// a sink of mode: kube-proxy v1.37 serves NodePorts on the node's primary
+// IPs in its nftables mode, on every address in the others (none).
+func defaultNodePortAddresses(mode string) []string {
+	if mode == "nftables" {
+		return []string{NodePortPrimary}
+	}
+	return nil
+}
+
 // parseNodePortAddresses parses --nodeport-addresses: CIDRs and the
 // keywords, each at most once. localhost and all expand here; primary,
 // whose addresses come from the node, is reported.

@@ -72,6 +72,37 @@ func TestParseNodePortAddresses(t *testing.T) {
 	}
 }
 
+// TestNodePortAddressesDefault: without --nodeport-addresses a sink of
+// mode nftables serves NodePorts on the primary IPs, as kube-proxy's
+// nftables mode; the other modes on every address; a list given, even
+// all, is taken as it is.
+func TestNodePortAddressesDefault(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		args    []string
+		primary bool
+		want    []netip.Prefix
+	}{
+		{mode: "ipvs"},
+		{mode: "iptables"},
+		{mode: "nftables", primary: true},
+		{mode: "nftables", args: []string{"--nodeport-addresses", "10.0.0.0/8"}, want: cidrs("10.0.0.0/8")},
+		{mode: "nftables", args: []string{"--nodeport-addresses", "all"}, want: cidrs("0.0.0.0/0", "::/0")},
+	} {
+		var got Config
+		sink := testSink(func(e Env) (Built, error) { got = e.Config; return Built{Controller: cfgSink{}}, nil })
+		sink.Mode = tc.mode
+		var out, errs bytes.Buffer
+		args := append([]string{"test-sink", "--dry-run", "--from-file", "../../examples/demo/cluster.yaml", "--node-name", "demo-node"}, tc.args...)
+		if status := Main(sink, args, &out, &errs); status != 0 {
+			t.Fatalf("%s %v: status %d\n%s", tc.mode, tc.args, status, errs.String())
+		}
+		if d := cmp.Diff(tc.want, got.NodePortAddresses, addrCmp); d != "" || got.NodePortPrimary != tc.primary {
+			t.Errorf("%s %v: primary %v (want %v), CIDRs (-want +got):\n%s", tc.mode, tc.args, got.NodePortPrimary, tc.primary, d)
+		}
+	}
+}
+
 // TestPrimaryIPs: kube-proxy's node IP detection: InternalIPs before
 // ExternalIPs, the first of each family, --bind-address replacing its
 // family's unless unspecified, loopback left out.

@@ -14,6 +14,7 @@ import (
 	"github.com/proxysinks/proxysinks/sinks/iptablessink"
 	"github.com/proxysinks/proxysinks/sinks/ipvssink"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
+	"github.com/proxysinks/proxysinks/sinks/nftablessink"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -24,6 +25,7 @@ var registered = []runtime.Sink{
 	ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState),
 	ipvssink.Sink("ipvs-incremental", "", ipvssink.Incremental),
 	iptablessink.Sink("iptables", ""),
+	nftablessink.Sink("nftables", ""),
 }
 
 // TestRegisteredSinks: every sink binary under sinks/ is in registered.
