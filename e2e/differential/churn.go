@@ -91,7 +91,9 @@ func Churn(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 		Pods: []cluster.ShapePod{{Name: "churn-new-a", Node: cluster.BroadNode, IPs: []string{"10.244.0.50"}},
 			{Name: "churn-new-b", Node: "node-b", IPs: []string{"10.244.1.50"}}}}})
 	for name, change := range map[string]func(*corev1.ServiceSpec){
-		"aff": func(s *corev1.ServiceSpec) { s.SessionAffinity, s.SessionAffinityConfig = corev1.ServiceAffinityNone, nil },
+		"aff": func(s *corev1.ServiceSpec) {
+			s.SessionAffinity, s.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
+		},
 		"lb":  func(s *corev1.ServiceSpec) { s.LoadBalancerSourceRanges = []string{"203.0.113.0/24"} },
 		"itp": func(s *corev1.ServiceSpec) { s.InternalTrafficPolicy = nil },
 	} {
