@@ -90,16 +90,24 @@ func hostNode(e *Env, k hostKernel) *nstest.NetNS {
 }
 
 // captureIn runs a proxy in ns, waits until its kernel state (as k reads
-// it) has stopped changing for 3 s, and returns it, with the proxy's
+// it) has stopped changing (settle), and returns it, with the proxy's
 // ERROR log lines (section cluster.SectionErrors) and its kernel writes;
 // then stops it.
 func captureIn(e *Env, k hostKernel, ns *nstest.NetNS, bin string, args ...string) Capture {
+	e.T.Helper()
+	p := startIn(e.T, ns, bin, args...)
+	defer p.stop()
+	return settle(e, k, ns, p, filepath.Base(bin), nil)
+}
+
+// settle waits until the kernel state of the proxy p (named name) running
+// in ns, as k reads it, has stopped changing for 3 s and, with
+// changedFrom set, differs from it; it returns the state, with the
+// proxy's ERROR log lines so far (section cluster.SectionErrors) and its
+// kernel writes.
+func settle(e *Env, k hostKernel, ns *nstest.NetNS, p *process, name string, changedFrom cluster.State) Capture {
 	t := e.T
 	t.Helper()
-	name := filepath.Base(bin)
-	p := startIn(t, ns, bin, args...)
-	defer p.stop()
-
 	var prev cluster.State
 	var chains map[string]map[string][]string
 	start := time.Now()
@@ -117,7 +125,8 @@ func captureIn(e *Env, k hostKernel, ns *nstest.NetNS, bin string, args ...strin
 		cur, chains = k.read(t, ns)
 		// A proxy that programs no service at all (its syncs all fail) is
 		// captured once its rules have been stable for a while.
-		if equalState(cur, prev) && (k.synced(cur) || time.Since(start) > 30*time.Second) {
+		if equalState(cur, prev) && (k.synced(cur) || time.Since(start) > 30*time.Second) &&
+			(changedFrom == nil || !equalState(cur, changedFrom)) {
 			stable++
 		} else {
 			stable = 0

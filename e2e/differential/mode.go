@@ -42,10 +42,10 @@ type Mode struct {
 	// Order, when set, compares the order of the rules within each chain
 	// (a capture with Chains).
 	Order *Order
-	// takeover, when set (a Host mode), is how the mode's kernel is read
-	// on a node that kube-proxy leaves to a sink (Run's takeover
-	// subtests).
-	takeover *hostKernel
+	// host, when set (a Host mode), is how the mode's kernel is read on
+	// a node of this host; it enables Run's takeover subtests (a node
+	// kube-proxy leaves to a sink) and RunChurn.
+	host *hostKernel
 }
 
 // Order says which chains' rule order means nothing.
@@ -85,8 +85,8 @@ var Modes = map[string]Mode{
 		// Rule order matters in every chain (kube-proxy writes each
 		// chain's rules in a fixed order; services are map elements, not
 		// rules of a shared chain).
-		Order:    &Order{},
-		takeover: &nftKernel,
+		Order: &Order{},
+		host:  &nftKernel,
 	},
 }
 

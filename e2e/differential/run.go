@@ -72,7 +72,7 @@ func Run(t *testing.T, m Mode) {
 		return cluster.Unexplained(sink, diffs, intended)
 	}
 	runSetting(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, false, bins, explain)
-	if m.takeover != nil {
+	if m.host != nil {
 		takeover(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, bins, intended)
 	}
 }

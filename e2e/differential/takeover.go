@@ -22,12 +22,12 @@ func takeover(e *Env, m Mode, s Setting, bins map[string]string, intended []clus
 				t.Skipf("sink %s not built: sinks/%s/main.go is not in this tree yet", sink, sink)
 			}
 			se := &Env{T: t, Cluster: e.Cluster, Work: e.Work}
-			ns := hostNode(se, *m.takeover)
-			ref := captureIn(se, *m.takeover, ns, kube, kubeProxyArgs(se, m, s)...)
+			ns := hostNode(se, *m.host)
+			ref := captureIn(se, *m.host, ns, kube, kubeProxyArgs(se, m, s)...)
 			if !ref.Synced {
 				t.Fatalf("kube-proxy --proxy-mode=%s programmed no service: nothing to take over", m.Name)
 			}
-			got := captureIn(se, *m.takeover, ns, bins[sink], sinkArgs(se, m, s)...)
+			got := captureIn(se, *m.host, ns, bins[sink], sinkArgs(se, m, s)...)
 			delete(ref.State, cluster.SectionErrors)
 			delete(got.State, cluster.SectionErrors)
 			compare(t, m, sink, ref, got, func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {

@@ -39,3 +39,18 @@ func TestKubeProxyNFTablesSettingsDifferential(t *testing.T) {
 	}
 	differential.RunSettings(t, differential.Modes["nftables"])
 }
+
+// TestKubeProxyNFTablesChurnDifferential is the nftables mode's
+// kube-proxy differential after changes (differential.RunChurn):
+// kube-proxy and the nftables sink side by side on the broad cluster,
+// which then changes (a service deleted and one added, session affinity,
+// source ranges and a traffic policy changed, an endpoint deleted); the
+// states they settle in must be the same up to the reviewed differences
+// of e2e/cluster/testdata/kubeproxy-nftables-differences.txt. About a
+// minute: a long test (make test-long, PROXYSINKS_LONG=1).
+func TestKubeProxyNFTablesChurnDifferential(t *testing.T) {
+	if os.Getenv("PROXYSINKS_LONG") != "1" {
+		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
+	}
+	differential.RunChurn(t, differential.Modes["nftables"])
+}
