@@ -115,6 +115,19 @@ func (s *Snapshot) All() iter.Seq[*ServiceEndpoints] {
 	}
 }
 
+// NoLocalEndpoints counts the services with a Local traffic policy and no
+// ready or serving endpoint on this node (ServiceEndpoints.NoLocalEndpoints;
+// kube-proxy's kubeproxy_sync_proxy_rules_no_local_endpoints_total).
+func (s *Snapshot) NoLocalEndpoints() int {
+	n := 0
+	for se := range s.All() {
+		if se.NoLocalEndpoints() {
+			n++
+		}
+	}
+	return n
+}
+
 // Services returns every service in key order, in a new slice.
 func (s *Snapshot) Services() []*ServiceEndpoints {
 	out := make([]*ServiceEndpoints, 0, s.n)

@@ -169,19 +169,6 @@ type Controller struct {
 	noLocal  int      // of the last snapshot
 }
 
-// noLocalEndpoints counts the services of s with a Local traffic policy
-// and no ready or serving endpoint on this node (kube-proxy's
-// kubeproxy_sync_proxy_rules_no_local_endpoints_total).
-func noLocalEndpoints(s *client.Snapshot) int {
-	n := 0
-	for se := range s.All() {
-		if se.NoLocalEndpoints() {
-			n++
-		}
-	}
-	return n
-}
-
 // Snapshot programs a snapshot: the differences from what the kernel
 // holds, one transaction per family.
 func (c *Controller) Snapshot(s *client.Snapshot) {
@@ -190,7 +177,7 @@ func (c *Controller) Snapshot(s *client.Snapshot) {
 		c.P.SetLocal(c.Local(s.Node))
 	}
 	st, err := c.P.Snapshot(s)
-	c.noLocal = noLocalEndpoints(s)
+	c.noLocal = s.NoLocalEndpoints()
 	c.report(start, s.Len(), st, err)
 }
 
