@@ -2,12 +2,15 @@ package nftables
 
 import (
 	"errors"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
@@ -207,5 +210,92 @@ add chain ip filter input { type filter hook input priority 0 ; }
 	}
 	if removed, err := CleanupLeftovers(ns.FD()); err != nil || len(removed) != 0 {
 		t.Errorf("second cleanup: %q, %v", removed, err)
+	}
+}
+
+// TestKernelIPv6: the ip6 table, written and adopted like the ip one.
+func TestKernelIPv6(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad6(t)
+	p, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st := syncOK(t, p, s); st.Transactions != 1 {
+		t.Errorf("first sync: %+v", st)
+	}
+	rs, err := ruleset.RenderFamily(s, &cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip6")); diff != "" {
+		t.Fatalf("ip6 table after the first sync (-nft -f +ours):\n%s", diff)
+	}
+	ns2 := nstest.New(t)
+	nftFile(t, ns2, rs.Script())
+	p2, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns2.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if st := syncOK(t, p2, s); st.Transactions != 0 || st.Reads != 1 {
+		t.Errorf("adoption of an nft -f ip6 table: %+v", st)
+	}
+}
+
+// TestKernelTraffic: a connection to a ClusterIP from the node reaches the
+// service's endpoint (nat output DNAT through the numgen map), in a
+// namespace whose only other interfaces are a veth pair, one end holding
+// the endpoint's address.
+func TestKernelTraffic(t *testing.T) {
+	ns := nstest.New(t)
+	nstest.LookPath(t, "ip")
+	ns.MustRun(t, "ip", "link", "add", "veth0", "type", "veth", "peer", "name", "veth1")
+	ns.MustRun(t, "ip", "link", "set", "veth0", "up")
+	ns.MustRun(t, "ip", "link", "set", "veth1", "up")
+	ns.MustRun(t, "ip", "addr", "add", "10.244.0.5/32", "dev", "veth0")
+	ns.MustRun(t, "ip", "route", "add", "default", "dev", "veth0")
+	var ln net.Listener
+	if err := ns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "10.244.0.5:8080")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("endpoint\n"))
+			c.Close()
+		}
+	}()
+	dial := func(timeout time.Duration) (string, error) {
+		var got string
+		err := ns.Do(func() error {
+			c, err := net.DialTimeout("tcp4", "10.96.0.0:80", timeout)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			b, err := io.ReadAll(c)
+			got = string(b)
+			return err
+		})
+		return got, err
+	}
+	if _, err := dial(200 * time.Millisecond); err == nil {
+		t.Fatal("the ClusterIP answers before the Proxier programmed it")
+	}
+	p := newKernelProxier(t, ns, generatedConfig())
+	syncOK(t, p, generated(1, 1, netip.MustParseAddr("10.244.0.5")))
+	if got, err := dial(2 * time.Second); err != nil || got != "endpoint\n" {
+		t.Errorf("connection to the ClusterIP: %q, %v", got, err)
 	}
 }

@@ -152,7 +152,9 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 	elems := make([]nft.Elem, 0, len(want))
 	i := 0
 	for _, e := range want {
-		for ; i < len(have) && have[i].Key < e.Key; i++ {
+		// Equal keys are the common case: test them first (a memequal,
+		// where an ordering compare would scan the whole key).
+		for ; i < len(have) && have[i].Key != e.Key && have[i].Key < e.Key; i++ {
 			del = append(del, old.elems[i])
 		}
 		if i < len(have) && have[i].Key == e.Key {
@@ -201,7 +203,9 @@ func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]appliedChain, e
 				next = append(next, appliedChain{def: c, chain: k, rules: old.rules})
 				continue
 			}
-			p.flush = append(p.flush, op{kind: opFlushChain, label: chainLabel(c.Name), name: c.Name})
+			if old.dirty || len(old.def.Rules) > 0 {
+				p.flush = append(p.flush, op{kind: opFlushChain, label: chainLabel(c.Name), name: c.Name})
+			}
 		} else {
 			var err error
 			if k, err = p.tc.chain(c); err != nil {
@@ -281,7 +285,10 @@ func sortedSets(l []ruleset.Set) []*ruleset.Set {
 	for i := range l {
 		out[i] = &l[i]
 	}
-	slices.SortStableFunc(out, func(a, b *ruleset.Set) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b *ruleset.Set) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(out, byName) {
+		slices.SortStableFunc(out, byName)
+	}
 	return out
 }
 
@@ -290,7 +297,10 @@ func sortedChains(l []ruleset.Chain) []*ruleset.Chain {
 	for i := range l {
 		out[i] = &l[i]
 	}
-	slices.SortStableFunc(out, func(a, b *ruleset.Chain) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b *ruleset.Chain) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(out, byName) {
+		slices.SortStableFunc(out, byName)
+	}
 	return out
 }
 

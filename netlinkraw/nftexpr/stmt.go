@@ -80,7 +80,7 @@ func (c *ruleCompiler) dnatMap(addrType *dtype) error {
 	}
 	data := keyType{fields: []*dtype{addrType, tService}}
 	dlen := data.len()
-	vals := make([]byte, 0, len(items)*dlen)
+	vals := c.t.slab.bytes(len(items) * dlen)
 	s, err := c.anonMap(&fs[0], items, data.id(), uint32(dlen), func(e *nft.Elem, _ int, tok []string) error {
 		if len(tok) != 3 || tok[1] != "." {
 			return c.fail(tok[0], "want ADDR . PORT")
@@ -102,7 +102,7 @@ func (c *ruleCompiler) dnatMap(addrType *dtype) error {
 		return err
 	}
 	fs[0].load(c.x, 0, 0)
-	c.x.lookup(reg(0), int(reg(0)), anonMapName, s.Set.ID, 0)
+	c.x.lookup(reg(0), int(reg(0)), s.Set.Name, s.Set.ID, 0)
 	c.x.nat(uint32(c.t.family), reg(0), reg(addrType.words()), 0)
 	return nil
 }
