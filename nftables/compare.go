@@ -32,6 +32,10 @@ type kernelChain struct {
 type kernelSet struct {
 	set   nft.Set
 	elems []nft.Elem
+	// hash is an anonymous set's content digest (anonHash): from its name
+	// when the Proxier named it (its elements are not dumped), else
+	// computed from the dumped elements when first needed.
+	hash string
 }
 
 // compareKernel returns what the kernel's table kt holds in terms of base
@@ -53,8 +57,7 @@ func compareKernel(kt *kernelTable, base *applied) (out applied, diffs []string)
 		return out, append(diffs, "table definition")
 	}
 	seen := map[string]bool{}
-	for i := range base.chains {
-		bc := &base.chains[i]
+	for _, bc := range base.chains {
 		kc := kt.chains[bc.def.Name]
 		if kc == nil {
 			diffs = append(diffs, "chain "+bc.def.Name+" missing")
@@ -69,15 +72,15 @@ func compareKernel(kt *kernelTable, base *applied) (out applied, diffs []string)
 		if dirty {
 			diffs = append(diffs, "chain "+bc.def.Name+" rules")
 		}
-		out.chains = append(out.chains, appliedChain{def: bc.def, chain: bc.chain, rules: bc.rules, dirty: dirty})
+		out.chains = append(out.chains, &appliedChain{def: bc.def, chain: bc.chain, rules: bc.rules, dirty: dirty})
 	}
 	for name := range kt.chains {
 		if !seen[name] {
 			diffs = append(diffs, "chain "+name+" extra")
-			out.chains = append(out.chains, appliedChain{def: &ruleset.Chain{Name: name}, dirty: true})
+			out.chains = append(out.chains, &appliedChain{def: &ruleset.Chain{Name: name}, dirty: true})
 		}
 	}
-	slices.SortFunc(out.chains, func(a, b appliedChain) int { return cmp.Compare(a.def.Name, b.def.Name) })
+	slices.SortFunc(out.chains, func(a, b *appliedChain) int { return cmp.Compare(a.def.Name, b.def.Name) })
 	clear(seen)
 	for i := range base.sets {
 		bs := &base.sets[i]
@@ -211,21 +214,27 @@ func sameKernelRules(kt *kernelTable, k []nft.Rule, c []compiledRule) bool {
 }
 
 // resolve names a set a dumped rule refers to: an anonymous set by its
-// content, a named one by its name.
+// content's digest, a named one by its name.
 func (kt *kernelTable) resolve(name string, _ uint32, _ bool) string {
 	if s := kt.anon[name]; s != nil {
-		return canonSet(&s.set, s.elems)
+		if s.hash == "" {
+			s.hash = anonHash(&s.set, s.elems)
+		}
+		return "{" + s.hash + "}"
 	}
 	return "@" + name
 }
 
 // resolve names a set a compiled rule refers to: one it creates by its
-// content, another by its name.
+// content's digest, another by its name.
 func (r *compiledRule) resolve(name string, id uint32, hasID bool) string {
 	if hasID {
 		for i := range r.anon {
 			if a := &r.anon[i]; a.set.ID == id {
-				return canonSet(&a.set, a.elems)
+				if a.hash == "" {
+					a.hash = anonHash(&a.set, a.elems)
+				}
+				return "{" + a.hash + "}"
 			}
 		}
 	}

@@ -113,6 +113,17 @@ func TestKernelSync(t *testing.T) {
 	if st := syncOK(t, p3, s2); st.Transactions != 0 || st.Reads != 1 || st.ForeignChanges != 0 {
 		t.Errorf("restart with an unchanged cluster: %+v", st)
 	}
+	// A restart after an endpoint changed: only the numgen map's content
+	// differs (read from the anonymous set's name), and only that chain
+	// is written.
+	s3 := generated(50, 3, netip.Addr{})
+	p4 := newKernelProxier(t, ns2, gcfg)
+	if st := syncOK(t, p4, s3); st.Transactions != 1 || st.Reads != 1 || st.FlushedChains != 1 || st.Chains != 0 {
+		t.Errorf("restart after an endpoint changed: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, render4(t, s3, gcfg)), listing(t, ns2, "ip")); diff != "" {
+		t.Errorf("table after a restart with a changed endpoint (-nft -f +ours):\n%s", diff)
+	}
 }
 
 // TestKernelAdoption: a table kube-proxy's nftables mode left (nft -f of
@@ -162,8 +173,8 @@ func TestKernelRefused(t *testing.T) {
 	syncOK(t, p, generated(5, 2, netip.Addr{}))
 	before := listing(t, ns, "ip")
 	bad := true
-	p.render = func(s *client.Snapshot, c *ruleset.Config, v6 bool) (*ruleset.Ruleset, error) {
-		rs, err := ruleset.RenderFamily(s, c, v6)
+	p.render = func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error) {
+		rs, err := ruleset.RenderFamily(s, &gcfg, v6)
 		if bad {
 			// A jump to a chain that does not exist: compiled, refused.
 			c := &rs.Chains[len(rs.Chains)-1]
@@ -297,5 +308,50 @@ func TestKernelTraffic(t *testing.T) {
 	syncOK(t, p, generated(1, 1, netip.MustParseAddr("10.244.0.5")))
 	if got, err := dial(2 * time.Second); err != nil || got != "endpoint\n" {
 		t.Errorf("connection to the ClusterIP: %q, %v", got, err)
+	}
+}
+
+// TestKernelProbe: NewProxier's kernel probe writes nothing (the
+// generation does not move, no table appears), and a rule the kernel
+// refuses makes NewProxier fail naming it.
+func TestKernelProbe(t *testing.T) {
+	ns := nstest.New(t)
+	g0, err := nft.ReadGeneration(ns.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKernelProxier(t, ns, generatedConfig())
+	if g1, err := nft.ReadGeneration(ns.FD()); err != nil || g1 != g0 {
+		t.Errorf("generation %d before NewProxier, %d after (%v)", g0, g1, err)
+	}
+	if out := ns.MustRun(t, "nft", "list", "ruleset"); out != "" {
+		t.Errorf("ruleset after NewProxier: %q", out)
+	}
+	defer func(l []string) { probeExtra = l }(probeExtra)
+	probeExtra = append(probeExtra, "jump no-such-chain")
+	_, err = NewProxier(Config{IPv4: true, Ruleset: generatedConfig(), NetNS: ns.FD()})
+	if err == nil || !strings.Contains(err.Error(), "(jump no-such-chain)") || strings.Contains(err.Error(), probeEnd) {
+		t.Errorf("NewProxier on a kernel refusing a rule: %v", err)
+	}
+}
+
+// TestKernelAdoptionReplaces: a table whose set definitions differ from
+// the ruleset's (another version's kube-proxy) is replaced in one
+// transaction: deleted and written whole.
+func TestKernelAdoptionReplaces(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad(t)
+	rs := render4(t, s, cfg)
+	old := strings.Replace(rs.Script(), `comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"`, `comment "an older comment"`, 1)
+	if old == rs.Script() {
+		t.Fatal("the script has no service-ips comment to change")
+	}
+	nftFile(t, ns, old)
+	p := newKernelProxier(t, ns, cfg)
+	if st := syncOK(t, p, s); st.Transactions != 1 || st.Sets == 0 || st.Chains == 0 {
+		t.Errorf("adoption of a table with another set definition: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip")); diff != "" {
+		t.Errorf("table after the replacement (-nft -f +ours):\n%s", diff)
 	}
 }

@@ -126,8 +126,9 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 			tok = p.Addr().String()
 			break
 		}
+		addr := addrBytes(c.t.val[:0], p.Masked().Addr())
 		if f.kind != kPayload {
-			return c.fail(tok, "prefix of a non-header field")
+			return c.comparePrefix(f, op, p, addr, tok)
 		}
 		// A byte-aligned prefix loads only its bytes; another (or /0)
 		// loads the whole address and masks it.
@@ -135,7 +136,6 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 		if p.Bits()%8 == 0 && p.Bits() > 0 {
 			n = p.Bits() / 8
 		}
-		addr := addrBytes(c.t.val[:0], p.Masked().Addr())
 		f.load(x, 0, n)
 		if n == f.t.size {
 			mask := make([]byte, 2*n)
@@ -164,6 +164,29 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 	}
 	f.load(x, 0, 0)
 	x.cmp(reg(0), op, v)
+	return nil
+}
+
+// comparePrefix compiles a prefix match of a loaded (non-header) address:
+// nft compares a byte-aligned prefix's bytes only, and masks the whole
+// address for another.
+func (c *ruleCompiler) comparePrefix(f *field, op uint32, p netip.Prefix, addr []byte, tok string) error {
+	if p.Bits() == 0 {
+		return c.fail(tok, "a /0 prefix of a non-header field")
+	}
+	f.load(c.x, 0, 0)
+	if p.Bits()%8 == 0 {
+		c.x.cmp(reg(0), op, addr[:p.Bits()/8])
+		return nil
+	}
+	n := f.t.size
+	mask := make([]byte, 2*n)
+	for i := 0; i < p.Bits()/8; i++ {
+		mask[i] = 0xff
+	}
+	mask[p.Bits()/8] = byte(0xff << (8 - p.Bits()%8))
+	c.x.bitwise(reg(0), mask[:n], mask[n:], false)
+	c.x.cmp(reg(0), op, addr)
 	return nil
 }
 

@@ -42,7 +42,8 @@ func kernelController(t *testing.T) (*Controller, *nstest.NetNS, *[]runtime.Sync
 // reports what it wrote: the first sync writes the table, a resync with
 // nothing changed writes nothing, another writer's change is repaired by
 // the next resync and counted under the family
-// (proxysinks_nftables_foreign_changes_total), and new NodePort addresses
+// (proxysinks_nftables_foreign_changes_total; the table read back only
+// then, proxysinks_nftables_table_reads_total), and new NodePort addresses
 // are written by the next snapshot.
 func TestKernelSync(t *testing.T) {
 	c, ns, synced := kernelController(t)
@@ -53,9 +54,16 @@ func TestKernelSync(t *testing.T) {
 	if !strings.Contains(table, "10.96.0.2 . tcp . 80 : goto service-") || !strings.Contains(table, "elements = { 192.168.1.10 }") {
 		t.Fatalf("after the first sync, the table lacks service b or the node port address:\n%s", table)
 	}
+	reads := testutil.ToFloat64(c.Metrics.TableReads)
 	c.Resync()
+	if got := testutil.ToFloat64(c.Metrics.TableReads); got != reads {
+		t.Errorf("a resync with the generation unchanged read %v tables, want none", got-reads)
+	}
 	ns.MustRun(t, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.2 . tcp . 80 }")
 	c.Resync()
+	if got := testutil.ToFloat64(c.Metrics.TableReads); got != reads+1 {
+		t.Errorf("a resync after another writer's commit read %v tables, want 1", got-reads)
+	}
 	if table := ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(table, "10.96.0.2 . tcp . 80 : goto service-") {
 		t.Errorf("the element another writer deleted is not back:\n%s", table)
 	}
@@ -95,5 +103,40 @@ func TestCleanup(t *testing.T) {
 	}
 	if got := ns.MustRun(t, "nft", "list", "tables"); strings.TrimSpace(got) != "table ip other" {
 		t.Errorf("tables after the cleanup: %q, want only table ip other", got)
+	}
+}
+
+// TestBuild: the sink's real (not dry-run) build, in a fresh namespace:
+// its controller programs the kernel, its metrics are registered, its
+// conntrack is there for stale UDP flows, and Close releases it.
+func TestBuild(t *testing.T) {
+	nstest.LookPath(t, "nft")
+	ns := nstest.New(t)
+	reg := prometheus.NewRegistry()
+	v4 := netip.MustParseAddr("192.168.1.10")
+	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: reg,
+		NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.PrefixFrom(v4, 32)}, Addrs: []netip.Addr{v4}}}
+	var synced []runtime.SyncStats
+	env.OnSync = func(st runtime.SyncStats) { synced = append(synced, st) }
+	var b runtime.Built
+	if err := ns.Do(func() (err error) { b, err = build(env); return err }); err != nil {
+		nstest.Missing(t, "an nf_tables kernel: %v", err)
+	}
+	defer b.Close()
+	b.Controller.Snapshot(client.NewSnapshot([]*client.ServiceEndpoints{service("a", "10.96.0.1", "10.244.0.1")}, nil))
+	if len(synced) != 1 || synced[0].Err != nil || synced[0].Writes == 0 {
+		t.Fatalf("syncs reported %+v: want one that wrote", synced)
+	}
+	if table := ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(table, "10.96.0.1 . tcp . 80 : goto service-") {
+		t.Errorf("the service is not in the namespace's table:\n%s", table)
+	}
+	if b.Conntrack == nil {
+		t.Error("no conntrack: stale UDP flows would not be deleted")
+	}
+	if b.Syscalls == nil || b.Syscalls() == 0 {
+		t.Error("no netlink system calls counted")
+	}
+	if n, err := testutil.GatherAndCount(reg, "kubeproxy_sync_full_proxy_rules_duration_seconds", "proxysinks_nftables_table_reads_total"); err != nil || n == 0 {
+		t.Errorf("registered metrics: %d series (%v), want the full sync's and the reads", n, err)
 	}
 }
