@@ -56,11 +56,12 @@ test-vm:
 	PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 60m -v $(VM_PKGS)
 
 ## test-long: the tests test-unit and test-vm skip to keep make test under 30 minutes from a cold Go cache
-## (e2e/hostnode: the iptables kube-proxy differential under each setting, about 3 minutes; e2e/vmtests:
+## (e2e/hostnode: the iptables and nftables kube-proxy differentials under each setting, about 3 minutes and
+## 1.5 minutes, and the nftables sink's whole traffic case table, about 75 s; e2e/vmtests:
 ## the kernel hostile suite, ipvs-fullstate's real-API node cases, the IPVS kube-proxy differential on
 ## the hostile cluster and under each setting, the last 15 to 30 minutes alone: 18 VM runs)
 test-long: deps
-	PROXYSINKS_LONG=1 PROXYSINKS_REQUIRE_KUBE=1 $(GO) test -count=1 -timeout 20m -v -run '^TestKubeProxySettingsDifferential$$' ./e2e/hostnode/
+	PROXYSINKS_LONG=1 PROXYSINKS_REQUIRE_KUBE=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestKubeProxySettingsDifferential|TestKubeProxyNFTablesSettingsDifferential|TestNFTablesTraffic)$$' ./e2e/hostnode/
 	PROXYSINKS_VM_LONG=1 PROXYSINKS_REQUIRE_VM=1 $(GO) test -count=1 -timeout 90m -v -run '^(TestHostileKernelVM|TestNodeE2EAPIVM|TestKubeProxyHostileDifferentialVM|TestKubeProxySettingsDifferentialVM)$$' ./e2e/vmtests/
 
 ## bench: benchmarks (fakes and host kernel in a netns), then the VM benchmarks

@@ -123,16 +123,16 @@ func compareElements(ks *kernelSet, bs *appliedSet) (appliedSet, []string) {
 	}
 	def := *bs.def
 	def.Elements = make([]ruleset.Element, 0, len(bs.def.Elements))
-	as := appliedSet{def: &def, set: bs.set, elems: make([]nft.Elem, 0, len(bs.elems))}
+	as := appliedSet{def: &def, set: bs.set, elems: make([]*nft.Elem, 0, len(bs.elems))}
 	for i := range bs.elems {
-		k := elemKey(&bs.elems[i])
+		k := elemKey(bs.elems[i])
 		ke := byKey[k]
 		if ke == nil {
 			diffs = append(diffs, fmt.Sprintf("element %q of %s missing", bs.def.Elements[i].Key, setLabel(bs.def)))
 			continue
 		}
 		delete(byKey, k)
-		if !sameElemValue(ke, &bs.elems[i]) {
+		if !sameElemValue(ke, bs.elems[i]) {
 			diffs = append(diffs, fmt.Sprintf("element %q of %s value", bs.def.Elements[i].Key, setLabel(bs.def)))
 			if as.dirty == nil {
 				as.dirty = map[int]bool{}

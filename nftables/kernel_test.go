@@ -355,3 +355,40 @@ func TestKernelAdoptionReplaces(t *testing.T) {
 		t.Errorf("table after the replacement (-nft -f +ours):\n%s", diff)
 	}
 }
+
+// TestKernelDualStack: one Proxier writes both families' tables, one
+// transaction each (the second made against the generation the first
+// left), and a restarted one writes neither.
+func TestKernelDualStack(t *testing.T) {
+	ns := nstest.New(t)
+	cfg := generatedConfig()
+	s := generated(20, 2, netip.Addr{})
+	p, err := NewProxier(Config{IPv4: true, IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st := syncOK(t, p, s); st.Transactions != 2 || st.Reads != 2 {
+		t.Errorf("first dual-stack sync: %+v", st)
+	}
+	for _, fam := range []string{"ip", "ip6"} {
+		rs, err := ruleset.RenderFamily(s, &cfg, fam == "ip6")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(reference(t, rs), listing(t, ns, fam)); diff != "" {
+			t.Errorf("%s table (-nft -f +ours):\n%s", fam, diff)
+		}
+	}
+	if st, err := p.Resync(); err != nil || st.Reads != 0 || st.Transactions != 0 {
+		t.Errorf("resync: %+v, %v", st, err)
+	}
+	p2, err := NewProxier(Config{IPv4: true, IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if st := syncOK(t, p2, s); st.Transactions != 0 || st.Reads != 2 {
+		t.Errorf("dual-stack restart: %+v", st)
+	}
+}

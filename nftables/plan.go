@@ -151,13 +151,13 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 	if old != nil {
 		del = append(del, old.stray...)
 	}
-	elems := make([]nft.Elem, 0, len(want))
+	elems := make([]*nft.Elem, 0, len(want))
 	i := 0
 	for _, e := range want {
 		// Equal keys are the common case: test them first (a memequal,
 		// where an ordering compare would scan the whole key).
 		for ; i < len(have) && have[i].Key != e.Key && have[i].Key < e.Key; i++ {
-			del = append(del, old.elems[i])
+			del = append(del, *old.elems[i])
 		}
 		if i < len(have) && have[i].Key == e.Key {
 			if have[i] == e && !dirty[i] {
@@ -165,18 +165,18 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 				i++
 				continue
 			}
-			del = append(del, old.elems[i])
+			del = append(del, *old.elems[i])
 			i++
 		}
 		c, err := p.tc.elem(s, &e)
 		if err != nil {
 			return appliedSet{}, fmt.Errorf("compile element %q of %s: %w", e.Key, setLabel(s), err)
 		}
-		elems = append(elems, c)
+		elems = append(elems, &c)
 		add = append(add, c)
 	}
 	for ; i < len(have); i++ {
-		del = append(del, old.elems[i])
+		del = append(del, *old.elems[i])
 	}
 	if len(del) > 0 {
 		p.delElems = append(p.delElems, op{kind: opDelElems, label: elemsLabel(s, len(del)), name: s.Name, elems: del})

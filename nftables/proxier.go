@@ -118,19 +118,19 @@ type family struct {
 // kube-proxy. Only one Proxier may program a network namespace. It is safe
 // for concurrent use: syncs are serialized.
 type Proxier struct {
-	mu     sync.Mutex
-	cfg    Config
-	log    *slog.Logger
-	k      kernel // nil in dry run
-	comp   compiler
+	mu   sync.Mutex
+	cfg  Config
+	log  *slog.Logger
+	k    kernel // nil in dry run
+	comp compiler
 	// renderer renders each family's ruleset, re-rendering only the
 	// services that changed; render is its RenderFamily (tests replace
 	// it).
 	renderer *ruleset.Renderer
 	render   func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error)
-	fams   []*family
-	last   *client.Snapshot
-	totals SyncStats
+	fams     []*family
+	last     *client.Snapshot
+	totals   SyncStats
 	// nextID numbers anonymous sets, unique across transactions.
 	nextID uint32
 	// gen is the nf_tables generation as of which the kernel held every

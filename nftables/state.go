@@ -40,7 +40,7 @@ type appliedChain struct {
 type appliedSet struct {
 	def   *ruleset.Set
 	set   nft.Set // def compiled
-	elems []nft.Elem
+	elems []*nft.Elem
 	// dirty marks the elements of def.Elements whose kernel value is not
 	// theirs (read from the kernel): deleted and added again.
 	dirty map[int]bool

@@ -98,15 +98,19 @@ func hostileEtcd() []HostileObject {
 		// mode adds 10.244.5.26 to the IPv6 virtual server, which the kernel
 		// keeps as af4:51a::; the next sync fails to add it again ("file
 		// exists") and deletes af4:51a::, the one after adds it: its state
-		// flips at every sync and cannot be compared.
-		{Via: ViaEtcd, Class: "IPv4-mapped endpoint address in an IPv6 slice (item 5)", Slice: mapped, KubeProxyFails: []string{"iptables", "ipvs"}},
+		// flips at every sync and cannot be compared. Its nftables mode
+		// writes the IPv4 address into the IPv6 dnat map: nft refuses the
+		// IPv6 transaction ("Address family for hostname not supported").
+		{Via: ViaEtcd, Class: "IPv4-mapped endpoint address in an IPv6 slice (item 5)", Slice: mapped, KubeProxyFails: []string{"iptables", "ipvs", "nftables"}},
 		// kube-proxy's iptables mode writes "-m bogus -p bogus": every IPv4
-		// restore fails.
+		// restore fails; its nftables mode writes "bogus" as the protocol
+		// of a no-endpoint-services element: nft refuses the IPv4
+		// transaction ("Could not resolve protocol name").
 		{Via: ViaEtcd, Class: "unknown protocol beside a TCP port", Service: hsvc("h-proto-bogus", 28, func(s *corev1.ServiceSpec) {
 			bogus := hostilePort(0)
 			bogus.Name, bogus.Protocol, bogus.Port = "bogus", "BOGUS", 81
 			s.Ports = append(s.Ports, bogus)
-		}), KubeProxyFails: []string{"iptables"}},
+		}), KubeProxyFails: []string{"iptables", "nftables"}},
 		v4("h-proto-bogus", "10.244.5.28"),
 		svcObj(ViaEtcd, "loopback external IP", hsvc("h-ext-loopback", 26, func(s *corev1.ServiceSpec) { s.ExternalIPs = []string{"127.0.0.1"} })),
 		v4("h-ext-loopback", "10.244.5.27"),

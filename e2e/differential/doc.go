@@ -11,5 +11,8 @@
 // sinks, its shapes, its differences file, where it runs and how that
 // place captures and normalizes the kernel state; Sinks maps every sink to
 // its mode. The runners are e2e/hostnode's TestKubeProxyDifferential
-// (iptables, host network namespaces) and e2e/vmtests' (ipvs, the VM).
+// (iptables, host network namespaces), TestKubeProxyNFTablesDifferential
+// (nftables, host network namespaces, nft's listing normalized by
+// NormalizeNFT, and the takeover of a node kube-proxy left) and
+// e2e/vmtests' (ipvs, the VM).
 package differential

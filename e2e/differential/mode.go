@@ -42,6 +42,10 @@ type Mode struct {
 	// Order, when set, compares the order of the rules within each chain
 	// (a capture with Chains).
 	Order *Order
+	// takeover, when set (a Host mode), is how the mode's kernel is read
+	// on a node that kube-proxy leaves to a sink (Run's takeover
+	// subtests).
+	takeover *hostKernel
 }
 
 // Order says which chains' rule order means nothing.
@@ -73,6 +77,16 @@ var Modes = map[string]Mode{
 				"filter KUBE-EXTERNAL-SERVICES", "filter KUBE-NODEPORTS", "filter KUBE-PROXY-FIREWALL"},
 			LastFixed: []string{"nat KUBE-SERVICES"},
 		},
+	},
+	"nftables": {
+		Name: "nftables", Sinks: []string{"nftables"}, Where: Host,
+		Differences: "kubeproxy-nftables-differences.txt", HostileDifferences: "kubeproxy-nftables-hostile-differences.txt",
+		SettingsDifferences: "kubeproxy-nftables-settings-differences.txt", Shapes: nftablesShapes, Capture: captureNFT,
+		// Rule order matters in every chain (kube-proxy writes each
+		// chain's rules in a fixed order; services are map elements, not
+		// rules of a shared chain).
+		Order:    &Order{},
+		takeover: &nftKernel,
 	},
 }
 
@@ -128,3 +142,10 @@ func iptablesShapes() []cluster.Shape {
 			Ingress: "192.0.2.40", Pods: []cluster.ShapePod{{Name: "lb-open-b", Node: "node-b", IPs: []string{"10.244.1.32"}}}},
 	}
 }
+
+// nftablesShapes are the iptables mode's shapes (iptablesShapes): their
+// rules exist in nftables mode too (the no-endpoint-services and
+// no-endpoint-nodeports reject verdicts, the terminating fallback, the
+// internalTrafficPolicy=Local drop, a LoadBalancer IP without a
+// firewall-ips entry).
+func nftablesShapes() []cluster.Shape { return iptablesShapes() }

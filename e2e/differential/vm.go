@@ -62,5 +62,5 @@ func captureVM(e *Env, bin string, args ...string) Capture {
 		t.Fatalf("%s: %v", filepath.Base(bin), err)
 	}
 	t.Logf("%s: VM run %s", filepath.Base(bin), time.Since(start).Round(time.Second))
-	return Capture{State: st}
+	return Capture{State: st, Synced: len(st[cluster.SectionIPVS]) > 0, Writes: -1}
 }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client/logbuf"
-	"github.com/proxysinks/proxysinks/e2e/vm"
+	"github.com/proxysinks/proxysinks/e2e/differential"
 )
 
 // sinkProcess is the iptables sink binary running in node A's namespace.
@@ -194,7 +194,7 @@ endpoints:
 // --cleanup removes every KUBE- chain and jump and leaves a foreign chain
 // and its jump alone.
 func TestBinary(t *testing.T) {
-	bin := vm.BuildSink(t, "iptables")
+	bin := differential.BuildSink(t, "iptables")
 	n := newNetwork(t)
 	pod0 := n.pods[0]
 	must(t, n.node, "iptables", "-t", "nat", "-N", "FOREIGN")

@@ -7,6 +7,8 @@
 // pairs): restarts that write nothing, drift repair, a partial sync,
 // --cleanup. TestKubeProxyDifferential is the iptables mode of
 // e2e/differential: the binary's rules against a real kube-proxy v1.37.2
-// in iptables mode on the same cluster (e2e/cluster). Run it as root:
-// go test ./e2e/hostnode/.
+// in iptables mode on the same cluster (e2e/cluster). The nftables sink
+// has the same three: TestNFTablesTraffic, TestNFTablesBinary and
+// TestKubeProxyNFTablesDifferential (with its hostile and settings runs).
+// Run it as root: go test ./e2e/hostnode/.
 package hostnode

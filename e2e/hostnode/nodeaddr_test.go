@@ -4,11 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/proxysinks/proxysinks/e2e/vm"
+	"github.com/proxysinks/proxysinks/e2e/differential"
 )
 
 // nodePortRule matches KUBE-SERVICES' jump to KUBE-NODEPORTS for one
@@ -17,22 +18,40 @@ func nodePortRule(addr string) *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^-A KUBE-SERVICES -d ` + regexp.QuoteMeta(addr) + `/32 .*-j KUBE-NODEPORTS$`)
 }
 
-// waitRule waits up to within for the node's nat table to hold (present)
-// or lack the node-port rule of addr, and returns how long it took.
-func waitRule(t *testing.T, n *network, p *sinkProcess, addr string, present bool, within time.Duration) time.Duration {
+// nodePortServed reports whether a sink's kernel state on the node serves
+// node ports on addr, and returns that state (for the failure message).
+type nodePortServed func(t *testing.T, n *network, addr string) (bool, string)
+
+// iptablesNodePort looks for the address's KUBE-SERVICES jump to
+// KUBE-NODEPORTS (the iptables sink).
+func iptablesNodePort(t *testing.T, n *network, addr string) (bool, string) {
+	nat := n.node.MustRun(t, "iptables-save", "-t", "nat")
+	return nodePortRule(addr).MatchString(nat), nat
+}
+
+// nftNodePort looks for the address in the nodeport-ips set of table ip
+// kube-proxy (the nftables sink).
+func nftNodePort(t *testing.T, n *network, addr string) (bool, string) {
+	out := n.node.MustRun(t, "nft", "list", "set", "ip", "kube-proxy", "nodeport-ips")
+	return slices.Contains(differential.NormalizeNFT(out).Lines, "set nodeport-ips: element "+addr), out
+}
+
+// waitRule waits up to within for the node's kernel state to serve
+// (present) or not node ports on addr, as served reads it, and returns
+// how long it took.
+func waitRule(t *testing.T, n *network, p *sinkProcess, served nodePortServed, addr string, present bool, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	re := nodePortRule(addr)
 	for {
-		nat := n.node.MustRun(t, "iptables-save", "-t", "nat")
-		if re.MatchString(nat) == present {
+		ok, state := served(t, n, addr)
+		if ok == present {
 			return time.Since(start)
 		}
 		if p.cmd.ProcessState != nil {
 			t.Fatalf("sink exited: %v\n%s", p.cmd.ProcessState, p.log.String())
 		}
 		if time.Since(start) > within {
-			t.Fatalf("node-port rule of %s present=%v not reached within %s; nat table:\n%s\nlog:\n%s", addr, present, within, nat, p.log.String())
+			t.Fatalf("node ports on %s present=%v not reached within %s; state:\n%s\nlog:\n%s", addr, present, within, state, p.log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -46,14 +65,24 @@ func nodeManifest(internalIP string) string {
 }
 
 // TestNodeAddressChange: the iptables sink follows the node's addresses
-// without a restart. With --nodeport-addresses=192.168.50.0/24, an
-// address added to node A's link in that range gets its KUBE-NODEPORTS
-// rule within 2 s and serves the node port to a client; its removal takes
-// the rule away within 2 s; an address outside the range gets none. With
-// primary, the rule follows the Node's InternalIP when it changes (where
-// kube-proxy exits).
+// without a restart (nodeAddressChange, its KUBE-NODEPORTS rules).
 func TestNodeAddressChange(t *testing.T) {
-	bin := vm.BuildSink(t, "iptables")
+	nodeAddressChange(t, differential.BuildSink(t, "iptables"), iptablesNodePort)
+}
+
+// TestNFTablesNodeAddressChange: the nftables sink follows the node's
+// addresses without a restart (nodeAddressChange, its nodeport-ips set).
+func TestNFTablesNodeAddressChange(t *testing.T) {
+	nodeAddressChange(t, nftablesBin(t), nftNodePort)
+}
+
+// nodeAddressChange: the sink bin follows the node's addresses without a
+// restart. With --nodeport-addresses=192.168.50.0/24, an address added to
+// node A's link in that range serves node ports (served) within 2 s, and
+// to a client; its removal takes them away within 2 s; an address outside
+// the range gets none. With primary, node ports follow the Node's
+// InternalIP when it changes (where kube-proxy exits).
+func nodeAddressChange(t *testing.T, bin string, served nodePortServed) {
 	n := newNetwork(t)
 	manifests := filepath.Join(t.TempDir(), "cluster.yaml")
 	if err := os.WriteFile(manifests, []byte(nodeManifest(nodeA.String())), 0o644); err != nil {
@@ -65,19 +94,19 @@ func TestNodeAddressChange(t *testing.T) {
 	t.Run("CIDR", func(t *testing.T) {
 		p := startSink(t, n, bin, append(args, "--nodeport-addresses", "192.168.50.0/24")...)
 		p.waitSynced(t)
-		waitRule(t, n, p, nodeA.String(), true, 0)
+		waitRule(t, n, p, served, nodeA.String(), true, 0)
 		must(t, n.node, "ip", "addr", "add", "192.168.50.3/24", "dev", "ext0")
 		must(t, n.node, "ip", "addr", "add", "10.1.1.1/32", "dev", "nb0")
-		t.Logf("address added: rule after %s", waitRule(t, n, p, "192.168.50.3", true, 2*time.Second))
+		t.Logf("address added: rule after %s", waitRule(t, n, p, served, "192.168.50.3", true, 2*time.Second))
 		if r := mustGet(t, n.client, "tcp", ap("192.168.50.3", 30080)); r.Name == "" {
 			t.Errorf("node port on the new address: no name in %+v", r)
 		}
 		must(t, n.node, "ip", "addr", "del", "192.168.50.3/24", "dev", "ext0")
-		t.Logf("address removed: rule gone after %s", waitRule(t, n, p, "192.168.50.3", false, 2*time.Second))
-		if nat := n.node.MustRun(t, "iptables-save", "-t", "nat"); nodePortRule("10.1.1.1").MatchString(nat) {
-			t.Errorf("an address outside --nodeport-addresses got a node-port rule:\n%s", nat)
+		t.Logf("address removed: rule gone after %s", waitRule(t, n, p, served, "192.168.50.3", false, 2*time.Second))
+		if ok, state := served(t, n, "10.1.1.1"); ok {
+			t.Errorf("an address outside --nodeport-addresses serves node ports:\n%s", state)
 		}
-		waitRule(t, n, p, nodeA.String(), true, 0)
+		waitRule(t, n, p, served, nodeA.String(), true, 0)
 		must(t, n.node, "ip", "addr", "del", "10.1.1.1/32", "dev", "nb0")
 		p.stop(t)
 	})
@@ -85,17 +114,17 @@ func TestNodeAddressChange(t *testing.T) {
 	t.Run("primary", func(t *testing.T) {
 		p := startSink(t, n, bin, append(args, "--nodeport-addresses", "primary")...)
 		p.waitSynced(t)
-		waitRule(t, n, p, nodeA.String(), true, 0)
+		waitRule(t, n, p, served, nodeA.String(), true, 0)
 		must(t, n.node, "ip", "addr", "add", "192.168.50.4/24", "dev", "ext0")
 		time.Sleep(500 * time.Millisecond)
-		if nat := n.node.MustRun(t, "iptables-save", "-t", "nat"); nodePortRule("192.168.50.4").MatchString(nat) {
-			t.Errorf("an address that is not the primary IP got a node-port rule:\n%s", nat)
+		if ok, state := served(t, n, "192.168.50.4"); ok {
+			t.Errorf("an address that is not the primary IP serves node ports:\n%s", state)
 		}
 		if err := os.WriteFile(manifests, []byte(nodeManifest("192.168.50.4")), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("primary IP changed: rule after %s", waitRule(t, n, p, "192.168.50.4", true, 3*time.Second))
-		waitRule(t, n, p, nodeA.String(), false, 2*time.Second)
+		t.Logf("primary IP changed: rule after %s", waitRule(t, n, p, served, "192.168.50.4", true, 3*time.Second))
+		waitRule(t, n, p, served, nodeA.String(), false, 2*time.Second)
 		if r := mustGet(t, n.client, "tcp", ap("192.168.50.4", 30080)); r.Name == "" {
 			t.Errorf("node port on the new primary IP: no name in %+v", r)
 		}

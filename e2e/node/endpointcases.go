@@ -131,7 +131,9 @@ func caseTerminatingEndpoints(t *testing.T) {
 // pod of this test's bridge, so it answers). As kube-proxy's IPVS mode,
 // an IPVS sink's node port gets the cluster endpoints too, so a pod on
 // the node still reaches the service through it; as kube-proxy's
-// iptables mode, the iptables sink drops external traffic to it.
+// iptables mode, the iptables sink drops external traffic to it, and so
+// does the nftables sink (its no-endpoint-nodeports drop verdict, as
+// kube-proxy's nftables mode).
 func caseExternalTrafficLocalNoLocalEndpoint(t *testing.T) {
 	c := newCluster(t)
 	ports := []port{{"http", "TCP", 80, 8080, 30085}}
@@ -185,7 +187,8 @@ func caseBalanced(t *testing.T) {
 }
 
 // A service without endpoints: a connection to it fails, refused by the
-// iptables sink's REJECT rule (kube-proxy's iptables mode). The node has
+// iptables sink's REJECT rule (kube-proxy's iptables mode) or the
+// nftables sink's reject-chain (its nftables mode). The node has
 // a default route, so that nothing but the sink's rules stops it.
 func caseNoEndpointsRejected(t *testing.T) {
 	c := newCluster(t)
@@ -198,7 +201,7 @@ func caseNoEndpointsRejected(t *testing.T) {
 		switch {
 		case err == nil:
 			return fmt.Errorf("a service without endpoints answered")
-		case sinkKernel() == IPTables && !strings.Contains(err.Error(), "refused"):
+		case sinkKernel().Rejects() && !strings.Contains(err.Error(), "refused"):
 			return fmt.Errorf("got %v, want connection refused (REJECT)", err)
 		}
 		return nil

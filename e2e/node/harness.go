@@ -27,11 +27,18 @@ const roleEnv = "PROXYSINKS_E2E_ROLE"
 // Main is the TestMain of every test package using this harness: in a
 // pod's process (started by the harness from the test binary) it serves
 // and exits; otherwise it runs the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainThen(m, nil) }
+
+// MainThen is Main, calling done (when set) once the tests have run.
+func MainThen(m *testing.M, done func()) {
 	if os.Getenv(roleEnv) == "pod" {
 		servePod()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if done != nil {
+		done()
+	}
+	os.Exit(code)
 }
 
 // servePod runs a pod server on POD_PORT and POD_EXTRA_PORTS until killed.
@@ -347,7 +354,7 @@ func (c *cluster) stopAll() {
 	}
 	if c.t.Failed() && c.sinkLog != nil {
 		c.t.Logf("sink log:\n%s", c.sinkLog.String())
-		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ip", "route", "show", "table", "local", "proto", "156"}, {"ipset", "save"}, {"iptables-save"}} {
+		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ip", "addr", "show", "dev", "kube-ipvs0"}, {"ip", "route", "show", "table", "local", "proto", "156"}, {"ipset", "save"}, {"iptables-save"}, {"nft", "list", "ruleset"}} {
 			if out, err := c.node.Run(cmd[0], cmd[1:]...); err == nil {
 				c.t.Logf("%s:\n%s", strings.Join(cmd, " "), out)
 			}

@@ -19,10 +19,13 @@ const (
 	IPVS Kernel = "ipvs"
 	// IPTables sinks program iptables (nf_tables or legacy).
 	IPTables Kernel = "iptables"
+	// NFTables sinks program nf_tables tables of their own (kube-proxy's
+	// nftables mode: tables ip and ip6 kube-proxy).
+	NFTables Kernel = "nftables"
 )
 
 // NeedsVM reports whether the kernel's sinks run in the test VM: IPVS
-// and dummy links are not in the host kernel, iptables (and nf_tables)
+// and dummy links are not in the host kernel, iptables and nf_tables
 // are, so those sinks run in fresh network namespaces of the host.
 func (k Kernel) NeedsVM() bool { return k == IPVS }
 
@@ -32,6 +35,7 @@ var Sinks = map[string]Kernel{
 	"ipvs-fullstate":   IPVS,
 	"ipvs-incremental": IPVS,
 	"iptables":         IPTables,
+	"nftables":         NFTables,
 }
 
 // Case is one traffic case: a node built as with a bridge CNI, the sink
@@ -75,10 +79,18 @@ var Cases = []Case{
 
 // RunCases runs every case of Cases against the sink of Use, a subtest
 // each.
-func RunCases(t *testing.T) {
+func RunCases(t *testing.T) { RunCasesExcept(t, nil) }
+
+// RunCasesExcept runs the cases of Cases against the sink of Use, a
+// subtest each, but those named in skip, which skip with the reason given
+// there (for example a long run's cases in a short one).
+func RunCasesExcept(t *testing.T, skip map[string]string) {
 	for _, c := range Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			if why, ok := c.Skip[sinkKernel()]; ok {
+				t.Skip(why)
+			}
+			if why, ok := skip[c.Name]; ok {
 				t.Skip(why)
 			}
 			c.Run(t)
@@ -114,3 +126,8 @@ func requireSCTP(t *testing.T) {
 	}
 	unix.Close(fd)
 }
+
+// Rejects reports whether the kernel's sinks refuse a connection to a
+// service without endpoints (kube-proxy's iptables REJECT rule, its
+// nftables mode's reject-chain) rather than leave it unanswered (IPVS).
+func (k Kernel) Rejects() bool { return k == IPTables || k == NFTables }

@@ -1,10 +1,13 @@
 package nftablessink
 
 import (
+	"errors"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/proxysinks/proxysinks/client"
@@ -107,8 +110,9 @@ func TestCleanup(t *testing.T) {
 }
 
 // TestBuild: the sink's real (not dry-run) build, in a fresh namespace:
-// its controller programs the kernel, its metrics are registered, its
-// conntrack is there for stale UDP flows, and Close releases it.
+// it removes the chains kube-proxy's iptables mode left (and leaves
+// another program's), its controller programs the kernel, its metrics are
+// registered, its conntrack is there for stale UDP flows.
 func TestBuild(t *testing.T) {
 	nstest.LookPath(t, "nft")
 	ns := nstest.New(t)
@@ -118,6 +122,9 @@ func TestBuild(t *testing.T) {
 		NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.PrefixFrom(v4, 32)}, Addrs: []netip.Addr{v4}}}
 	var synced []runtime.SyncStats
 	env.OnSync = func(st runtime.SyncStats) { synced = append(synced, st) }
+	// What kube-proxy's iptables mode left, and another program's chain.
+	nstest.LookPath(t, "iptables-nft-restore")
+	ns.MustRun(t, "sh", "-c", "printf '*nat\\n:KUBE-SERVICES - [0:0]\\n:FOREIGN - [0:0]\\n-A PREROUTING -j KUBE-SERVICES\\n-A OUTPUT -j FOREIGN\\nCOMMIT\\n' | iptables-nft-restore --noflush")
 	var b runtime.Built
 	if err := ns.Do(func() (err error) { b, err = build(env); return err }); err != nil {
 		nstest.Missing(t, "an nf_tables kernel: %v", err)
@@ -130,6 +137,9 @@ func TestBuild(t *testing.T) {
 	if table := ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(table, "10.96.0.1 . tcp . 80 : goto service-") {
 		t.Errorf("the service is not in the namespace's table:\n%s", table)
 	}
+	if nat := ns.MustRun(t, "iptables-nft-save", "-t", "nat"); strings.Contains(nat, "KUBE-") || !strings.Contains(nat, "-A OUTPUT -j FOREIGN") {
+		t.Errorf("the iptables mode's chains are left, or another program's chain is gone:\n%s", nat)
+	}
 	if b.Conntrack == nil {
 		t.Error("no conntrack: stale UDP flows would not be deleted")
 	}
@@ -138,5 +148,26 @@ func TestBuild(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "kubeproxy_sync_full_proxy_rules_duration_seconds", "proxysinks_nftables_table_reads_total"); err != nil || n == 0 {
 		t.Errorf("registered metrics: %d series (%v), want the full sync's and the reads", n, err)
+	}
+}
+
+// TestCleanOtherModes: each other mode's clean-up runs; a failure (no
+// IPVS on this kernel) is logged and the start goes on.
+func TestCleanOtherModes(t *testing.T) {
+	var ran []string
+	var logs strings.Builder
+	p := platform{
+		IPTables: func() error { ran = append(ran, "iptables"); return nil },
+		IPVS: func(runtime.Config, *slog.Logger) error {
+			ran = append(ran, "ipvs")
+			return errors.New("no IPVS")
+		},
+	}
+	cleanOtherModes(p, runtime.Config{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if diff := cmp.Diff([]string{"iptables", "ipvs"}, ran); diff != "" {
+		t.Errorf("clean-ups run (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(logs.String(), "nothing of the IPVS mode removed") || !strings.Contains(logs.String(), "no IPVS") {
+		t.Errorf("the IPVS failure is not logged: %s", logs.String())
 	}
 }

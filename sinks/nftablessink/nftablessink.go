@@ -6,7 +6,8 @@
 // flags and configuration fields (the nftables section honoured; the
 // iptables and ipvs settings ignored, as kube-proxy's nftables mode
 // ignores them; the IPVS sinks' own flags refused), and --cleanup through
-// nftables.CleanupLeftovers.
+// nftables.CleanupLeftovers. At start it removes what kube-proxy's other
+// modes left, as kube-proxy's nftables mode does (cleanOtherModes).
 //
 // One difference from kube-proxy's flags: kube-proxy's nftables mode has
 // no flag for its masquerade bit (only nftables.masqueradeBit in the
@@ -103,10 +104,13 @@ func build(env runtime.Env) (runtime.Built, error) {
 	// As kube-proxy (platformCheckSupported): IPv6 whenever the host has
 	// it on, so that pods with IPv6 addresses reach IPv6 cluster IPs.
 	cfg.IPv6 = cfg.IPv6 || slices.Contains(dataplane.HostFamilies(kernel.Sysctl{}), xtables.IPv6)
+	// NewProxier checks the kernel first: one that cannot run the
+	// ruleset is an error before anything is written or removed.
 	p, err := nftables.NewProxier(cfg)
 	if err != nil {
 		return runtime.Built{}, err
 	}
+	cleanOtherModes(otherModes, env.Config, env.Log)
 	m, err := NewMetrics(env.Registry)
 	if err != nil {
 		p.Close()
