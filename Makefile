@@ -94,12 +94,11 @@ lint:
 	$(GO) vet work
 	$(GO) run $(STATICCHECK) work
 
-## kind-deps: Docker for kind (docker.io, the runc-nocap runtime, dockerd) and the kit's Go binaries (scripts/kindbin.sh)
+## kind-deps: everything make kind-e2e needs (scripts/kinddeps.sh): Debian packages (docker.io, containerd, busybox-static, debootstrap), dockerd with the runc-nocap runtime, the kit's Go binaries, the offline images
 kind-deps:
-	@./scripts/docker.sh
-	@./scripts/kindbin.sh
+	@./scripts/kinddeps.sh
 
-## kind-e2e: upstream's Services conformance tests against SINK (default iptables) in a kind cluster without kube-proxy; offline unless KIND_OFFLINE=0 (see e2e/README.md, "kind conformance")
+## kind-e2e: upstream's Services conformance tests against SINK (default iptables; nftables, ipvs-fullstate, ipvs-incremental) in a kind cluster without kube-proxy; offline unless KIND_OFFLINE=0 (see e2e/README.md, "kind conformance")
 kind-e2e:
 	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
 

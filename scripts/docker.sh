@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes Docker usable for kind on this machine, idempotently:
-#   1. installs Debian's docker.io (and busybox-static, for the check image)
-#      when dockerd is missing;
+#   1. checks that Debian's docker.io and busybox-static (for the check image)
+#      are installed (scripts/kinddeps.sh, make kind-deps, installs them);
 #   2. installs runc-nocap (e2e/kind/runcnocap) as dockerd's default runtime:
 #      this machine's capability bounding set lacks CAP_SYS_RESOURCE, so runc
 #      fails every privileged container (kind's nodes) with "unable to apply
@@ -22,8 +22,8 @@ DOCKERD_LOG=${DOCKERD_LOG:-/var/log/proxysinks-dockerd.log}
 DOCKER=${DOCKER:-/usr/bin/docker}
 
 if ! command -v dockerd >/dev/null || [ ! -x /usr/bin/docker ] || [ ! -x /usr/bin/busybox ]; then
-	echo "docker: installing docker.io busybox-static (apt)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io busybox-static >/dev/null
+	echo "docker: dockerd, /usr/bin/docker or /usr/bin/busybox missing: make kind-deps (scripts/kinddeps.sh) installs them" >&2
+	exit 1
 fi
 
 # The wrapper, rebuilt when its source changes.

@@ -10,14 +10,17 @@
 #   3. kube-proxy's ConfigMap (kubeadm does not write it without kube-proxy)
 #      and the sink from deploy/$SINK, waited for until Ready;
 #   4. e2e.test v1.37.2 with the sig-network Services conformance focus;
-#   5. JUnit, the e2e log, the sink's and the nodes' logs in $RESULTS; the
-#      cluster deleted (KIND_KEEP=1 keeps it).
+#   5. JUnit, the e2e log, the sink's and the nodes' logs and each node's
+#      `nft list ruleset` in $RESULTS; the cluster deleted (KIND_KEEP=1 keeps
+#      it).
+# Everything it needs is installed first by scripts/kinddeps.sh (make
+# kind-deps), a no-op when it has run.
 # Exit status: e2e.test's.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${CACHE:-$ROOT/.cache}
-SINK=${SINK:?set SINK to iptables, ipvs-fullstate or ipvs-incremental}
+SINK=${SINK:?set SINK to iptables, nftables, ipvs-fullstate or ipvs-incremental}
 KIND_OFFLINE=${KIND_OFFLINE:-1}
 KIND_WORKERS=${KIND_WORKERS:-2}
 CLUSTER=${KIND_CLUSTER:-proxysinks-$SINK}
@@ -27,7 +30,7 @@ RESULTS=${RESULTS:-$CACHE/kind/results/$SINK}
 VERSION=${VERSION:-$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)}
 FOCUS=${FOCUS:-'\[sig-network\] Services.*\[Conformance\]'}
 SKIP=${SKIP:-'\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:.+\]|\[Slow\]'}
-case $SINK in iptables) MODE=iptables ;; ipvs-*) MODE=ipvs ;; *) echo "kind-e2e: unknown sink $SINK" >&2; exit 2 ;; esac
+case $SINK in iptables) MODE=iptables ;; nftables) MODE=nftables ;; ipvs-*) MODE=ipvs ;; *) echo "kind-e2e: unknown sink $SINK" >&2; exit 2 ;; esac
 [ -d "$ROOT/deploy/$SINK" ] || { echo "kind-e2e: no deploy/$SINK" >&2; exit 2; }
 
 # Debian's docker CLI first: kind runs "docker".
@@ -37,8 +40,7 @@ export PATH=$CACHE/kind/path:$PATH
 start=$(date +%s)
 step() { echo "kind-e2e: [$(($(date +%s) - start)) s] $*"; }
 
-"$ROOT/scripts/docker.sh"
-"$ROOT/scripts/kindbin.sh" kind kubectl e2e.test
+KIND_OFFLINE=$KIND_OFFLINE "$ROOT/scripts/kinddeps.sh"
 KIND=$BIN/kind
 KUBECTL=$BIN/kubectl
 
@@ -152,6 +154,10 @@ set +e
 e2e_rc=$?
 set -e
 "$KUBECTL" -n kube-system logs daemonset/proxysinks --all-containers --tail=-1 >"$RESULTS/sink.log" 2>&1 || true
+# What the sink left in each node's kernel (iptables-nft's rules included).
+for n in $("$KIND" get nodes --name "$CLUSTER"); do
+	docker exec "$n" nft list ruleset >"$RESULTS/ruleset-$n.nft" 2>&1 || true
+done
 grep -E '^(Ran|FAIL|PASS|SUCCESS|\[FAIL\])' "$RESULTS/e2e.log" | tail -30 || true
 step "done: e2e.test exit $e2e_rc; JUnit and logs in $RESULTS"
 exit $e2e_rc
