@@ -1,7 +1,6 @@
 package nftables
 
 import (
-	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -141,22 +140,10 @@ func (k *fakeKernel) apply(t *kernelTable, o *op) (*kernelTable, error) {
 	return t, nil
 }
 
-// encAttr appends a netlink attribute.
-func encAttr(b []byte, typ uint16, data []byte) []byte {
-	l := 4 + len(data)
-	b = binary.NativeEndian.AppendUint16(b, uint16(l))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(b, data...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
-
 // encExpr encodes one expression of a rule (an NFTA_LIST_ELEM).
 func encExpr(name string, data []byte) []byte {
 	var e []byte
-	e = encAttr(e, nftaExprName, append([]byte(name), 0))
-	e = encAttr(e, nftaExprData|nlaNested, data)
-	return encAttr(nil, nftaListElem|nlaNested, e)
+	e = appendAttr(e, nftaExprName, append([]byte(name), 0))
+	e = appendAttr(e, nftaExprData|nlaNested, data)
+	return appendAttr(nil, nftaListElem|nlaNested, e)
 }

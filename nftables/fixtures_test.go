@@ -76,3 +76,12 @@ func generated(n, m int, first netip.Addr) *client.Snapshot {
 func generatedConfig() ruleset.Config {
 	return ruleset.Config{Local: xtables.LocalTraffic{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.100.0.0/14")}}}
 }
+
+// withFirst returns s with the first endpoint of its first service (a
+// generated cluster's) at address a; the other services are s's.
+func withFirst(s *client.Snapshot, a netip.Addr) *client.Snapshot {
+	ses := s.Services()
+	one := generated(1, 10, a).Services()[0]
+	ses[0] = one
+	return client.NewSnapshot(ses, []client.Change{{Key: one.Service.Key(), Service: one}})
+}

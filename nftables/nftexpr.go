@@ -73,5 +73,8 @@ func (e *exprTable) rule(chain string, r *ruleset.Rule, newID func() uint32) (co
 	for _, a := range c.Sets {
 		out.anon = append(out.anon, anonSet{set: a.Set, elems: a.Elems})
 	}
+	if err := nameAnon(&out); err != nil {
+		return compiledRule{}, fmt.Errorf("name the anonymous sets of rule %q: %w", r.Text, err)
+	}
 	return out, nil
 }

@@ -201,7 +201,9 @@ func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]appliedChain, e
 				next = append(next, appliedChain{def: c, chain: k, rules: old.rules})
 				continue
 			}
-			p.flush = append(p.flush, op{kind: opFlushChain, label: chainLabel(c.Name), name: c.Name})
+			if old.dirty || len(old.def.Rules) > 0 {
+				p.flush = append(p.flush, op{kind: opFlushChain, label: chainLabel(c.Name), name: c.Name})
+			}
 		} else {
 			var err error
 			if k, err = p.tc.chain(c); err != nil {
@@ -281,7 +283,10 @@ func sortedSets(l []ruleset.Set) []*ruleset.Set {
 	for i := range l {
 		out[i] = &l[i]
 	}
-	slices.SortStableFunc(out, func(a, b *ruleset.Set) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b *ruleset.Set) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(out, byName) {
+		slices.SortStableFunc(out, byName)
+	}
 	return out
 }
 
@@ -290,7 +295,10 @@ func sortedChains(l []ruleset.Chain) []*ruleset.Chain {
 	for i := range l {
 		out[i] = &l[i]
 	}
-	slices.SortStableFunc(out, func(a, b *ruleset.Chain) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b *ruleset.Chain) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(out, byName) {
+		slices.SortStableFunc(out, byName)
+	}
 	return out
 }
 

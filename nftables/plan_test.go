@@ -37,7 +37,7 @@ func (f *fakeCompiler) rule(chain string, r *ruleset.Rule, newID func() uint32) 
 		return compiledRule{}, fmt.Errorf("unknown token %q", r.Text)
 	}
 	f.rules++
-	return compiledRule{rule: nft.Rule{Chain: chain, Exprs: encExpr("fake", encAttr(nil, 1, []byte(r.Text))), UserData: []byte(r.Comment)}}, nil
+	return compiledRule{rule: nft.Rule{Chain: chain, Exprs: encExpr("fake", appendAttr(nil, 1, []byte(r.Text))), UserData: []byte(r.Comment)}}, nil
 }
 
 // fakeTable makes the fake compiler a tableCompiler for a given table.
@@ -234,5 +234,57 @@ func TestVersionAtLeast(t *testing.T) {
 		if got := versionAtLeast(tc.release, MinKernel); got != tc.want {
 			t.Errorf("versionAtLeast(%q, %q) = %v, want %v", tc.release, MinKernel, got, tc.want)
 		}
+	}
+}
+
+// TestFirstSteps checks the steps of a first write: all chains and sets
+// first, empty; then the regular chains' rules, n chains at a time; the
+// base chains' rules and the elements only in the ruleset itself.
+func TestFirstSteps(t *testing.T) {
+	rs := rsWith(nil) // one base chain, three regular chains
+	if got := firstSteps(rs, 3); got != nil {
+		t.Errorf("3 regular chains in steps of 3: %d steps, want none", len(got))
+	}
+	steps := firstSteps(rs, 2)
+	var got []string
+	for _, s := range steps {
+		var l []string
+		for _, c := range s.Chains {
+			l = append(l, fmt.Sprintf("%s:%d", c.Name, len(c.Rules)))
+		}
+		for _, x := range s.Sets {
+			l = append(l, fmt.Sprintf("%s:%d", x.Name, len(x.Elements)))
+		}
+		got = append(got, strings.Join(l, " "))
+	}
+	want := []string{
+		"nat-prerouting:0 service-A:0 service-B:0 services:0 cluster-ips:0 service-ips:0",
+		"nat-prerouting:0 service-A:1 service-B:2 services:0 cluster-ips:0 service-ips:0",
+		"nat-prerouting:0 service-A:1 service-B:2 services:1 cluster-ips:0 service-ips:0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+}
+
+// TestSyncFirstWriteInSteps: a first write in steps ends with the same
+// table as one transaction, and the next sync writes nothing.
+func TestSyncFirstWriteInSteps(t *testing.T) {
+	var mut func(*ruleset.Ruleset)
+	one := newFakeKernel()
+	p1 := fakeProxier(one, &mut)
+	p1.cfg.ChunkChains = -1
+	mustSync(t, p1, false)
+	steps := newFakeKernel()
+	p2 := fakeProxier(steps, &mut)
+	p2.cfg.ChunkChains = 2
+	if st := mustSync(t, p2, false); st.Transactions != 4 {
+		t.Errorf("first write in steps of 2 chains: %+v", st)
+	}
+	if diff := cmp.Diff(canonTable(t, one.tables[nft.FamilyIPv4]), canonTable(t, steps.tables[nft.FamilyIPv4])); diff != "" {
+		t.Errorf("table written in steps (-one transaction +steps):\n%s", diff)
+	}
+	if st := mustSync(t, p2, true); st.Transactions != 0 {
+		t.Errorf("resync after a write in steps: %+v", st)
 	}
 }

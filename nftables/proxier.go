@@ -36,6 +36,12 @@ type Config struct {
 	// kernel is neither read nor written, and NewProxier does not check
 	// it.
 	DryRun io.Writer
+	// ChunkChains bounds the regular chains whose rules one transaction
+	// of a first write adds (a family whose table does not exist yet):
+	// the kernel's cost of a transaction grows with the square of the
+	// anonymous sets in it (chunk.go). 0 means defaultChunkChains; a
+	// negative value writes everything in one transaction.
+	ChunkChains int
 	// SkipKernelVersionCheck skips the kernel-version check of NewProxier
 	// (kube-proxy's KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK).
 	SkipKernelVersionCheck bool

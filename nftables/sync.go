@@ -137,23 +137,19 @@ func (p *Proxier) writeFamily(f *family, rs *ruleset.Ruleset, g uint32, read boo
 				return g, err
 			}
 		}
-		ops, next, err := plan(&f.cur, rs, tc, p.newID)
-		if err != nil {
-			return g, fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
+		var steps []*ruleset.Ruleset
+		if !f.cur.exists {
+			steps = firstSteps(rs, p.chunk())
 		}
-		if len(ops) == 0 {
-			f.cur, f.rules = next, countRules(rs)
+		for _, step := range append(steps, rs) {
+			if g, err = p.writeStep(f, step, tc, g, st); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			f.rules = countRules(rs)
 			return g, nil
 		}
-		ng, err := p.k.commit(f.fam, rs.Table, ops, g)
-		if err == nil {
-			f.cur, f.rules = next, countRules(rs)
-			st.Transactions++
-			countOps(ops, st)
-			return ng, nil
-		}
-		st.Failures++
-		err = fmt.Errorf("nftables: write %s table %s: %w", f.name, rs.Table, err)
 		if !errors.Is(err, errStale) || attempt > 0 {
 			return g, err
 		}
@@ -163,6 +159,38 @@ func (p *Proxier) writeFamily(f *family, rs *ruleset.Ruleset, g uint32, read boo
 		}
 		read = true
 	}
+}
+
+// writeStep plans and commits one transaction that brings f's table to rs
+// and returns the generation after it.
+func (p *Proxier) writeStep(f *family, rs *ruleset.Ruleset, tc tableCompiler, g uint32, st *SyncStats) (uint32, error) {
+	ops, next, err := plan(&f.cur, rs, tc, p.newID)
+	if err != nil {
+		return g, fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
+	}
+	if len(ops) == 0 {
+		f.cur = next
+		return g, nil
+	}
+	ng, err := p.k.commit(f.fam, rs.Table, ops, g)
+	if err != nil {
+		st.Failures++
+		return g, fmt.Errorf("nftables: write %s table %s: %w", f.name, rs.Table, err)
+	}
+	f.cur = next
+	st.Transactions++
+	countOps(ops, st)
+	return ng, nil
+}
+
+func (p *Proxier) chunk() int {
+	switch {
+	case p.cfg.ChunkChains < 0:
+		return 0
+	case p.cfg.ChunkChains == 0:
+		return defaultChunkChains
+	}
+	return p.cfg.ChunkChains
 }
 
 // adopt reads a family's table from the kernel and makes f.cur what it
@@ -178,6 +206,10 @@ func (p *Proxier) adopt(f *family, rs *ruleset.Ruleset, tc tableCompiler, st *Sy
 	st.Reads++
 	ours := f.cur.exists
 	base := f.cur
+	if kt == nil && !ours {
+		f.cur = applied{}
+		return nil
+	}
 	if !ours {
 		// Compare with the ruleset wanted, compiled whole (what would be
 		// written anyway into an empty namespace).

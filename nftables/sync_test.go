@@ -98,7 +98,7 @@ func TestSyncRepairsForeignChanges(t *testing.T) {
 	ips.elems = ips.elems[:1]
 	ips.elems[0].Data = []byte("goto service-B")
 	kt.sets["cluster-ips"].elems = append(kt.sets["cluster-ips"].elems, nft.Elem{Key: []byte("10.96.0.99")})
-	kt.chains["service-A"].rules[0].Exprs = encExpr("fake", encAttr(nil, 1, []byte("drop")))
+	kt.chains["service-A"].rules[0].Exprs = encExpr("fake", appendAttr(nil, 1, []byte("drop")))
 	kt.chains["stale"] = &kernelChain{chain: nft.Chain{Name: "stale"}, rules: []nft.Rule{{Exprs: encExpr("fake", nil)}}}
 	k.gen += 5
 

@@ -22,11 +22,22 @@ type OpError struct {
 	Index int
 	// Op says what it did ("add chain"), Label names its object.
 	Op, Label string
-	Err       error
+	// Elem is, for an element operation, the index of the element the
+	// kernel refused in the operation's elements (the kernel stops a
+	// message at its first refused element and names it), -1 when not
+	// known. An operation of several messages may have one refused per
+	// message; Elem is the first.
+	Elem int
+	Err  error
 }
 
 // Error names the operation and its object.
-func (e *OpError) Error() string { return e.Op + " " + e.Label + ": " + e.Err.Error() }
+func (e *OpError) Error() string {
+	if e.Elem >= 0 {
+		return fmt.Sprintf("%s %s: element %d: %v", e.Op, e.Label, e.Elem, e.Err)
+	}
+	return e.Op + " " + e.Label + ": " + e.Err.Error()
+}
 
 // Unwrap returns the kernel's error.
 func (e *OpError) Unwrap() error { return e.Err }
@@ -74,13 +85,15 @@ func (e *CommitError) Unwrap() []error {
 // matches ErrGenerationChanged. A refused transaction is a *CommitError
 // naming each refused operation by its label.
 //
-// Commit returns the generation after the commit. It is exact when the
-// transaction's first operation is not DelTable, FlushChain or FlushSet:
-// that operation's message asks for its notifications (NLM_F_ECHO), and
-// the kernel then sends the commit's new generation to this socket too
-// (nothing, when nothing changed: the generation is then *gen, or read).
-// Otherwise it is read after the commit (GETGEN), and may include
-// another writer's commit made in between.
+// Commit returns the generation after the commit. It is exact unless the
+// transaction's first operation is DelTable: the first message asks for
+// its notifications (NLM_F_ECHO), and the kernel then sends the commit's
+// new generation to this socket too (nothing, when nothing changed: the
+// generation is then *gen, or read). A transaction starting with a flush
+// starts with a no-op message for this (see FlushChain). After a first
+// DelTable, whose notifications are everything the table held, the
+// generation is read after the commit (GETGEN) and may include another
+// writer's commit made in between.
 func (c *Conn) Commit(tx *Tx, gen *uint32) (uint32, error) {
 	if tx.err != nil {
 		return 0, tx.err
@@ -144,7 +157,11 @@ func (tx *Tx) commitError(err error, gen *uint32) error {
 		if n := len(ce.Failed); n > 0 && ce.Failed[n-1].Index == op {
 			continue // a later message of the same operation
 		}
-		ce.Failed = append(ce.Failed, &OpError{Index: op, Op: tx.ops[op].verb, Label: tx.ops[op].label, Err: e})
+		elem := -1
+		if off, ok := te.BadAttrs[i]; ok {
+			elem = tx.elemAt(tx.msgs[i], off)
+		}
+		ce.Failed = append(ce.Failed, &OpError{Index: op, Op: tx.ops[op].verb, Label: tx.ops[op].label, Elem: elem, Err: e})
 	}
 	return ce
 }

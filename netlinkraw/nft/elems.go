@@ -10,8 +10,9 @@ import (
 // elements' 16-bit nest length needs.
 func (tx *Tx) elems(cmd uint8, flags uint16, fam Family, table string, set Set, elems []Elem, withData bool) {
 	var nest int
-	open := func() {
+	open := func(first int) {
 		tx.begin(cmd, flags, fam)
+		tx.msgs[len(tx.msgs)-1].firstElem = first
 		tx.enc.Str(attrElemListTable, table)
 		tx.enc.Str(attrElemListSet, set.Name)
 		if set.ID != 0 {
@@ -23,7 +24,7 @@ func (tx *Tx) elems(cmd uint8, flags uint16, fam Family, table string, set Set, 
 		tx.enc.EndNest(nest)
 		tx.end()
 	}
-	open()
+	open(0)
 	count := 0
 	for i := range elems {
 		if len(elems[i].Key) == 0 && tx.err == nil {
@@ -41,7 +42,7 @@ func (tx *Tx) elems(cmd uint8, flags uint16, fam Family, table string, set Set, 
 		moved := append([]byte(nil), tx.enc.B[start:]...)
 		tx.enc.B = tx.enc.B[:start]
 		closeMsg()
-		open()
+		open(i)
 		tx.enc.B = append(tx.enc.B, moved...)
 		count = 1
 	}
@@ -86,4 +87,37 @@ func encodeElem(e *nlcore.Encoder, el *Elem, withData bool) {
 		e.Attr(attrElemUserData, el.UserData)
 	}
 	e.EndNest(l)
+}
+
+// elemAt returns the index, in its operation's elements, of the element
+// of message m at offset off from the message's netlink header (the
+// attribute a kernel error blamed), or -1.
+func (tx *Tx) elemAt(m txMsg, off uint32) int {
+	if m.firstElem < 0 {
+		return -1
+	}
+	b := tx.enc.B[m.start:m.end]
+	pos := int(off) - nlcore.HdrLen
+	for i := nlcore.NfgenLen; i+nlcore.AttrHdrLen <= len(b); {
+		l := int(nlcore.Native.Uint16(b[i:]))
+		if l < nlcore.AttrHdrLen {
+			return -1
+		}
+		if nlcore.Native.Uint16(b[i+2:])&nlcore.AttrTypeMask == attrElemListElements {
+			k := 0
+			for j := i + nlcore.AttrHdrLen; j+nlcore.AttrHdrLen <= i+l; k++ {
+				el := int(nlcore.Native.Uint16(b[j:]))
+				if el < nlcore.AttrHdrLen {
+					return -1
+				}
+				if pos >= j && pos < j+el {
+					return m.firstElem + k
+				}
+				j += (el + 3) &^ 3
+			}
+			return -1
+		}
+		i += (l + 3) &^ 3
+	}
+	return -1
 }

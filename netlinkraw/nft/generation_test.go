@@ -14,8 +14,9 @@ import (
 
 // TestGenerationKernel: every commit that changes something moves the
 // generation by one and Commit returns the new one (whether its first
-// operation asks for the kernel's notifications or the generation is
-// read afterwards); a commit that changes nothing leaves it; a commit
+// operation asks for the kernel's notifications, a flush first has a
+// no-op message do it, or after a DelTable the generation is read
+// afterwards); a commit that changes nothing leaves it; a commit
 // against an older generation (another writer committed) is refused as
 // such and applies nothing.
 func TestGenerationKernel(t *testing.T) {
@@ -34,6 +35,16 @@ func TestGenerationKernel(t *testing.T) {
 		{"a flush first, checked", func(tx *Tx) {
 			tx.FlushChain("", FamilyIPv4, "w", "svc")
 			tx.AddRule("", FamilyIPv4, "w", Rule{Chain: "svc", Exprs: verdictExpr(VerdictAccept, "")})
+		}, func() *uint32 { return &gen }, 1},
+		{"an empty chain flushed first, checked", func(tx *Tx) {
+			tx.AddChain("", FamilyIPv4, "w", Chain{Name: "empty"})
+		}, nil, 1},
+		{"nothing changed, a flush first, checked", func(tx *Tx) {
+			tx.FlushChain("", FamilyIPv4, "w", "empty")
+			tx.FlushChain("", FamilyIPv4, "w", "empty")
+		}, func() *uint32 { return &gen }, 0},
+		{"a set flushed first, checked", func(tx *Tx) {
+			tx.FlushSet("", FamilyIPv4, "w", "vm")
 		}, func() *uint32 { return &gen }, 1},
 		{"an element added, checked", func(tx *Tx) {
 			tx.AddElems("", FamilyIPv4, "w", Set{Name: "s4"}, []Elem{{Key: addr("10.9.9.9")}})
@@ -160,6 +171,18 @@ func TestRefusedKernel(t *testing.T) {
 	if now, _ := c.Generation(); now != gen {
 		t.Errorf("generation %d after a refused commit, want %d", now, gen)
 	}
+
+	// A flush first in a missing table: its no-op first message (see
+	// Tx.probe) creates the table, the flush fails, nothing stays.
+	tx = NewTx()
+	tx.FlushChain("", FamilyIPv4, "ghost", "c")
+	_, err = c.Commit(tx, &gen)
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Index != 0 || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("flushing a chain of a missing table: %v, want ENOENT for operation 0", err)
+	}
+	if out := strings.TrimSpace(ns.MustRun(t, "nft", "list", "ruleset")); out != "" {
+		t.Errorf("the refused flush left:\n%s", out)
+	}
 }
 
 // TestCommitErrorMapping: kernel errors at message indexes map to their
@@ -195,5 +218,62 @@ func TestCommitErrorMapping(t *testing.T) {
 	}
 	if err := tx.commitError(unix.ENOBUFS, nil); !errors.Is(err, unix.ENOBUFS) || !strings.Contains(err.Error(), "commit of 3 operations") {
 		t.Errorf("transport error: %v", err)
+	}
+}
+
+// TestRefusedElementKernel: the kernel names the element it refused (an
+// extended ACK's attribute offset), and the error names it by its index
+// in the operation's elements, in whichever of the operation's messages
+// it was.
+func TestRefusedElementKernel(t *testing.T) {
+	c, ns := dial(t)
+	tx := NewTx()
+	writeTx(tx, false)
+	if _, err := c.Commit(tx, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := listTable(t, ns, "ip", "w")
+	many := make([]Elem, 10000)
+	for i := range many {
+		many[i] = Elem{Key: []byte{10, 1, byte(i >> 8), byte(i)}}
+	}
+	many[7777].Key = []byte{10, 1, 2} // the wrong length
+	tx = NewTx()
+	tx.AddElems("s4 elements", FamilyIPv4, "w", Set{Name: "s4"}, many)
+	tx.AddElems("vm elements", FamilyIPv4, "w", Set{Name: "vm"}, []Elem{
+		{Key: key(addr("10.0.0.9"), []byte{unix.IPPROTO_TCP}, be16(80)), Verdict: &Verdict{Code: VerdictJump, Chain: "svc"}},
+		{Key: key(addr("10.0.0.9"), []byte{unix.IPPROTO_TCP}, be16(81)), Verdict: &Verdict{Code: VerdictJump, Chain: "nope"}},
+	})
+	tx.DelElems("s4 deletions", FamilyIPv4, "w", "s4", []Elem{{Key: addr("10.0.0.1")}, {Key: addr("10.0.0.2")}, {Key: addr("10.0.0.77")}})
+	_, err := c.Commit(tx, nil)
+	var ce *CommitError
+	if !errors.As(err, &ce) {
+		t.Fatalf("commit: %v, want a CommitError", err)
+	}
+	type failure struct {
+		Index int
+		Label string
+		Elem  int
+		Errno unix.Errno
+	}
+	var got []failure
+	for _, f := range ce.Failed {
+		var errno unix.Errno
+		errors.As(f.Err, &errno)
+		got = append(got, failure{f.Index, f.Label, f.Elem, errno})
+	}
+	want := []failure{
+		{0, "s4 elements", 7777, unix.EINVAL},
+		{1, "vm elements", 1, unix.ENOENT},
+		{2, "s4 deletions", 2, unix.ENOENT},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refused elements (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(err.Error(), "add elements to s4 elements: element 7777: invalid argument") {
+		t.Errorf("error %q does not name element 7777", err)
+	}
+	if after := listTable(t, ns, "ip", "w"); after != before {
+		t.Errorf("the refused transaction changed the table:\n%s", after)
 	}
 }

@@ -33,6 +33,9 @@ type txMsg struct {
 	flags      uint16
 	start, end int
 	op         int
+	// firstElem is, in an element message, the index (in the
+	// operation's elements) of its first element; -1 in other messages.
+	firstElem int
 }
 
 // txOp is one operation: what it does and the caller's label.
@@ -108,10 +111,11 @@ func (tx *Tx) grow(n int) {
 func (tx *Tx) begin(cmd uint8, flags uint16, fam Family) {
 	tx.grow(4096)
 	tx.msgs = append(tx.msgs, txMsg{
-		typ:   nlcore.NfnlType(nlcore.NfnlSubsysNFTables, cmd),
-		flags: flags,
-		start: len(tx.enc.B),
-		op:    len(tx.ops) - 1,
+		typ:       nlcore.NfnlType(nlcore.NfnlSubsysNFTables, cmd),
+		flags:     flags,
+		start:     len(tx.enc.B),
+		op:        len(tx.ops) - 1,
+		firstElem: -1,
 	})
 	tx.enc.Nfgen(uint8(fam), 0)
 }
@@ -174,9 +178,27 @@ func (tx *Tx) AddChain(lbl string, fam Family, table string, c Chain) {
 	tx.end()
 }
 
+// probe starts a transaction whose first operation is a flush with a
+// message that is a no-op where the operation can succeed: a NEWTABLE of
+// the operation's table without attributes to change (a table that does
+// not exist is created, and the flush then fails, refusing all). It is
+// the first message, which asks for the kernel's notifications and so
+// for the new generation (Commit), without the flush's notification of
+// every rule or element it deletes.
+func (tx *Tx) probe(fam Family, table string) {
+	if len(tx.ops) != 1 {
+		return
+	}
+	tx.ops[0].echo = true
+	tx.begin(msgNewTable, flagCreate, fam)
+	tx.enc.Str(attrTableName, table)
+	tx.end()
+}
+
 // FlushChain deletes every rule of a chain.
 func (tx *Tx) FlushChain(lbl string, fam Family, table, chain string) {
 	tx.op("flush chain", label(lbl, fam, table, chain), false)
+	tx.probe(fam, table)
 	tx.begin(msgDelRule, 0, fam)
 	tx.enc.Str(attrRuleTable, table)
 	tx.enc.Str(attrRuleChain, chain)
@@ -273,6 +295,7 @@ func (tx *Tx) AddSet(lbl string, fam Family, table string, s Set) {
 // FlushSet deletes every element of a set.
 func (tx *Tx) FlushSet(lbl string, fam Family, table, set string) {
 	tx.op("flush set", label(lbl, fam, table, set), false)
+	tx.probe(fam, table)
 	tx.begin(msgDelSetElem, 0, fam)
 	tx.enc.Str(attrElemListTable, table)
 	tx.enc.Str(attrElemListSet, set)

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -119,5 +120,39 @@ func TestTxReset(t *testing.T) {
 	}
 	if diff := cmp.Diff(fresh.ops, reused.ops, cmp.AllowUnexported(txOp{})); diff != "" {
 		t.Errorf("operations (-new +reused):\n%s", diff)
+	}
+}
+
+// TestNormalizeExprs clears NLA_F_NESTED at every depth and nothing
+// else (a string attribute whose type has the bit set stays), leaves its
+// input alone, and stops at a malformed attribute.
+func TestNormalizeExprs(t *testing.T) {
+	build := func(nested uint16) []byte {
+		var e nlcore.Encoder
+		for range 2 {
+			l := e.BeginNest(attrListElem | nested)
+			e.Str(1, "immediate")
+			d := e.BeginNest(2 | nested)
+			e.BE32(1, 0)
+			v := e.BeginNest(2 | nested)
+			w := e.BeginNest(attrDataVerdict | nested)
+			e.BE32(attrVerdictCode, uint32(VerdictAccept))
+			e.EndNest(w)
+			e.EndNest(v)
+			e.EndNest(d)
+			e.EndNest(l)
+		}
+		return e.B
+	}
+	in := build(nlcore.AttrNested)
+	orig := append([]byte(nil), in...)
+	if diff := cmp.Diff(build(0), NormalizeExprs(in)); diff != "" {
+		t.Errorf("normalized (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(orig, in); diff != "" {
+		t.Errorf("input changed:\n%s", diff)
+	}
+	if got := NormalizeExprs([]byte{8, 0, 1, 0x80, 0}); !bytes.Equal(got, []byte{8, 0, 1, 0x80, 0}) {
+		t.Errorf("malformed input: %x", got)
 	}
 }

@@ -80,7 +80,8 @@ func (c *ruleCompiler) list() ([][]string, error) {
 	if err := c.expect("{"); err != nil {
 		return nil, err
 	}
-	var items [][]string
+	items := c.t.items[:0]
+	defer func() { c.t.items = items[:0] }()
 	start := c.pos
 	for {
 		switch c.peek() {
@@ -118,7 +119,7 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 		return nil
 	case (f.t == tIPv4 || f.t == tIPv6) && strings.Contains(tok, "/"):
 		p, err := netip.ParsePrefix(tok)
-		if err != nil || p.Addr().Is4() != (f.t == tIPv4) || p.Bits() == 0 {
+		if err != nil || p.Addr().Is4() != (f.t == tIPv4) {
 			return c.fail(tok, "not a prefix of type %s", f.t.name)
 		}
 		if p.Bits() == f.t.size*8 {
@@ -128,20 +129,22 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 		if f.kind != kPayload {
 			return c.fail(tok, "prefix of a non-header field")
 		}
-		// A byte-aligned prefix loads only its bytes; another loads the
-		// whole address and masks it.
+		// A byte-aligned prefix loads only its bytes; another (or /0)
+		// loads the whole address and masks it.
 		n := f.t.size
-		if p.Bits()%8 == 0 {
+		if p.Bits()%8 == 0 && p.Bits() > 0 {
 			n = p.Bits() / 8
 		}
 		addr := addrBytes(c.t.val[:0], p.Masked().Addr())
 		f.load(x, 0, n)
-		if p.Bits()%8 != 0 {
+		if n == f.t.size {
 			mask := make([]byte, 2*n)
 			for i := 0; i < p.Bits()/8; i++ {
 				mask[i] = 0xff
 			}
-			mask[p.Bits()/8] = byte(0xff << (8 - p.Bits()%8))
+			if p.Bits()%8 != 0 {
+				mask[p.Bits()/8] = byte(0xff << (8 - p.Bits()%8))
+			}
 			x.bitwise(reg(0), mask[:n], mask[n:], false)
 		}
 		x.cmp(reg(0), op, addr[:n])
@@ -204,6 +207,9 @@ func (a u128) appendTo(dst []byte, size int) []byte {
 // prefixSpan is the range a prefix covers in an address space of bits.
 func prefixSpan(p netip.Prefix, bits int) span {
 	s := span{start: toU128(p.Masked().Addr())}
+	if p.Bits() == 0 {
+		return span{toMax: true}
+	}
 	host := uint(bits - p.Bits()) // bits of the host part
 	var size u128
 	if host >= 64 {
@@ -249,37 +255,38 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		if p.Addr().Is4() != (f.t == tIPv4) {
 			return c.fail(it[0], "not a value of type %s", f.t.name)
 		}
-		if p.Bits() < bits {
+		if strings.Contains(it[0], "/") {
+			// Any prefix, even /32, makes nft build an interval set.
 			interval = true
 		}
 		spans = append(spans, prefixSpan(p, bits))
 	}
 	s := AnonSet{Set: nft.Set{
-		Name: anonSetName, ID: c.newID(), Flags: setAnonymous | setConstant,
+		Name: anonSetName, ID: c.newID(), Flags: nft.SetAnonymous | nft.SetConstant,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size),
 	}}
 	size := f.t.size
 	open := 0
 	if interval {
-		s.Set.Flags |= setInterval
+		s.Set.Flags |= nft.SetInterval
 		spans = mergeSpans(spans)
 		n := 2 * len(spans)
 		if spans[0].start != (u128{}) {
 			n++
 		}
-		keys := make([]byte, 0, n*size)
+		keys := c.t.slab.bytes(n * size)
 		s.Elems = make([]nft.Elem, 0, n)
 		add := func(v u128, flags uint32) {
 			keys = v.appendTo(keys, size)
 			s.Elems = append(s.Elems, nft.Elem{Key: keys[len(keys)-size : len(keys) : len(keys)], Flags: flags})
 		}
 		if spans[0].start != (u128{}) {
-			add(u128{}, elemIntervalEnd)
+			add(u128{}, nft.ElemIntervalEnd)
 		}
 		for _, sp := range spans {
 			add(sp.start, 0)
 			if !sp.toMax {
-				add(sp.end, elemIntervalEnd)
+				add(sp.end, nft.ElemIntervalEnd)
 			}
 		}
 		if last := spans[len(spans)-1]; last.toMax {
@@ -290,7 +297,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 			open = 1
 		}
 	} else {
-		keys := make([]byte, 0, len(spans)*size)
+		keys := c.t.slab.bytes(len(spans) * size)
 		s.Elems = make([]nft.Elem, len(spans))
 		for i, sp := range spans {
 			keys = sp.start.appendTo(keys, size)
@@ -298,7 +305,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		}
 	}
 	s.Set.Size = uint32(len(s.Elems) + open)
-	ud := udU32(make([]byte, 0, 40), udSetKeyOrder, f.t.order)
+	ud := udU32(c.t.slab.bytes(40), udSetKeyOrder, f.t.order)
 	if interval {
 		ud = udU32(ud, udSetMerge, 1)
 	}
@@ -313,9 +320,6 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 	c.x.lookup(reg(0), -1, anonSetName, s.Set.ID, flags)
 	return nil
 }
-
-// elemIntervalEnd is NFT_SET_ELEM_INTERVAL_END.
-const elemIntervalEnd = 1
 
 // mergeSpans sorts ranges and joins those that overlap or touch.
 func mergeSpans(spans []span) []span {
@@ -346,12 +350,12 @@ func mergeSpans(spans []span) []span {
 // `N : <data tokens>`; data fills in one element's data.
 func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uint32, data func(e *nft.Elem, i int, tok []string) error) (AnonSet, error) {
 	s := AnonSet{Set: nft.Set{
-		Name: anonMapName, Flags: setAnonymous | setConstant | setMap,
+		Name: anonMapName, Flags: nft.SetAnonymous | nft.SetConstant | nft.SetMap,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size), DataType: dataType, DataLen: dataLen,
 		Size: uint32(len(items)),
 	}}
 	s.Elems = make([]nft.Elem, len(items))
-	keys := make([]byte, 0, len(items)*f.t.size)
+	keys := c.t.slab.bytes(len(items) * f.t.size)
 	for i, it := range items {
 		if len(it) < 3 || it[1] != ":" {
 			return s, c.fail(it[0], "want KEY : VALUE")
@@ -365,9 +369,9 @@ func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uin
 			return s, err
 		}
 	}
-	ud := udU32(make([]byte, 0, 32), udSetKeyOrder, f.t.order)
+	ud := udU32(c.t.slab.bytes(32), udSetKeyOrder, f.t.order)
 	ud = udU32(ud, udSetDataOrder, 0)
-	if dataType == dataVerdict {
+	if dataType == nft.DataVerdict {
 		ud = udBytes(ud, udSetDataTypeof, verdictTypeof)
 	}
 	s.Set.UserData = udU32(ud, udSetDataInterval, 0)
@@ -385,17 +389,16 @@ func (c *ruleCompiler) anonVmap(fs []field) error {
 	if err != nil {
 		return err
 	}
-	verdicts := make([]nft.Verdict, len(items))
-	s, err := c.anonMap(&fs[0], items, dataVerdict, 0, func(e *nft.Elem, i int, tok []string) error {
+	s, err := c.anonMap(&fs[0], items, nft.DataVerdict, 0, func(e *nft.Elem, _ int, tok []string) error {
 		code, needsChain, ok := verdictCode(tok[0])
 		if !ok || needsChain != (len(tok) == 2) || len(tok) > 2 {
 			return c.fail(tok[0], "not a verdict")
 		}
-		verdicts[i].Code = code
+		v := nft.Verdict{Code: code}
 		if needsChain {
-			verdicts[i].Chain = tok[1]
+			v.Chain = tok[1]
 		}
-		e.Verdict = &verdicts[i]
+		e.Verdict = c.t.slab.verdict(v)
 		return nil
 	})
 	if err != nil {

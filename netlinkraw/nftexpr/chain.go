@@ -9,7 +9,7 @@ import (
 )
 
 // hooks are the NF_INET_* hook numbers by nft's names.
-var hooks = map[string]uint32{"prerouting": 0, "input": 1, "forward": 2, "output": 3, "postrouting": 4}
+var hooks = map[string]uint32{"prerouting": nft.HookPrerouting, "input": nft.HookInput, "forward": nft.HookForward, "output": nft.HookOutput, "postrouting": nft.HookPostrouting}
 
 // priorities are nft's named priorities in the ip and ip6 families.
 var priorities = map[string]int32{"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50, "srcnat": 100}

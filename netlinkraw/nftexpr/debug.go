@@ -235,17 +235,17 @@ func formatVerdict(v []byte) string {
 
 func verdictString(code int32, chain string) string {
 	switch code {
-	case VerdictDrop:
+	case nft.VerdictDrop:
 		return "drop"
-	case VerdictAccept:
+	case nft.VerdictAccept:
 		return "accept"
-	case VerdictContinue:
+	case nft.VerdictContinue:
 		return "continue"
-	case VerdictReturn:
+	case nft.VerdictReturn:
 		return "return"
-	case VerdictJump:
+	case nft.VerdictJump:
 		return "jump -> " + chain
-	case VerdictGoto:
+	case nft.VerdictGoto:
 		return "goto -> " + chain
 	}
 	return fmt.Sprint(code)

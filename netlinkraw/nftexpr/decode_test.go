@@ -33,6 +33,21 @@ func be32(v []byte) uint32 { return binary.BigEndian.Uint32(v) }
 
 func clone(v []byte) []byte { return append([]byte(nil), v...) }
 
+func decodeTable(t testing.TB, m mnlMsg) nft.Table {
+	tab := nft.Table{Family: nft.Family(m.Data[0])}
+	forAttrs(t, m.Data[4:], func(typ uint16, v []byte) {
+		switch typ {
+		case 1:
+			tab.Name = nlcore.GetString(v)
+		case 2:
+			tab.Flags = be32(v)
+		case 6:
+			tab.UserData = clone(v)
+		}
+	})
+	return tab
+}
+
 func decodeChain(t testing.TB, m mnlMsg) nft.Chain {
 	var c nft.Chain
 	forAttrs(t, m.Data[4:], func(typ uint16, v []byte) {

@@ -24,7 +24,6 @@ const (
 
 	typeVerdict = 1 // TYPE_VERDICT
 
-	dataVerdict = 0xffffff00 // NFT_DATA_VERDICT
 )
 
 // The data types kube-proxy's rules and sets use.

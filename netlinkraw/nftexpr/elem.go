@@ -42,7 +42,7 @@ func (t *Table) elem(set, key, value, comment string) (nft.Elem, error) {
 	if comment != "" {
 		ulen = len(comment) + 3
 	}
-	buf := make([]byte, 0, klen+dlen+ulen)
+	buf := t.slab.bytes(klen + dlen + ulen)
 	buf, err := appendKey(buf, s.key, key)
 	if err != nil {
 		return e, err
@@ -54,7 +54,7 @@ func (t *Table) elem(set, key, value, comment string) (nft.Elem, error) {
 		if err != nil {
 			return e, err
 		}
-		e.Verdict = v
+		e.Verdict = t.slab.verdict(v)
 	case s.data.fields != nil:
 		if buf, err = appendKey(buf, s.data, value); err != nil {
 			return e, fmt.Errorf("value %q: %w", value, err)
@@ -71,14 +71,14 @@ func (t *Table) elem(set, key, value, comment string) (nft.Elem, error) {
 
 // parseVerdict reads "drop", "accept", "return", "continue", "goto CHAIN"
 // or "jump CHAIN".
-func parseVerdict(s string) (*nft.Verdict, error) {
+func parseVerdict(s string) (nft.Verdict, error) {
 	s = strings.TrimSpace(s)
 	word, chain, _ := strings.Cut(s, " ")
 	code, needsChain, ok := verdictCode(word)
 	if !ok || needsChain != (chain != "") {
-		return nil, fmt.Errorf("verdict %q", s)
+		return nft.Verdict{}, fmt.Errorf("verdict %q", s)
 	}
-	return &nft.Verdict{Code: code, Chain: strings.TrimSpace(chain)}, nil
+	return nft.Verdict{Code: code, Chain: strings.TrimSpace(chain)}, nil
 }
 
 // verdictCode maps a verdict keyword to its code and whether it takes a
@@ -86,17 +86,17 @@ func parseVerdict(s string) (*nft.Verdict, error) {
 func verdictCode(word string) (int32, bool, bool) {
 	switch word {
 	case "drop":
-		return VerdictDrop, false, true
+		return nft.VerdictDrop, false, true
 	case "accept":
-		return VerdictAccept, false, true
+		return nft.VerdictAccept, false, true
 	case "return":
-		return VerdictReturn, false, true
+		return nft.VerdictReturn, false, true
 	case "continue":
-		return VerdictContinue, false, true
+		return nft.VerdictContinue, false, true
 	case "jump":
-		return VerdictJump, true, true
+		return nft.VerdictJump, true, true
 	case "goto":
-		return VerdictGoto, true, true
+		return nft.VerdictGoto, true, true
 	}
 	return 0, false, false
 }

@@ -48,16 +48,6 @@ const (
 	icmpv6PortUnreach   = 4    // ICMPV6_PORT_UNREACH
 )
 
-// Verdict codes (NF_DROP, NF_ACCEPT and NFT_*).
-const (
-	VerdictDrop     int32 = 0
-	VerdictAccept   int32 = 1
-	VerdictContinue int32 = -1
-	VerdictJump     int32 = -3
-	VerdictGoto     int32 = -4
-	VerdictReturn   int32 = -5
-)
-
 // reg converts a register offset in 32-bit words from the first data
 // register into the number nft puts on the wire: a 128-bit register
 // (NFT_REG_1..4) when the offset is a multiple of four words, a 32-bit one

@@ -21,7 +21,7 @@ func kubeShaped(family nft.Family, n, eps int) *scriptTable {
 	if family == nft.FamilyIPv6 {
 		g.ip, g.podCIDR, g.svcCIDR, g.local = "ip6", "fd00:10::/64", "fd00:172:30::/112", "::1"
 	}
-	st := &scriptTable{family: family, name: "kube-proxy", sets: kubeSets(family)[:9]}
+	st := &scriptTable{family: family, name: "kube-proxy", comment: "rules for kube-proxy", sets: kubeSets(family)[:9]}
 	g.st = st
 	g.setup()
 	for i := range n {

@@ -17,6 +17,7 @@ import (
 type scriptTable struct {
 	family   nft.Family
 	name     string
+	comment  string
 	chains   []chainDef
 	sets     []SetDef
 	counters []string
@@ -38,6 +39,9 @@ func (st *scriptTable) script() string {
 	var b strings.Builder
 	fam := familyName(st.family)
 	fmt.Fprintf(&b, "table %s %s {\n", fam, st.name)
+	if st.comment != "" {
+		fmt.Fprintf(&b, "  comment %s\n", quote(st.comment))
+	}
 	for _, c := range st.chains {
 		var parts []string
 		if c.typ != "" {
@@ -93,6 +97,7 @@ func (st *scriptTable) script() string {
 // compiled is the compiler's output for a scriptTable, in the order nft
 // sends and prints the objects.
 type compiled struct {
+	table  nft.Table
 	chains []nft.Chain
 	sets   []nft.Set
 	rules  []Rule
@@ -104,6 +109,10 @@ type compiled struct {
 func (st *scriptTable) compile(t testing.TB) compiled {
 	t.Helper()
 	var out compiled
+	var err error
+	if out.table, err = TableObject(st.family, st.name, st.comment); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range st.chains {
 		ch, err := Chain(c.name, c.typ, c.hook, c.prio, c.comment)
 		if err != nil {
@@ -232,6 +241,13 @@ func checkMessages(t *testing.T, st *scriptTable, got compiled, msgs []mnlMsg) {
 		msgs = msgs[1:]
 		return m, true
 	}
+	if len(msgs) == 0 || msgType(msgs[0]) != msgNewTable {
+		t.Fatalf("nft's batch does not start with its table")
+	}
+	if diff := cmp.Diff(decodeTable(t, msgs[0]), got.table); diff != "" {
+		t.Errorf("table (-nft +ours):\n%s", diff)
+	}
+	msgs = msgs[1:]
 	for _, c := range got.chains {
 		if m, ok := next(msgNewChain, "chain "+c.Name); ok {
 			if diff := cmp.Diff(decodeChain(t, m), c); diff != "" {

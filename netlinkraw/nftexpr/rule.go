@@ -43,9 +43,11 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // scratch holds the buffers a Table reuses from one compile to the next.
 type scratch struct {
-	toks []string
-	x    exprs
-	val  []byte
+	toks  []string
+	items [][]string
+	x     exprs
+	val   []byte
+	slab  slab
 }
 
 // ruleCompiler is the state of one rule's compilation.
@@ -77,8 +79,7 @@ func (t *Table) Rule(chain, text, comment string, newID func() uint32) (Rule, er
 		return Rule{}, err
 	}
 	n := len(t.x.e.B)
-	out := make([]byte, n, n+len(comment)+3)
-	copy(out, t.x.e.B)
+	out := append(t.slab.bytes(n+len(comment)+3), t.x.e.B...)
 	r := Rule{Rule: nft.Rule{Chain: chain, Exprs: out[:n:n]}, Sets: c.sets}
 	if comment != "" {
 		r.UserData = udString(out[n:n], udComment, comment)

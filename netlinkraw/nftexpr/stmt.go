@@ -80,7 +80,7 @@ func (c *ruleCompiler) dnatMap(addrType *dtype) error {
 	}
 	data := keyType{fields: []*dtype{addrType, tService}}
 	dlen := data.len()
-	vals := make([]byte, 0, len(items)*dlen)
+	vals := c.t.slab.bytes(len(items) * dlen)
 	s, err := c.anonMap(&fs[0], items, data.id(), uint32(dlen), func(e *nft.Elem, _ int, tok []string) error {
 		if len(tok) != 3 || tok[1] != "." {
 			return c.fail(tok[0], "want ADDR . PORT")

@@ -8,17 +8,6 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 )
 
-// Set flags (NFT_SET_*).
-const (
-	setAnonymous = 0x1
-	setConstant  = 0x2
-	setInterval  = 0x4
-	setMap       = 0x8
-	setTimeout   = 0x10
-	setEval      = 0x20
-	setConcat    = 0x80
-)
-
 // Set USERDATA TLV types (libnftnl's NFTNL_UDATA_SET_*).
 const (
 	udSetKeyOrder     = 0
@@ -37,6 +26,9 @@ const (
 type Table struct {
 	family nft.Family
 	sets   map[string]*namedSet
+	// types caches parsed type texts (thousands of affinity sets share
+	// one).
+	types map[string]keyType
 	scratch
 }
 
@@ -56,7 +48,9 @@ func NewTable(family nft.Family) (*Table, error) {
 	if family != nft.FamilyIPv4 && family != nft.FamilyIPv6 {
 		return nil, fmt.Errorf("nftexpr: family %d: only ip and ip6 tables are supported", family)
 	}
-	return &Table{family: family, sets: map[string]*namedSet{}}, nil
+	t := &Table{family: family, sets: map[string]*namedSet{}, types: map[string]keyType{}}
+	t.val = make([]byte, 0, 64) // the longest value is 16 bytes
+	return t, nil
 }
 
 // Family returns the table's family.
@@ -83,7 +77,7 @@ type SetDef struct {
 // rule or element referring to it; 0 leaves it out (the kernel finds a
 // named set by its name).
 func (t *Table) AddSet(def SetDef, id uint32) (nft.Set, error) {
-	s, ns, err := compileSet(def, id)
+	s, ns, err := t.compileSet(def, id)
 	if err != nil {
 		return nft.Set{}, fmt.Errorf("nftexpr: set %s: %w", def.Name, err)
 	}
@@ -102,22 +96,33 @@ func (t *Table) SetID(name string, id uint32) error {
 	return nil
 }
 
-func compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
+func (t *Table) keyType(s string) (keyType, error) {
+	if k, ok := t.types[s]; ok {
+		return k, nil
+	}
+	k, err := parseKeyType(s)
+	if err == nil {
+		t.types[s] = k
+	}
+	return k, err
+}
+
+func (t *Table) compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
 	ns := &namedSet{name: def.Name, id: id}
 	s := nft.Set{Name: def.Name, ID: id}
 	keyText, dataText, isMap := strings.Cut(def.Type, ":")
 	var err error
-	if ns.key, err = parseKeyType(strings.TrimSpace(keyText)); err != nil {
+	if ns.key, err = t.keyType(strings.TrimSpace(keyText)); err != nil {
 		return s, nil, err
 	}
 	s.KeyType, s.KeyLen = ns.key.id(), uint32(ns.key.len())
 	if isMap {
-		s.Flags |= setMap
+		s.Flags |= nft.SetMap
 		if dataText = strings.TrimSpace(dataText); dataText == "verdict" {
 			ns.verdict = true
-			s.DataType = dataVerdict
+			s.DataType = nft.DataVerdict
 		} else {
-			if ns.data, err = parseKeyType(dataText); err != nil {
+			if ns.data, err = t.keyType(dataText); err != nil {
 				return s, nil, err
 			}
 			s.DataType, s.DataLen = ns.data.id(), uint32(ns.data.len())
@@ -126,24 +131,24 @@ func compileSet(def SetDef, id uint32) (nft.Set, *namedSet, error) {
 	for _, f := range def.Flags {
 		switch f {
 		case "dynamic":
-			s.Flags |= setEval
+			s.Flags |= nft.SetEval
 		case "timeout":
-			s.Flags |= setTimeout
+			s.Flags |= nft.SetTimeout
 		case "interval":
-			s.Flags |= setInterval
+			s.Flags |= nft.SetInterval
 			ns.interval = true
 		case "constant":
-			s.Flags |= setConstant
+			s.Flags |= nft.SetConstant
 		default:
 			return s, nil, fmt.Errorf("unknown flag %q", f)
 		}
 	}
 	if def.Timeout > 0 {
-		s.Flags |= setTimeout
+		s.Flags |= nft.SetTimeout
 		s.Timeout = uint64(def.Timeout / time.Millisecond)
 	}
 	if ns.interval && ns.key.concat() {
-		s.Flags |= setConcat
+		s.Flags |= nft.SetConcat
 		for _, f := range ns.key.fields {
 			s.Fields = append(s.Fields, uint32(f.size))
 		}
@@ -198,6 +203,15 @@ func udString(b []byte, typ byte, s string) []byte {
 	b = append(b, typ, byte(len(s)+1))
 	b = append(b, s...)
 	return append(b, 0)
+}
+
+// TableObject returns the table nft creates for `table FAMILY NAME {
+// comment "COMMENT" }`.
+func TableObject(family nft.Family, name, comment string) (nft.Table, error) {
+	if len(comment) > maxComment {
+		return nft.Table{}, fmt.Errorf("nftexpr: table %s: comment longer than %d bytes", name, maxComment)
+	}
+	return nft.Table{Family: family, Name: name, UserData: Comment(comment)}, nil
 }
 
 // Comment returns the USERDATA nft writes for a table's, chain's or rule's

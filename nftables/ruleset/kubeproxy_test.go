@@ -48,7 +48,7 @@ func ruleOrder(lines []string) map[string][]string {
 }
 
 // TestKubeProxyOverall renders the clusters of kube-proxy's
-// TestOverallNFTablesRules and its IPv6 twin and requires the commands
+// TestOverallNFTablesRules, its IPv6 twin and TestBadIPs and requires the commands
 // kube-proxy's test expects (the same lines, and the same rule order in
 // every chain).
 func TestKubeProxyOverall(t *testing.T) {
@@ -62,6 +62,7 @@ func TestKubeProxyOverall(t *testing.T) {
 	}{
 		{"ipv4", false, "10.0.0.0/8", "192.168.0.2", "testdata/overall-ipv4.yaml", "testdata/overall-ipv4.nft"},
 		{"ipv6", true, "fd00:10::/64", "2001:db8::1", "testdata/overall-ipv6.yaml", "testdata/overall-ipv6.nft"},
+		{"bad IPs", false, "10.0.0.0/8", "192.168.0.2", "testdata/badips.yaml", "testdata/badips.nft"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			node := netip.MustParseAddr(tc.nodeIP)

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,8 +16,10 @@ import (
 // endpoint is one endpoint of a service port in the family being
 // rendered.
 type endpoint struct {
-	ap  netip.AddrPort
-	str string // "ip:port" ("[ip]:port"), kube-proxy's endpoint string
+	ap netip.AddrPort
+	// s0 and s1 locate the endpoint's "ip:port" ("[ip]:port"),
+	// kube-proxy's endpoint string, in the renderer's epText
+	s0, s1 int32
 	// ready, serving, terminating, local, internal, external, cluster
 	// are client.Endpoint's
 	e *client.Endpoint
@@ -28,8 +31,26 @@ type endpoint struct {
 	base string
 }
 
+// host returns the endpoint's address as its string has it (without the
+// brackets of an IPv6 one).
+func (e *endpoint) host(text []byte) []byte {
+	s := e.str(text)
+	h := s[:bytes.LastIndexByte(s, ':')]
+	if e.ap.Addr().Is6() {
+		h = h[1 : len(h)-1]
+	}
+	return h
+}
+
+// str returns the endpoint's "ip:port" in text (the renderer's epText).
+func (e *endpoint) str(text []byte) []byte { return text[e.s0:e.s1] }
+
 // usable reports whether the endpoint can receive traffic at all.
 func (e *endpoint) usable() bool { return e.e.Ready || e.e.Serving && e.e.Terminating }
+
+// affinityFlags are the affinity sets' flags (shared: rulesets are
+// read-only).
+var affinityFlags = []string{"dynamic", "timeout"}
 
 // protoName returns the protocol as nft writes it, or "".
 func protoName(p client.Protocol) string {
@@ -79,10 +100,10 @@ type portRenderer struct {
 	lbIPs     []netip.Addr
 	ranges    []netip.Prefix
 
-	pn                                     string // "ns/name:port", kube-proxy's service port name
+	pn                                      string // "ns/name:port", kube-proxy's service port name
 	svcChain, localChain, extChain, fwChain string
-	eps                                    []endpoint // sorted by str
-	cluster, local, reach                  []*endpoint
+	eps                                     []endpoint // sorted by str
+	cluster, local, reach                   []*endpoint
 
 	accessible, iLocal, eLocal bool
 	usesCluster, usesLocal     bool
@@ -92,7 +113,7 @@ type portRenderer struct {
 // endpoints collects the port's endpoints of the family, sorted by their
 // "ip:port" as kube-proxy sorts them.
 func (pr *portRenderer) endpoints(se *client.ServiceEndpoints) {
-	eps := pr.r.eps[:0]
+	eps, text := pr.r.eps[:0], pr.r.epText[:0]
 	for _, e := range se.Endpoints {
 		addrs := e.IPs.Family(pr.r.ft.v6)
 		port, ok := e.PortFor(pr.port)
@@ -100,11 +121,15 @@ func (pr *portRenderer) endpoints(se *client.ServiceEndpoints) {
 			continue
 		}
 		ap := netip.AddrPortFrom(addrs[0], uint16(port))
-		eps = append(eps, endpoint{ap: ap, str: ap.String(), e: e})
+		s0 := len(text)
+		text = ap.AppendTo(text)
+		eps = append(eps, endpoint{ap: ap, s0: int32(s0), s1: int32(len(text)), e: e})
 	}
-	slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
+	slices.SortFunc(eps, func(a, b endpoint) int { return bytes.Compare(a.str(text), b.str(text)) })
+	pr.r.epText = text
 	pr.eps = eps
 	pr.r.eps = eps[:0]
+	pr.cluster, pr.local, pr.reach = pr.r.cluster[:0], pr.r.local[:0], pr.r.reach[:0]
 }
 
 // render writes the port's elements, chains and sets.
@@ -113,18 +138,27 @@ func (pr *portRenderer) render() {
 	pr.classify()
 	pr.elements()
 	pr.chains()
+	r := pr.r
+	r.cluster, r.local, r.reach = pr.cluster[:0], pr.local[:0], pr.reach[:0]
 }
 
-// names sets the port's name and its chains' names.
+// names sets the port's name and its chains' names (one string, sliced).
 func (pr *portRenderer) names() {
 	svc := pr.svc
-	pr.pn = svc.Namespace + "/" + svc.Name
 	if pr.port.Name != "" {
-		pr.pn += ":" + pr.port.Name
+		pr.pn = svc.Namespace + "/" + svc.Name + ":" + pr.port.Name
+	} else {
+		pr.pn = svc.Namespace + "/" + svc.Name
 	}
 	base := portNameBase(svc.Namespace, svc.Name, pr.proto, pr.port.Name)
-	pr.svcChain, pr.localChain = prefixService+base, prefixLocal+base
-	pr.extChain, pr.fwChain = prefixExternal+base, prefixFirewall+base
+	all := prefixService + base + prefixLocal + base + prefixExternal + base + prefixFirewall + base
+	at := 0
+	next := func(prefix string) string {
+		n := len(prefix) + len(base)
+		at += n
+		return all[at-n : at]
+	}
+	pr.svcChain, pr.localChain, pr.extChain, pr.fwChain = next(prefixService), next(prefixLocal), next(prefixExternal), next(prefixFirewall)
 }
 
 // classify sorts the endpoints into the cluster and local ones, as
@@ -216,11 +250,12 @@ func (pr *portRenderer) elements() {
 	port := " . " + proto + " . " + strconv.Itoa(pr.port.Port)
 	internal, external := pr.policies()
 	comment := truncateComment(pr.pn)
-	r.elem(elClusterIPs, pr.clusterIP.String(), "", "")
+	cip := pr.clusterIP.String()
+	r.elem(elClusterIPs, cip, "", "")
 	if internal.hasEndpoints {
-		r.elem(elServiceIPs, pr.clusterIP.String()+port, "goto "+internal.chain, "")
+		r.elem(elServiceIPs, cip+port, "goto "+internal.chain, "")
 	} else {
-		r.elem(elNoEndpointServices, pr.clusterIP.String()+port, internal.verdict, comment)
+		r.elem(elNoEndpointServices, cip+port, internal.verdict, comment)
 	}
 	for _, ip := range pr.extIPs {
 		if pr.hasAny {
@@ -254,8 +289,12 @@ func (pr *portRenderer) elements() {
 	}
 	for _, ep := range pr.reach {
 		if ep.e.Local {
-			ip := ep.ap.Addr().String()
-			r.elem(elHairpin, ip+" . "+ip+" . "+proto+" . "+strconv.Itoa(int(ep.ap.Port())), "", "")
+			b := ep.ap.Addr().AppendTo(r.buf[:0])
+			b = ep.ap.Addr().AppendTo(append(b, " . "...))
+			b = append(append(append(b, " . "...), proto...), " . "...)
+			b = strconv.AppendUint(b, uint64(ep.ap.Port()), 10)
+			r.buf = b
+			r.elem(elHairpin, string(b), "", "")
 		}
 	}
 }
@@ -297,7 +336,7 @@ func (pr *portRenderer) chains() {
 	if affinity != nil {
 		for _, ep := range pr.reach {
 			r.affinity = append(r.affinity, Set{Name: prefixAffinity + ep.base, Type: r.ft.addrType,
-				Flags: []string{"dynamic", "timeout"}, Timeout: time.Duration(affinity.TimeoutSeconds) * time.Second})
+				Flags: affinityFlags, Timeout: time.Duration(affinity.TimeoutSeconds) * time.Second})
 		}
 	}
 	if usesClusterChain {
@@ -310,7 +349,7 @@ func (pr *portRenderer) chains() {
 		for _, ep := range pr.reach {
 			r.chains = append(r.chains, Chain{Name: prefixEndpoint + ep.base, Rules: []Rule{
 				{Text: "update @" + prefixAffinity + ep.base + " { " + ipX + " saddr }"},
-				{Text: "meta l4proto " + pr.proto + " dnat to " + ep.str},
+				{Text: "meta l4proto " + pr.proto + " dnat to " + string(ep.str(r.epText))},
 			}})
 		}
 	}
@@ -348,15 +387,26 @@ func (pr *portRenderer) policyChain(name string, eps []*endpoint) Chain {
 	var b strings.Builder
 	if pr.svc.SessionAffinity == nil {
 		if len(eps) == 1 {
-			c.Rules = []Rule{{Text: "meta l4proto " + pr.proto + " dnat to " + eps[0].str}}
+			c.Rules = []Rule{{Text: "meta l4proto " + pr.proto + " dnat to " + string(eps[0].str(pr.r.epText))}}
 			return c
 		}
-		b.WriteString("meta l4proto " + pr.proto + " dnat " + pr.r.ft.family + " addr . port to numgen random mod " + n + " map { ")
+		b.Grow(64 + len(eps)*(int(eps[0].s1-eps[0].s0)+8))
+		b.WriteString("meta l4proto ")
+		b.WriteString(pr.proto)
+		b.WriteString(" dnat ")
+		b.WriteString(pr.r.ft.family)
+		b.WriteString(" addr . port to numgen random mod ")
+		b.WriteString(n)
+		b.WriteString(" map { ")
 		for i, ep := range eps {
 			if i > 0 {
 				b.WriteString(" , ")
 			}
-			b.WriteString(strconv.Itoa(i) + " : " + ep.ap.Addr().String() + " . " + strconv.Itoa(int(ep.ap.Port())))
+			b.WriteString(strconv.Itoa(i))
+			b.WriteString(" : ")
+			b.Write(ep.host(pr.r.epText))
+			b.WriteString(" . ")
+			b.WriteString(strconv.Itoa(int(ep.ap.Port())))
 		}
 		b.WriteString(" }")
 		c.Rules = []Rule{{Text: b.String()}}

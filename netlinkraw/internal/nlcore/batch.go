@@ -40,6 +40,10 @@ type TransactionError struct {
 	Errors []error
 	Failed int
 	Batch  error
+	// BadAttrs holds, for the failed messages whose error named the
+	// attribute at fault (extended ACKs), its offset from the start of
+	// the message (Message.BadAttr); nil when none did.
+	BadAttrs map[int]uint32
 }
 
 // Error lists the failed messages.
@@ -177,6 +181,12 @@ func (c *Conn) TransactWith(subsys uint16, msgs []Request, o TransactOptions) er
 			if i := m.Seq - begin - 1; te.Errors[i] == nil {
 				te.Errors[i] = m.Err()
 				te.Failed++
+				if m.BadAttr != 0 {
+					if te.BadAttrs == nil {
+						te.BadAttrs = map[int]uint32{}
+					}
+					te.BadAttrs[int(i)] = m.BadAttr
+				}
 			}
 		}
 		return false, nil

@@ -20,6 +20,10 @@ type Message struct {
 	Data  []byte
 	Errno int32
 	Ext   string
+	// BadAttr is the offset, from the start of the refused request's
+	// netlink header, of the attribute the kernel blamed
+	// (NLMSGERR_ATTR_OFFS, extended ACKs); 0 when it named none.
+	BadAttr uint32
 }
 
 // Err returns the error an NLMSG_ERROR message carries (nil for an ACK),
@@ -57,7 +61,7 @@ func ParseMessages(dst []Message, b []byte) ([]Message, error) {
 				return dst, errors.New("netlink error message without an error number")
 			}
 			m.Errno = -int32(Native.Uint32(m.Data))
-			m.Ext = extAckMessage(m)
+			m.Ext, m.BadAttr = extAck(m)
 		}
 		dst = append(dst, m)
 		b = b[min(align4(l), len(b)):]
@@ -65,11 +69,11 @@ func ParseMessages(dst []Message, b []byte) ([]Message, error) {
 	return dst, nil
 }
 
-// extAckMessage returns the NLMSGERR_ATTR_MSG text of an error message with
-// extended ACK attributes.
-func extAckMessage(m Message) string {
+// extAck returns the NLMSGERR_ATTR_MSG text and the NLMSGERR_ATTR_OFFS
+// offset of an error message with extended ACK attributes.
+func extAck(m Message) (text string, offs uint32) {
 	if m.Flags&flagAckTLVs == 0 || len(m.Data) < 4+HdrLen {
-		return ""
+		return "", 0
 	}
 	off := 4 + HdrLen
 	if m.Flags&flagCapped == 0 {
@@ -77,16 +81,20 @@ func extAckMessage(m Message) string {
 		off = 4 + int(Native.Uint32(m.Data[4:]))
 	}
 	if off > len(m.Data) {
-		return ""
+		return "", 0
 	}
-	var text string
 	_ = ForEachAttr(m.Data[off:], func(typ uint16, v []byte) error {
-		if typ == unix.NLMSGERR_ATTR_MSG {
+		switch typ {
+		case unix.NLMSGERR_ATTR_MSG:
 			text = GetString(v)
+		case unix.NLMSGERR_ATTR_OFFS:
+			if len(v) == 4 {
+				offs = Native.Uint32(v)
+			}
 		}
 		return nil
 	})
-	return text
+	return text, offs
 }
 
 // ErrTruncated reports attributes that do not fit their buffer.

@@ -36,7 +36,7 @@ func TestParseMessages(t *testing.T) {
 	}
 	// An ACK, a capped error with an extended-ACK message, a dump entry.
 	ackMsg := cat(hdr(36, TypeError, 0, 5), le32(0), hdr(20, 0x1d, 5, 5))
-	extack := nla(1, []byte("bad weight\x00"))
+	extack := cat(nla(1, []byte("bad weight\x00")), nla(2, le32(24))) // NLMSGERR_ATTR_MSG, _OFFS
 	errMsg := cat(hdr(uint32(36+len(extack)), TypeError, 0x300, 6), le32(uint32(0x100000000-34)), hdr(40, 0x1d, 5, 6), extack)
 	entry := cat(hdr(24, 0x1d, FlagMulti, 7), []byte{1, 1, 0, 0}, nla(1, nil))
 	got, err := ParseMessages(nil, cat(ackMsg, errMsg, entry))
@@ -45,7 +45,7 @@ func TestParseMessages(t *testing.T) {
 	}
 	want := []Message{
 		{Type: TypeError, Seq: 5, Data: ackMsg[16:]},
-		{Type: TypeError, Flags: 0x300, Seq: 6, Errno: 34, Ext: "bad weight", Data: errMsg[16:]},
+		{Type: TypeError, Flags: 0x300, Seq: 6, Errno: 34, Ext: "bad weight", BadAttr: 24, Data: errMsg[16:]},
 		{Type: 0x1d, Flags: FlagMulti, Seq: 7, Data: entry[16:]},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
