@@ -471,10 +471,6 @@ func parseBench(line, name, sc string) (Sample, bool) {
 	return s, s.Seconds > 0
 }
 
-// nftFloorSize is the size whose nftables sink row has the pre-encoded
-// nf_tables floor beside it: the floor's transaction is of 10,000 services.
-var nftFloorSize = [2]int{10000, 10}
-
 // runNFTFloor runs netlinkraw/nft's pre-encoded floor (its test binary
 // bin, three iterations, each into a fresh namespace it creates) and
 // emits its sample for the sink.

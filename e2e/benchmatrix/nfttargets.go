@@ -22,6 +22,10 @@ const (
 	nftEndpointX = 100  // one endpoint changed, own sync
 )
 
+// nftFloorSize is the size whose nftables sink row has the pre-encoded
+// nf_tables floor beside it: the floor's transaction is of 10,000 services.
+var nftFloorSize = [2]int{10000, 10}
+
 // whyNFT points at the notes' explanation of the missed nftables targets.
 const whyNFT = `why: "The nftables sink's initial sync" in the notes above`
 
