@@ -1,9 +1,13 @@
 package nftables
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 )
 
 // Anonymous sets get names of their own. nft sends an anonymous set
@@ -12,9 +16,16 @@ import (
 // which makes a transaction of n anonymous sets (kube-proxy's numgen map
 // in each service chain) cost O(n²) - 10 s of kernel time for 10,000
 // services on this project's build host, against under 1 s for the rest
-// of that transaction. A name the Proxier gives ("__mapp" and the set's
-// ID, unique as IDs are) skips that scan; the kernel, nft's listing and
-// the comparison with the kernel (by content) do not depend on the name.
+// of that transaction. A name the Proxier gives skips that scan; the
+// kernel and nft's listing do not depend on it.
+//
+// The name is "__mapp" (or "__setp"), a digest of the set's content, a
+// dot and the set's ID (unique). An anonymous set is constant (the kernel
+// refuses changes to its elements), so the digest in its name tells its
+// content: reading a table the Proxier wrote (a restart) needs no dump of
+// each anonymous set's elements, which costs the kernel a walk of every
+// set of the table per dump. Anonymous sets that other writers named
+// (nft's "__map3") are dumped and digested alike.
 
 // anonPrefix is what the Proxier's anonymous set names start with, after
 // "__set" or "__map": a letter, so that the kernel's sscanf of its own
@@ -34,7 +45,8 @@ func nameAnon(r *compiledRule) error {
 		if !ok {
 			continue
 		}
-		s.Name = fmt.Sprintf("%s%s%d", base, anonPrefix, s.ID)
+		r.anon[i].hash = anonHash(s, r.anon[i].elems)
+		s.Name = fmt.Sprintf("%s%s%s.%d", base, anonPrefix, r.anon[i].hash, s.ID)
 		names[s.ID] = s.Name
 	}
 	exprs, err := renameLookups(r.rule.Exprs, names)
@@ -116,4 +128,29 @@ func appendAttr(b []byte, typ uint16, data []byte) []byte {
 		b = append(b, 0)
 	}
 	return b
+}
+
+// anonHash is the digest of an anonymous set's content (canonSet) that
+// its name carries.
+func anonHash(s *nft.Set, elems []nft.Elem) string {
+	sum := sha256.Sum256([]byte(canonSet(s, elems)))
+	return hex.EncodeToString(sum[:8])
+}
+
+// nameHash returns the content digest in the name of an anonymous set
+// the Proxier named, false for other names.
+func nameHash(name string) (string, bool) {
+	for _, base := range []string{"__set", "__map"} {
+		rest, ok := strings.CutPrefix(name, base+anonPrefix)
+		if !ok {
+			continue
+		}
+		h, _, ok := strings.Cut(rest, ".")
+		if ok && len(h) == 16 {
+			if _, err := hex.DecodeString(h); err == nil {
+				return h, true
+			}
+		}
+	}
+	return "", false
 }

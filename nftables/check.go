@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,8 +16,9 @@ import (
 const MinKernel = "5.13"
 
 // checkKernel checks that the kernel can run the ruleset before anything
-// is written: its version (unless skipVersion) and nf_tables itself.
-func checkKernel(k kernel, skipVersion bool) error {
+// is written: its version (unless skipVersion), nf_tables itself, and
+// every object and expression of the ruleset in each family (probeKernel).
+func checkKernel(k kernel, skipVersion bool, cfg *Config) error {
 	if !skipVersion {
 		var u unix.Utsname
 		if err := unix.Uname(&u); err != nil {
@@ -29,6 +31,16 @@ func checkKernel(k kernel, skipVersion bool) error {
 	}
 	if _, err := k.generation(); err != nil {
 		return fmt.Errorf("nftables: the kernel does not answer nf_tables requests (no nf_tables module?): %w", err)
+	}
+	for _, f := range []struct {
+		on  bool
+		fam nft.Family
+	}{{cfg.IPv4, nft.FamilyIPv4}, {cfg.IPv6, nft.FamilyIPv6}} {
+		if f.on {
+			if err := probeKernel(k, f.fam, cfg.Ruleset); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

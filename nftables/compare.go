@@ -32,6 +32,10 @@ type kernelChain struct {
 type kernelSet struct {
 	set   nft.Set
 	elems []nft.Elem
+	// hash is an anonymous set's content digest (anonHash): from its name
+	// when the Proxier named it (its elements are not dumped), else
+	// computed from the dumped elements when first needed.
+	hash string
 }
 
 // compareKernel returns what the kernel's table kt holds in terms of base
@@ -211,21 +215,27 @@ func sameKernelRules(kt *kernelTable, k []nft.Rule, c []compiledRule) bool {
 }
 
 // resolve names a set a dumped rule refers to: an anonymous set by its
-// content, a named one by its name.
+// content's digest, a named one by its name.
 func (kt *kernelTable) resolve(name string, _ uint32, _ bool) string {
 	if s := kt.anon[name]; s != nil {
-		return canonSet(&s.set, s.elems)
+		if s.hash == "" {
+			s.hash = anonHash(&s.set, s.elems)
+		}
+		return "{" + s.hash + "}"
 	}
 	return "@" + name
 }
 
 // resolve names a set a compiled rule refers to: one it creates by its
-// content, another by its name.
+// content's digest, another by its name.
 func (r *compiledRule) resolve(name string, id uint32, hasID bool) string {
 	if hasID {
 		for i := range r.anon {
 			if a := &r.anon[i]; a.set.ID == id {
-				return canonSet(&a.set, a.elems)
+				if a.hash == "" {
+					a.hash = anonHash(&a.set, a.elems)
+				}
+				return "{" + a.hash + "}"
 			}
 		}
 	}

@@ -2,6 +2,9 @@ package nftables
 
 import (
 	"bytes"
+	"github.com/proxysinks/proxysinks/host/xtables"
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,5 +44,36 @@ func TestDryRun(t *testing.T) {
 	}
 	if n := p.RulesTotal()["ip"]; n == 0 || n != countRules(rs) {
 		t.Errorf("RulesTotal = %d, want %d", n, countRules(rs))
+	}
+}
+
+// TestDryRunSetNodePorts: SetNodePorts and SetLocal change what the next
+// sync renders.
+func TestDryRunSetNodePorts(t *testing.T) {
+	s, cfg := broad(t)
+	var out bytes.Buffer
+	p, err := NewProxier(Config{IPv4: true, Ruleset: cfg, DryRun: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Snapshot(s); err != nil {
+		t.Fatal(err)
+	}
+	node := netip.MustParseAddr("192.168.0.77")
+	p.SetNodePorts([]netip.Prefix{netip.PrefixFrom(node, 32)}, []netip.Addr{node})
+	out.Reset()
+	if _, err := p.Resync(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "add element ip kube-proxy nodeport-ips { 192.168.0.77 }") {
+		t.Errorf("script after SetNodePorts lacks the new node port address:\n%s", out.String())
+	}
+	p.SetLocal(xtables.LocalTraffic{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}})
+	out.Reset()
+	if _, err := p.Resync(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "ip saddr != 10.128.0.0/9") {
+		t.Errorf("script after SetLocal lacks the new pod CIDR:\n%s", out.String())
 	}
 }

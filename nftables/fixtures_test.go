@@ -19,7 +19,23 @@ const testNode = "test-node"
 // package ruleset's tests do, with its render configuration.
 func broad(t testing.TB) (*client.Snapshot, ruleset.Config) {
 	t.Helper()
-	src := file.New(file.Config{Path: "ruleset/testdata/overall-ipv4.yaml", NodeName: testNode,
+	return load(t, "ruleset/testdata/overall-ipv4.yaml")
+}
+
+// broad6 is broad's IPv6 twin.
+func broad6(t testing.TB) (*client.Snapshot, ruleset.Config) {
+	t.Helper()
+	s, _ := load(t, "ruleset/testdata/overall-ipv6.yaml")
+	node := netip.MustParseAddr("2001:db8::1")
+	cfg := ruleset.Config{Local: xtables.LocalTraffic{CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10::/64")}}}
+	cfg.SetNodePorts([]netip.Prefix{netip.PrefixFrom(node, 128)}, []netip.Addr{node})
+	cfg.IPv6.NodeIP = node
+	return s, cfg
+}
+
+func load(t testing.TB, path string) (*client.Snapshot, ruleset.Config) {
+	t.Helper()
+	src := file.New(file.Config{Path: path, NodeName: testNode,
 		Needs: client.Needs{Node: true, ServiceCIDRs: true}})
 	s, err := src.Load()
 	if err != nil {

@@ -91,8 +91,9 @@ func encode(fam nft.Family, table string, ops []op) *nft.Tx {
 }
 
 // read dumps a family's table: its chains and rules, its sets with their
-// elements (not those of dynamic sets, the packets'), and the anonymous
-// sets its rules refer to.
+// elements (not those of dynamic sets, the packets', nor those of the
+// anonymous sets the Proxier named: anon.go), and the anonymous sets its
+// rules refer to.
 func (k *conn) read(fam nft.Family, table string) (*kernelTable, error) {
 	tables, err := k.c.Tables(fam)
 	if err != nil {
@@ -130,7 +131,10 @@ func (k *conn) read(fam nft.Family, table string) (*kernelTable, error) {
 	}
 	for _, s := range sets {
 		ks := &kernelSet{set: s}
-		if s.Flags&nft.SetEval == 0 {
+		if s.Flags&nft.SetAnonymous != 0 {
+			ks.hash, _ = nameHash(s.Name)
+		}
+		if s.Flags&nft.SetEval == 0 && ks.hash == "" {
 			if ks.elems, err = k.c.Elems(fam, table, s.Name); err != nil {
 				return nil, err
 			}

@@ -2,12 +2,15 @@ package nftables
 
 import (
 	"errors"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client"
@@ -110,6 +113,17 @@ func TestKernelSync(t *testing.T) {
 	if st := syncOK(t, p3, s2); st.Transactions != 0 || st.Reads != 1 || st.ForeignChanges != 0 {
 		t.Errorf("restart with an unchanged cluster: %+v", st)
 	}
+	// A restart after an endpoint changed: only the numgen map's content
+	// differs (read from the anonymous set's name), and only that chain
+	// is written.
+	s3 := generated(50, 3, netip.Addr{})
+	p4 := newKernelProxier(t, ns2, gcfg)
+	if st := syncOK(t, p4, s3); st.Transactions != 1 || st.Reads != 1 || st.FlushedChains != 1 || st.Chains != 0 {
+		t.Errorf("restart after an endpoint changed: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, render4(t, s3, gcfg)), listing(t, ns2, "ip")); diff != "" {
+		t.Errorf("table after a restart with a changed endpoint (-nft -f +ours):\n%s", diff)
+	}
 }
 
 // TestKernelAdoption: a table kube-proxy's nftables mode left (nft -f of
@@ -207,5 +221,137 @@ add chain ip filter input { type filter hook input priority 0 ; }
 	}
 	if removed, err := CleanupLeftovers(ns.FD()); err != nil || len(removed) != 0 {
 		t.Errorf("second cleanup: %q, %v", removed, err)
+	}
+}
+
+// TestKernelIPv6: the ip6 table, written and adopted like the ip one.
+func TestKernelIPv6(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad6(t)
+	p, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st := syncOK(t, p, s); st.Transactions != 1 {
+		t.Errorf("first sync: %+v", st)
+	}
+	rs, err := ruleset.RenderFamily(s, &cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip6")); diff != "" {
+		t.Fatalf("ip6 table after the first sync (-nft -f +ours):\n%s", diff)
+	}
+	ns2 := nstest.New(t)
+	nftFile(t, ns2, rs.Script())
+	p2, err := NewProxier(Config{IPv6: true, Ruleset: cfg, NetNS: ns2.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if st := syncOK(t, p2, s); st.Transactions != 0 || st.Reads != 1 {
+		t.Errorf("adoption of an nft -f ip6 table: %+v", st)
+	}
+}
+
+// TestKernelTraffic: a connection to a ClusterIP from the node reaches the
+// service's endpoint (nat output DNAT through the numgen map), in a
+// namespace whose only other interfaces are a veth pair, one end holding
+// the endpoint's address.
+func TestKernelTraffic(t *testing.T) {
+	ns := nstest.New(t)
+	nstest.LookPath(t, "ip")
+	ns.MustRun(t, "ip", "link", "add", "veth0", "type", "veth", "peer", "name", "veth1")
+	ns.MustRun(t, "ip", "link", "set", "veth0", "up")
+	ns.MustRun(t, "ip", "link", "set", "veth1", "up")
+	ns.MustRun(t, "ip", "addr", "add", "10.244.0.5/32", "dev", "veth0")
+	ns.MustRun(t, "ip", "route", "add", "default", "dev", "veth0")
+	var ln net.Listener
+	if err := ns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "10.244.0.5:8080")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("endpoint\n"))
+			c.Close()
+		}
+	}()
+	dial := func(timeout time.Duration) (string, error) {
+		var got string
+		err := ns.Do(func() error {
+			c, err := net.DialTimeout("tcp4", "10.96.0.0:80", timeout)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			b, err := io.ReadAll(c)
+			got = string(b)
+			return err
+		})
+		return got, err
+	}
+	if _, err := dial(200 * time.Millisecond); err == nil {
+		t.Fatal("the ClusterIP answers before the Proxier programmed it")
+	}
+	p := newKernelProxier(t, ns, generatedConfig())
+	syncOK(t, p, generated(1, 1, netip.MustParseAddr("10.244.0.5")))
+	if got, err := dial(2 * time.Second); err != nil || got != "endpoint\n" {
+		t.Errorf("connection to the ClusterIP: %q, %v", got, err)
+	}
+}
+
+// TestKernelProbe: NewProxier's kernel probe writes nothing (the
+// generation does not move, no table appears), and a rule the kernel
+// refuses makes NewProxier fail naming it.
+func TestKernelProbe(t *testing.T) {
+	ns := nstest.New(t)
+	g0, err := nft.ReadGeneration(ns.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKernelProxier(t, ns, generatedConfig())
+	if g1, err := nft.ReadGeneration(ns.FD()); err != nil || g1 != g0 {
+		t.Errorf("generation %d before NewProxier, %d after (%v)", g0, g1, err)
+	}
+	if out := ns.MustRun(t, "nft", "list", "ruleset"); out != "" {
+		t.Errorf("ruleset after NewProxier: %q", out)
+	}
+	defer func(l []string) { probeExtra = l }(probeExtra)
+	probeExtra = append(probeExtra, "jump no-such-chain")
+	_, err = NewProxier(Config{IPv4: true, Ruleset: generatedConfig(), NetNS: ns.FD()})
+	if err == nil || !strings.Contains(err.Error(), "(jump no-such-chain)") || strings.Contains(err.Error(), probeEnd) {
+		t.Errorf("NewProxier on a kernel refusing a rule: %v", err)
+	}
+}
+
+// TestKernelAdoptionReplaces: a table whose set definitions differ from
+// the ruleset's (another version's kube-proxy) is replaced in one
+// transaction: deleted and written whole.
+func TestKernelAdoptionReplaces(t *testing.T) {
+	ns := nstest.New(t)
+	s, cfg := broad(t)
+	rs := render4(t, s, cfg)
+	old := strings.Replace(rs.Script(), `comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"`, `comment "an older comment"`, 1)
+	if old == rs.Script() {
+		t.Fatal("the script has no service-ips comment to change")
+	}
+	nftFile(t, ns, old)
+	p := newKernelProxier(t, ns, cfg)
+	if st := syncOK(t, p, s); st.Transactions != 1 || st.Sets == 0 || st.Chains == 0 {
+		t.Errorf("adoption of a table with another set definition: %+v", st)
+	}
+	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip")); diff != "" {
+		t.Errorf("table after the replacement (-nft -f +ours):\n%s", diff)
 	}
 }

@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,9 +33,24 @@ type planner struct {
 	head, delElems, flush, addElems, rules, tail []op
 }
 
+// errRedefined stops a plan at a chain or set whose definition changed:
+// the table is replaced instead.
+var errRedefined = errors.New("definition changed")
+
 // plan returns the operations of one family's transaction and the state
 // after it. No operations means the table already holds rs.
 func plan(cur *applied, rs *ruleset.Ruleset, tc tableCompiler, newID func() uint32) ([]op, applied, error) {
+	replace := cur.exists && (cur.replace || cur.comment != rs.Comment)
+	ops, next, err := planFrom(cur, rs, tc, newID, replace)
+	if errors.Is(err, errRedefined) {
+		return planFrom(cur, rs, tc, newID, true)
+	}
+	return ops, next, err
+}
+
+// planFrom plans from cur, or from nothing after deleting the table when
+// replace.
+func planFrom(cur *applied, rs *ruleset.Ruleset, tc tableCompiler, newID func() uint32, replace bool) ([]op, applied, error) {
 	p := &planner{rs: rs, tc: tc, newID: newID, fam: rs.Family}
 	t, err := tc.table()
 	if err != nil {
@@ -42,11 +58,10 @@ func plan(cur *applied, rs *ruleset.Ruleset, tc tableCompiler, newID func() uint
 	}
 	p.table = t
 	next := applied{exists: true, comment: rs.Comment, table: t}
-	empty := &applied{}
 	from := cur
-	if cur.exists && (cur.replace || cur.comment != rs.Comment || !sameDefs(cur, rs)) {
+	if replace {
 		p.head = append(p.head, op{kind: opDelTable, label: p.tableLabel(), table: &t})
-		from = empty
+		from = &applied{}
 	}
 	if !from.exists {
 		p.head = append(p.head, op{kind: opAddTable, label: p.tableLabel(), table: &t})
@@ -81,22 +96,6 @@ func (p *planner) ops() []op {
 
 func (p *planner) tableLabel() string { return "table " + p.fam + " " + p.rs.Table }
 
-// sameDefs reports whether every chain and set that both cur and rs have
-// is defined alike (all but rules and elements).
-func sameDefs(cur *applied, rs *ruleset.Ruleset) bool {
-	for i := range rs.Chains {
-		if j := cur.findChain(rs.Chains[i].Name); j >= 0 && !sameChainDef(cur.chains[j].def, &rs.Chains[i]) {
-			return false
-		}
-	}
-	for i := range rs.Sets {
-		if j := cur.findSet(rs.Sets[i].Name); j >= 0 && !sameSetDef(cur.sets[j].def, &rs.Sets[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // sets plans the sets and their elements.
 func (p *planner) sets(cur *applied, want []*ruleset.Set) ([]appliedSet, error) {
 	next := make([]appliedSet, 0, len(want))
@@ -109,6 +108,9 @@ func (p *planner) sets(cur *applied, want []*ruleset.Set) ([]appliedSet, error) 
 		var c nft.Set
 		if i < len(cur.sets) && cur.sets[i].def.Name == s.Name {
 			old = &cur.sets[i]
+			if !sameSetDef(old.def, s) {
+				return nil, errRedefined
+			}
 			c = old.set
 			i++
 		} else {
@@ -152,7 +154,9 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 	elems := make([]nft.Elem, 0, len(want))
 	i := 0
 	for _, e := range want {
-		for ; i < len(have) && have[i].Key < e.Key; i++ {
+		// Equal keys are the common case: test them first (a memequal,
+		// where an ordering compare would scan the whole key).
+		for ; i < len(have) && have[i].Key != e.Key && have[i].Key < e.Key; i++ {
 			del = append(del, old.elems[i])
 		}
 		if i < len(have) && have[i].Key == e.Key {
@@ -195,6 +199,9 @@ func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]appliedChain, e
 		var k nft.Chain
 		if i < len(cur.chains) && cur.chains[i].def.Name == c.Name {
 			old = &cur.chains[i]
+			if !sameChainDef(old.def, c) {
+				return nil, errRedefined
+			}
 			i++
 			k = old.chain
 			if !old.dirty && sameRules(old.def.Rules, c.Rules) {

@@ -163,7 +163,7 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkKernel(k, cfg.SkipKernelVersionCheck); err != nil {
+	if err := checkKernel(k, cfg.SkipKernelVersionCheck, &cfg); err != nil {
 		k.close()
 		return nil, err
 	}

@@ -60,40 +60,8 @@ type compiledRule struct {
 type anonSet struct {
 	set   nft.Set
 	elems []nft.Elem
-}
-
-// findChain returns the index of the chain named name in a's chains, or -1.
-func (a *applied) findChain(name string) int {
-	lo, hi := 0, len(a.chains)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if a.chains[m].def.Name < name {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(a.chains) && a.chains[lo].def.Name == name {
-		return lo
-	}
-	return -1
-}
-
-// findSet returns the index of the set named name in a's sets, or -1.
-func (a *applied) findSet(name string) int {
-	lo, hi := 0, len(a.sets)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if a.sets[m].def.Name < name {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(a.sets) && a.sets[lo].def.Name == name {
-		return lo
-	}
-	return -1
+	// hash is the digest of the content (anonHash), set by nameAnon.
+	hash string
 }
 
 // sameChainDef reports whether two chains have the same definition (all

@@ -126,8 +126,9 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 			tok = p.Addr().String()
 			break
 		}
+		addr := addrBytes(c.t.val[:0], p.Masked().Addr())
 		if f.kind != kPayload {
-			return c.fail(tok, "prefix of a non-header field")
+			return c.comparePrefix(f, op, p, addr, tok)
 		}
 		// A byte-aligned prefix loads only its bytes; another (or /0)
 		// loads the whole address and masks it.
@@ -135,7 +136,6 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 		if p.Bits()%8 == 0 && p.Bits() > 0 {
 			n = p.Bits() / 8
 		}
-		addr := addrBytes(c.t.val[:0], p.Masked().Addr())
 		f.load(x, 0, n)
 		if n == f.t.size {
 			mask := make([]byte, 2*n)
@@ -164,6 +164,29 @@ func (c *ruleCompiler) compare(f *field, op uint32, explicit bool, tok string) e
 	}
 	f.load(x, 0, 0)
 	x.cmp(reg(0), op, v)
+	return nil
+}
+
+// comparePrefix compiles a prefix match of a loaded (non-header) address:
+// nft compares a byte-aligned prefix's bytes only, and masks the whole
+// address for another.
+func (c *ruleCompiler) comparePrefix(f *field, op uint32, p netip.Prefix, addr []byte, tok string) error {
+	if p.Bits() == 0 {
+		return c.fail(tok, "a /0 prefix of a non-header field")
+	}
+	f.load(c.x, 0, 0)
+	if p.Bits()%8 == 0 {
+		c.x.cmp(reg(0), op, addr[:p.Bits()/8])
+		return nil
+	}
+	n := f.t.size
+	mask := make([]byte, 2*n)
+	for i := 0; i < p.Bits()/8; i++ {
+		mask[i] = 0xff
+	}
+	mask[p.Bits()/8] = byte(0xff << (8 - p.Bits()%8))
+	c.x.bitwise(reg(0), mask[:n], mask[n:], false)
+	c.x.cmp(reg(0), op, addr)
 	return nil
 }
 
@@ -262,7 +285,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		spans = append(spans, prefixSpan(p, bits))
 	}
 	s := AnonSet{Set: nft.Set{
-		Name: anonSetName, ID: c.newID(), Flags: nft.SetAnonymous | nft.SetConstant,
+		ID: c.newID(), Flags: nft.SetAnonymous | nft.SetConstant,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size),
 	}}
 	size := f.t.size
@@ -304,6 +327,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 			s.Elems[i].Key = keys[i*size : (i+1)*size : (i+1)*size]
 		}
 	}
+	s.Set.Name = c.t.anonName(anonSetName, s.Set.ID)
 	s.Set.Size = uint32(len(s.Elems) + open)
 	ud := udU32(c.t.slab.bytes(40), udSetKeyOrder, f.t.order)
 	if interval {
@@ -317,7 +341,7 @@ func (c *ruleCompiler) anonSet(f *field, op uint32, items [][]string) error {
 		flags = lookupInvert
 	}
 	f.load(c.x, 0, 0)
-	c.x.lookup(reg(0), -1, anonSetName, s.Set.ID, flags)
+	c.x.lookup(reg(0), -1, s.Set.Name, s.Set.ID, flags)
 	return nil
 }
 
@@ -350,7 +374,7 @@ func mergeSpans(spans []span) []span {
 // `N : <data tokens>`; data fills in one element's data.
 func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uint32, data func(e *nft.Elem, i int, tok []string) error) (AnonSet, error) {
 	s := AnonSet{Set: nft.Set{
-		Name: anonMapName, Flags: nft.SetAnonymous | nft.SetConstant | nft.SetMap,
+		Flags:   nft.SetAnonymous | nft.SetConstant | nft.SetMap,
 		KeyType: f.t.id, KeyLen: uint32(f.t.size), DataType: dataType, DataLen: dataLen,
 		Size: uint32(len(items)),
 	}}
@@ -376,6 +400,7 @@ func (c *ruleCompiler) anonMap(f *field, items [][]string, dataType, dataLen uin
 	}
 	s.Set.UserData = udU32(ud, udSetDataInterval, 0)
 	s.Set.ID = c.newID()
+	s.Set.Name = c.t.anonName(anonMapName, s.Set.ID)
 	c.sets = append(c.sets, s)
 	return s, nil
 }
@@ -405,6 +430,6 @@ func (c *ruleCompiler) anonVmap(fs []field) error {
 		return err
 	}
 	fs[0].load(c.x, 0, 0)
-	c.x.lookup(reg(0), regVerdict, anonMapName, s.Set.ID, 0)
+	c.x.lookup(reg(0), regVerdict, s.Set.Name, s.Set.ID, 0)
 	return nil
 }

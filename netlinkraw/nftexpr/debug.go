@@ -117,7 +117,7 @@ var (
 	payloadBases = []string{"link", "network", "transport", "inner"}
 	cmpOps       = []string{"eq", "neq", "lt", "lte", "gt", "gte"}
 	metaKeys     = map[uint32]string{0: "len", 1: "protocol", 2: "priority", 3: "mark", 4: "iif", 5: "oif", 6: "iifname", 7: "oifname", 8: "iiftype", 9: "oiftype", 15: "nfproto", 16: "l4proto"}
-	ctKeys       = map[uint32]string{0: "state", 1: "direction", 2: "status", 3: "mark"}
+	ctKeys       = map[uint32]string{0: "state", 1: "direction", 2: "status", 3: "mark", 19: "src_ip", 20: "dst_ip", 21: "src_ip6", 22: "dst_ip6"}
 )
 
 func formatExpr(name string, data []byte) (string, error) {
@@ -134,7 +134,11 @@ func formatExpr(name string, data []byte) (string, error) {
 		}
 		return fmt.Sprintf("meta load %s => reg %d", metaKeys[a.u32(2)], a.u32(1)), nil
 	case "ct":
-		return fmt.Sprintf("ct load %s => reg %d", ctKeys[a.u32(2)], a.u32(1)), nil
+		s := fmt.Sprintf("ct load %s => reg %d", ctKeys[a.u32(2)], a.u32(1))
+		if d, ok := a[3]; ok && len(d) > 0 {
+			s += " , dir " + pick([]string{"original", "reply"}, uint32(d[0]))
+		}
+		return s, nil
 	case "cmp":
 		return fmt.Sprintf("cmp %s reg %d %s", pick(cmpOps, a.u32(2)), a.u32(1), words(a.value(3), " ")), nil
 	case "bitwise":
@@ -224,7 +228,9 @@ func formatVerdict(v []byte) string {
 	_ = nlcore.ForEachAttr(v, func(typ uint16, v []byte) error {
 		switch typ {
 		case attrVerdictCode:
-			code = binary.BigEndian.Uint32(v)
+			if len(v) >= 4 {
+				code = binary.BigEndian.Uint32(v)
+			}
 		case attrVerdictName:
 			chain = nlcore.GetString(v)
 		}

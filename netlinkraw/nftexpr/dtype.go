@@ -179,6 +179,7 @@ func (k keyType) order() uint32 {
 	return k.fields[0].order
 }
 
+// String prints the type as nft writes it.
 func (k keyType) String() string {
 	names := make([]string, len(k.fields))
 	for i, f := range k.fields {

@@ -171,3 +171,36 @@ func TestNamedSetReference(t *testing.T) {
 		t.Errorf("by name: %d bytes\n%s\nwith ID: %d bytes\n%s", len(byName.Exprs), b.String(), len(withID.Exprs), a.String())
 	}
 }
+
+// TestNameAnonymous: with NameAnonymous, anonymous sets and the lookups of
+// them carry the table's names; otherwise nft's patterns.
+func TestNameAnonymous(t *testing.T) {
+	tab := testTable(t, nft.FamilyIPv4)
+	ids := uint32(10)
+	newID := func() uint32 { ids++; return ids }
+	text := "ip saddr != { 10.0.0.0/8 , 1.2.3.4 } numgen random mod 2 vmap { 0 : drop , 1 : accept }"
+	for _, tc := range []struct{ prefix, set, vmap string }{
+		{"", "__set%d", "__map%d"},
+		{"p", "__setp11", "__mapp12"},
+	} {
+		ids = 10
+		if err := tab.NameAnonymous(tc.prefix); err != nil {
+			t.Fatal(err)
+		}
+		r, err := tab.Rule("c", text, "", newID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := FormatRule(&b, nft.FamilyIPv4, "t", r.Rule); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Sets) != 2 || r.Sets[0].Set.Name != tc.set || r.Sets[1].Set.Name != tc.vmap ||
+			!strings.Contains(b.String(), "set "+tc.set+" 0x1 ]") || !strings.Contains(b.String(), "set "+tc.vmap+" dreg 0 ]") {
+			t.Errorf("prefix %q: sets %q, %q, rule:\n%s", tc.prefix, r.Sets[0].Set.Name, r.Sets[1].Set.Name, b.String())
+		}
+	}
+	if err := tab.NameAnonymous("7"); err == nil {
+		t.Errorf("a prefix starting with a digit was taken")
+	}
+}

@@ -29,8 +29,12 @@ const (
 	metaOifname = 7  // NFT_META_OIFNAME
 	metaL4proto = 16 // NFT_META_L4PROTO
 
-	ctState  = 0 // NFT_CT_STATE
-	ctStatus = 2 // NFT_CT_STATUS
+	ctState  = 0  // NFT_CT_STATE
+	ctStatus = 2  // NFT_CT_STATUS
+	ctSrcIP  = 19 // NFT_CT_SRC_IP
+	ctDstIP  = 20 // NFT_CT_DST_IP
+	ctSrcIP6 = 21 // NFT_CT_SRC_IP6
+	ctDstIP6 = 22 // NFT_CT_DST_IP6
 
 	fibSaddr    = 1 // NFTA_FIB_F_SADDR
 	fibDaddr    = 2 // NFTA_FIB_F_DADDR
@@ -106,10 +110,15 @@ func (x *exprs) metaSet(sreg, key uint32) {
 	x.end(a, b)
 }
 
-func (x *exprs) ctLoad(dreg, key uint32) {
+// ctLoad loads a conntrack key; dir is 0 (none), 1 (original) or 2
+// (reply): the direction plus one, as NFTA_CT_DIRECTION is a u8 0 or 1.
+func (x *exprs) ctLoad(dreg, key uint32, dir uint8) {
 	a, b := x.begin("ct")
 	x.e.BE32(2, key)
 	x.e.BE32(1, dreg)
+	if dir != 0 {
+		x.e.U8(3, dir-1)
+	}
 	x.end(a, b)
 }
 

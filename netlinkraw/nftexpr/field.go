@@ -23,6 +23,8 @@ type field struct {
 	t            *dtype
 	base, offset uint32 // payload
 	key          uint32 // meta or ct key, fib flags, numgen modulus
+	// dir is a ct field's direction plus one (0: none).
+	dir uint8
 	// proto is the transport protocol a `tcp dport` field needs matched
 	// first (0: none).
 	proto byte
@@ -48,7 +50,7 @@ func (f *field) load(x *exprs, off int, n int) {
 	case kMeta:
 		x.metaLoad(r, f.key)
 	case kCt:
-		x.ctLoad(r, f.key)
+		x.ctLoad(r, f.key, f.dir)
 	case kFib:
 		x.fib(r, f.key, fibAddrtype)
 	case kNumgen:
@@ -108,6 +110,8 @@ func (c *ruleCompiler) parseField() (field, bool, error) {
 		c.pos++
 	case "ct":
 		switch c.peekAt(1) {
+		case "original", "reply":
+			return c.ctAddrField()
 		case "state":
 			f = field{kind: kCt, t: tCtState, key: ctState}
 		case "status":
@@ -143,6 +147,38 @@ func (c *ruleCompiler) parseField() (field, bool, error) {
 	default:
 		return f, false, nil
 	}
+	return f, true, nil
+}
+
+// ctAddrField reads `ct original|reply ip|ip6 saddr|daddr`.
+func (c *ruleCompiler) ctAddrField() (field, bool, error) {
+	f := field{kind: kCt, t: tIPv4, dir: 1}
+	if c.peekAt(1) == "reply" {
+		f.dir = 2
+	}
+	fam := nft.FamilyIPv4
+	switch c.peekAt(2) {
+	case "ip":
+	case "ip6":
+		fam, f.t = nft.FamilyIPv6, tIPv6
+	default:
+		return f, false, c.fail(c.peekAt(2), "unsupported ct expression")
+	}
+	if fam != c.t.family {
+		return f, false, c.fail(c.peekAt(2), "%s address in a table of family %d", c.peekAt(2), c.t.family)
+	}
+	switch c.peekAt(3) {
+	case "saddr":
+		f.key = ctSrcIP
+	case "daddr":
+		f.key = ctDstIP
+	default:
+		return f, false, c.fail(c.peekAt(3), "unsupported ct expression")
+	}
+	if fam == nft.FamilyIPv6 {
+		f.key += 2 // NFT_CT_SRC_IP6, NFT_CT_DST_IP6
+	}
+	c.pos += 4
 	return f, true, nil
 }
 

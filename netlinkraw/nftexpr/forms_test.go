@@ -25,6 +25,10 @@ func kubeSets(family nft.Family) []SetDef {
 		{Name: "service-ips", Type: addr + " . inet_proto . inet_service : verdict", Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
 		{Name: "service-nodeports", Type: "inet_proto . inet_service : verdict", Comment: "NodePort traffic"},
 		{Name: "affinity-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80", Type: addr, Flags: []string{"dynamic", "timeout"}, Timeout: 10800 * time.Second},
+		{Name: "firewall-allow", Type: addr + " . inet_proto . inet_service . " + addr, Flags: []string{"interval"}, Comment: "destinations+sources that are allowed by LoadBalancerSourceRanges"},
+		{Name: "local-cidrs", Type: addr, Flags: []string{"interval"}},
+		{Name: "marks", Type: "mark : verdict", Flags: []string{"constant"}},
+		{Name: "sticky", Type: addr + " . inet_service", Timeout: 90 * time.Second, Comment: "timeout without flags"},
 	}
 }
 
@@ -101,6 +105,8 @@ var ipForms = []ruleDef{
 	{text: "ip saddr != { 203.0.113.0/25 } drop"},
 	{text: "ip saddr != { 203.0.113.0/25 , 198.51.100.0/24 , 5.6.7.8 } drop"},
 	{text: "ip saddr != { 1.2.3.4 , 5.6.7.8 } drop"},
+	{text: "ip saddr { 5.6.7.8 , 1.2.3.4 , 1.2.3.5 } drop"},
+	{text: "ip saddr { 1.2.3.4 , 1.2.3.4 } drop"},
 	{text: "ip saddr { 10.0.0.0/8 } drop"},
 	{text: "ip saddr != { 1.2.3.4/32 } drop"},
 	{text: "ip saddr != { 1.2.3.4/32 , 5.6.7.8/32 } drop"},
@@ -121,6 +127,10 @@ var ipForms = []ruleDef{
 	{text: "ip daddr 172.30.0.41 tcp dport 80 ip saddr != 10.0.0.0/8 mark set mark or 0x4000"},
 	{text: "ip saddr 10.180.0.1 mark set mark or 0x4000"},
 	{text: "th dport 53 accept"},
+	{text: "ct original ip daddr 10.96.0.1 accept"},
+	{text: "ct original ip daddr 10.0.0.0/8 accept"},
+	{text: "ct original ip daddr != 10.0.0.0/9 accept"},
+	{text: "ct reply ip saddr @cluster-ips accept"},
 	{text: "ct state established,related accept"},
 }
 
@@ -152,6 +162,8 @@ var ip6Forms = []ruleDef{
 	{text: "update @affinity-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80 { ip6 saddr }"},
 	{text: "numgen random mod 2 vmap { 0 : goto endpoint-GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80 , 1 : goto c }"},
 	{text: "meta l4proto tcp dnat to [fd00:10:180::1]:80"},
+	{text: "ct original ip6 daddr fd00::/64 accept"},
+	{text: "ct reply ip6 saddr fd00::1 accept"},
 	{text: "meta l4proto tcp dnat to fd00:10:180::1"},
 	{text: "meta l4proto tcp dnat ip6 addr . port to numgen random mod 2 map { 0 : fd00:10:180::4 . 80 , 1 : fd00:10:180::5 . 80 }"},
 }

@@ -17,13 +17,14 @@ import (
 // through netlinkraw/nft in one transaction (named sets referred to by
 // name, anonymous ones by the transaction's IDs). `nft list ruleset` must
 // print the same text for both: the kernel holds the same objects, and
-// nft reads the same USERDATA back (set key types, comments).
+// nft reads the same USERDATA back (set key types, comments). The same
+// holds with anonymous sets named by the compiler (NameAnonymous).
 func TestKernelRoundTrip(t *testing.T) {
 	nftPath := nstest.LookPath(t, "nft")
 	for _, tc := range []struct {
-		name   string
-		family nft.Family
-	}{{"ip", nft.FamilyIPv4}, {"ip6", nft.FamilyIPv6}} {
+		name, anon string
+		family     nft.Family
+	}{{"ip", "", nft.FamilyIPv4}, {"ip6", "", nft.FamilyIPv6}, {"ip-named-anonymous", "p", nft.FamilyIPv4}, {"ip6-named-anonymous", "p", nft.FamilyIPv6}} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := kubeShaped(tc.family, 12, 3)
 			want := listRuleset(t, nftPath, func(ns *nstest.NetNS) error {
@@ -43,7 +44,7 @@ func TestKernelRoundTrip(t *testing.T) {
 					return err
 				}
 				defer c.Close()
-				_, err = c.Commit(buildTx(t, st), nil)
+				_, err = c.Commit(buildTx(t, st, tc.anon), nil)
 				return err
 			})
 			if diff := cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n")); diff != "" {
@@ -74,11 +75,14 @@ func listRuleset(t *testing.T, nftPath string, write func(*nstest.NetNS) error) 
 }
 
 // buildTx compiles st into one transaction, in the order nft sends it.
-func buildTx(t *testing.T, st *scriptTable) *nft.Tx {
+func buildTx(t *testing.T, st *scriptTable, anonPrefix string) *nft.Tx {
 	t.Helper()
 	tx := nft.NewTx()
 	tab, err := NewTable(st.family)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.NameAnonymous(anonPrefix); err != nil {
 		t.Fatal(err)
 	}
 	to, err := TableObject(st.family, st.name, st.comment)

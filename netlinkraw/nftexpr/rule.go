@@ -30,6 +30,7 @@ type Error struct {
 	Err         error
 }
 
+// Error prints the rule, the token and the cause.
 func (e *Error) Error() string {
 	at := "at end of rule"
 	if e.Token != "" {

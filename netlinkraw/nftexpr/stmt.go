@@ -102,7 +102,7 @@ func (c *ruleCompiler) dnatMap(addrType *dtype) error {
 		return err
 	}
 	fs[0].load(c.x, 0, 0)
-	c.x.lookup(reg(0), int(reg(0)), anonMapName, s.Set.ID, 0)
+	c.x.lookup(reg(0), int(reg(0)), s.Set.Name, s.Set.ID, 0)
 	c.x.nat(uint32(c.t.family), reg(0), reg(addrType.words()), 0)
 	return nil
 }

@@ -2,6 +2,7 @@ package nftexpr
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,8 @@ type Table struct {
 	// types caches parsed type texts (thousands of affinity sets share
 	// one).
 	types map[string]keyType
+	// anonPrefix, when not "", names anonymous sets (NameAnonymous).
+	anonPrefix string
 	scratch
 }
 
@@ -203,6 +206,30 @@ func udString(b []byte, typ byte, s string) []byte {
 	b = append(b, typ, byte(len(s)+1))
 	b = append(b, s...)
 	return append(b, 0)
+}
+
+// NameAnonymous makes the table's rules name the anonymous sets and maps
+// they create themselves: "__set" or "__map", then prefix, then the set's
+// ID ("__mapp42"), instead of nft's "__set%d", for which the kernel picks
+// a number by scanning every set of the table (a transaction of n
+// anonymous sets then costs O(n²)). prefix must start with a letter, so
+// that the kernel's own "__set%d" never matches such a name; "" restores
+// nft's names.
+func (t *Table) NameAnonymous(prefix string) error {
+	if prefix != "" && (prefix[0] < 'a' || prefix[0] > 'z') && (prefix[0] < 'A' || prefix[0] > 'Z') {
+		return fmt.Errorf("nftexpr: anonymous set name prefix %q does not start with a letter", prefix)
+	}
+	t.anonPrefix = prefix
+	return nil
+}
+
+// anonName is the name of the anonymous set id: nft's pattern, or one of
+// the table's own.
+func (t *Table) anonName(pattern string, id uint32) string {
+	if t.anonPrefix == "" {
+		return pattern
+	}
+	return strings.TrimSuffix(pattern, "%d") + t.anonPrefix + strconv.FormatUint(uint64(id), 10)
 }
 
 // TableObject returns the table nft creates for `table FAMILY NAME {

@@ -139,15 +139,17 @@ func TestBadFlags(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(name+"/"+strings.Join(tt.args, " "), func(t *testing.T) {
 				want := tt.want
-				if flag := tt.args[0]; name == "iptables" && ipvsOnly(flag) && strings.HasPrefix(want, flag+": ") {
-					// The iptables sink refuses the IPVS sinks' flags by
-					// name, whatever their value (one that does not parse
-					// as the flag's kind stays a parse error).
-					want = flag + `: does not apply to proxy mode "iptables"`
+				netfilter := name == "iptables" || name == "nftables" // the binary's name is its mode
+				if flag := tt.args[0]; netfilter && ipvsOnly(flag) && strings.HasPrefix(want, flag+": ") {
+					// The iptables and nftables sinks refuse the IPVS
+					// sinks' flags by name, whatever their value (one
+					// that does not parse as the flag's kind stays a
+					// parse error).
+					want = flag + `: does not apply to proxy mode "` + name + `"`
 				}
 				// The bad flag comes last, so it overrides base's.
 				status, stdout, stderr := run(t, bin, append(append([]string{}, base...), tt.args...))
-				if name == "iptables" && kubeProxyIPVS(tt.args[0]) && strings.HasPrefix(want, tt.args[0]+": ") {
+				if netfilter && kubeProxyIPVS(tt.args[0]) && strings.HasPrefix(want, tt.args[0]+": ") {
 					// Ignored whatever its value (one that does not parse
 					// as the flag's kind stays a parse error): not a flag
 					// error.

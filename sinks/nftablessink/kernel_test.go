@@ -42,7 +42,8 @@ func kernelController(t *testing.T) (*Controller, *nstest.NetNS, *[]runtime.Sync
 // reports what it wrote: the first sync writes the table, a resync with
 // nothing changed writes nothing, another writer's change is repaired by
 // the next resync and counted under the family
-// (proxysinks_nftables_foreign_changes_total), and new NodePort addresses
+// (proxysinks_nftables_foreign_changes_total; the table read back only
+// then, proxysinks_nftables_table_reads_total), and new NodePort addresses
 // are written by the next snapshot.
 func TestKernelSync(t *testing.T) {
 	c, ns, synced := kernelController(t)
@@ -53,9 +54,16 @@ func TestKernelSync(t *testing.T) {
 	if !strings.Contains(table, "10.96.0.2 . tcp . 80 : goto service-") || !strings.Contains(table, "elements = { 192.168.1.10 }") {
 		t.Fatalf("after the first sync, the table lacks service b or the node port address:\n%s", table)
 	}
+	reads := testutil.ToFloat64(c.Metrics.TableReads)
 	c.Resync()
+	if got := testutil.ToFloat64(c.Metrics.TableReads); got != reads {
+		t.Errorf("a resync with the generation unchanged read %v tables, want none", got-reads)
+	}
 	ns.MustRun(t, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.2 . tcp . 80 }")
 	c.Resync()
+	if got := testutil.ToFloat64(c.Metrics.TableReads); got != reads+1 {
+		t.Errorf("a resync after another writer's commit read %v tables, want 1", got-reads)
+	}
 	if table := ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(table, "10.96.0.2 . tcp . 80 : goto service-") {
 		t.Errorf("the element another writer deleted is not back:\n%s", table)
 	}

@@ -8,8 +8,8 @@ import (
 )
 
 // Metrics are kube-proxy v1.37.2's nftables-mode metrics (pkg/proxy/metrics:
-// their names, help and ip_family label), and the sink's count of other
-// writers' changes to its tables.
+// their names, help and ip_family label), and the sink's counts of other
+// writers' changes to its tables and of its reads of them.
 type Metrics struct {
 	// FullDuration and PartialDuration are the durations of full and
 	// partial syncs per family (kubeproxy_sync_full_proxy_rules_duration_seconds,
@@ -25,6 +25,11 @@ type Metrics struct {
 	// syncs that found a family's kube-proxy table changed by another
 	// writer since the sink's last commit (and repaired it).
 	ForeignChanges *prometheus.CounterVec
+	// TableReads is proxysinks_nftables_table_reads_total: the tables
+	// read back from the kernel, which a sync does only when the
+	// nf_tables generation moved since the sink's last commit (the first
+	// sync, another writer, a failed commit).
+	TableReads prometheus.Counter
 }
 
 // NewMetrics registers the metrics in reg.
@@ -43,8 +48,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total", Help: "Cumulative proxy nftables cleanup failures"}, family),
 		ForeignChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxysinks_nftables_foreign_changes_total", Help: "Syncs that found the kube-proxy table of a family changed by another writer since the sink's last commit (repaired by the sync)."}, family),
+		TableReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proxysinks_nftables_table_reads_total", Help: "Tables read back from the kernel: only when the nf_tables generation moved since the sink's last commit (first sync, another writer, a failed commit)."}),
 	}
-	for _, c := range []prometheus.Collector{m.FullDuration, m.PartialDuration, m.SyncFailures, m.CleanupFailures, m.ForeignChanges} {
+	for _, c := range []prometheus.Collector{m.FullDuration, m.PartialDuration, m.SyncFailures, m.CleanupFailures, m.ForeignChanges, m.TableReads} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register nftables metrics: %w", err)
 		}
@@ -79,4 +86,5 @@ func (m *Metrics) observe(families []string, st nftables.SyncStats) {
 	if st.ForeignChanges > 0 {
 		m.ForeignChanges.WithLabelValues(family).Add(float64(st.ForeignChanges))
 	}
+	m.TableReads.Add(float64(st.Reads))
 }

@@ -27,7 +27,7 @@ type fixture struct {
 
 // fixtures reads the real configurations of sinks/kpconfig/testdata: the
 // ConfigMaps of kubeadm and kubespray (in its default ipvs mode and in
-// iptables mode), kube-proxy's own defaults, and kops' flags (with its
+// iptables mode), kubeadm's in nftables mode, kube-proxy's own defaults, and kops' flags (with its
 // --proxy-mode, and without).
 func fixtures(t *testing.T) []fixture {
 	t.Helper()
@@ -67,6 +67,8 @@ func fixtures(t *testing.T) []fixture {
 		// kubespray with kube_proxy_mode iptables: the same ipvs section.
 		{name: "kubespray-iptables", config: strings.Replace(kubespray, "mode: ipvs", "mode: iptables", 1), mode: "iptables"},
 		{name: "kube-proxy-defaults", config: string(defaults), mode: "iptables"},
+		// kubeadm's ConfigMap switched to kube-proxy's nftables mode.
+		{name: "kubeadm-nftables", config: strings.Replace(kubeadm, "mode: iptables", "mode: nftables", 1), mode: "nftables"},
 		{name: "kops-ipvs", flags: kops, mode: "ipvs"},
 		{name: "kops-no-mode", flags: kopsDefault},
 	}
