@@ -56,6 +56,14 @@ type Sample struct {
 	// Seconds is from process start (or the first API write) until the
 	// kernel was seen programmed; for the steady window, its length.
 	Seconds float64 `json:"seconds"`
+	// SelfSeconds (initial syncs) is from process start
+	// (process_start_time_seconds) to the end of the proxy's last sync
+	// (kubeproxy_sync_proxy_rules_last_timestamp_seconds), both from its
+	// own metrics read once the kernel was seen programmed: free of the
+	// kernel probe's resolution, which a large table's listing makes
+	// seconds long; an upper bound for a proxy that synced again before
+	// the probe saw the kernel programmed.
+	SelfSeconds float64 `json:"selfSeconds,omitempty"`
 	// CPUSeconds is the process's (and its waited children's) CPU over
 	// the same interval.
 	CPUSeconds float64 `json:"cpuSeconds"`

@@ -174,6 +174,7 @@ type proxyCounters struct {
 	ops, calls          float64 // the sinks' kernel operations and netlink calls
 	syncs, syncSum      float64 // kubeproxy_sync_proxy_rules_duration_seconds
 	programmed, progSum float64 // proxysinks_snapshot_programming_duration_seconds
+	started, lastSync   float64 // process_start_time_seconds, kubeproxy_sync_proxy_rules_last_timestamp_seconds
 	gcs                 float64 // go_gc_duration_seconds_count
 }
 
@@ -182,7 +183,7 @@ var noCounters = proxyCounters{}
 
 // counters reads the proxy's counters (-1 when absent or unreadable).
 func (d *driver) counters(ctx context.Context) proxyCounters {
-	c := proxyCounters{-1, -1, -1, -1, -1, -1, -1}
+	c := proxyCounters{-1, -1, -1, -1, -1, -1, -1, -1, -1}
 	m, err := d.p.metrics(ctx)
 	if err != nil {
 		return c
@@ -195,6 +196,8 @@ func (d *driver) counters(ctx context.Context) proxyCounters {
 		"proxysinks_snapshot_programming_duration_seconds_count": &c.programmed,
 		"proxysinks_snapshot_programming_duration_seconds_sum":   &c.progSum,
 		"go_gc_duration_seconds_count":                           &c.gcs,
+		"process_start_time_seconds":                             &c.started,
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds":      &c.lastSync,
 	} {
 		if x, ok := m[name]; ok {
 			*v = x
@@ -310,7 +313,11 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 	})
 	timedOut := errors.Is(err, errTimeout)
 	if err == nil {
-		fill(&s, start, d.measure(ctx, end, &start))
+		m := d.measure(ctx, end, &start)
+		fill(&s, start, m)
+		if m.started > 0 && m.lastSync > m.started {
+			s.SelfSeconds = m.lastSync - m.started
+		}
 	}
 	if err == nil && strace == "" && rep == 0 {
 		// Where the time went, in the proxy's words (the run's log only).

@@ -40,6 +40,16 @@ func nftTargets(b *strings.Builder, tables map[sizeKey]*table, keys []sizeKey) {
 	}
 	at := measuredAt(k, t, nftKP, ScInitial)
 	tw.checkWhy("nftables initial sync, from process start to programmed, vs kube-proxy nftables "+at, ratio(t, nftSink, nftKP, ScInitial, seconds, median), nftInitialX)
+	self := func(x Sample) float64 {
+		if x.SelfSeconds <= 0 {
+			return math.NaN()
+		}
+		return x.SelfSeconds
+	}
+	if r := ratio(t, nftSink, nftKP, ScInitial, self, median); !math.IsNaN(r) {
+		tw.checkWhy(fmt.Sprintf("nftables initial sync, from process start to the end of its sync by the proxies' own metrics (process_start_time_seconds, kubeproxy_sync_proxy_rules_last_timestamp_seconds: without the kernel probe's resolution) vs kube-proxy nftables %s (%s s against %s s)",
+			at, fmtSec(median(t.get(nftSink, ScInitial).values(self))), fmtSec(median(t.get(nftKP, ScInitial).values(self)))), r, nftInitialX)
+	}
 	tw.checkWhy("nftables initial sync, own sync time (kubeproxy_sync_proxy_rules_duration_seconds until programmed) vs kube-proxy nftables "+at, ratio(t, nftSink, nftKP, ScInitial, ownSeconds, median), nftInitialX)
 	if r := ratio(t, nftSink, nftKP, ScInitial, cpu, mean); !math.IsNaN(r) {
 		tw.w("- nftables initial sync, CPU (the process and its children) vs kube-proxy nftables %s: %.1fx less (%s against %s CPU-s; no target, the load-independent view of the two above).\n",

@@ -65,7 +65,9 @@ func TestParseStraceTotal(t *testing.T) {
 
 func TestParseMetrics(t *testing.T) {
 	text := `# HELP x y
-kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"} 1.6e+09
+process_start_time_seconds 1.5e+09
 proxysinks_kernel_operations_total{kind="ipvs"} 10
 proxysinks_kernel_operations_total{kind="set, entry"} 5
 `
@@ -73,7 +75,8 @@ proxysinks_kernel_operations_total{kind="set, entry"} 5
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "proxysinks_kernel_operations_total": 15}
+	// Instants: the latest of the label sets, not their sum.
+	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "process_start_time_seconds": 1.5e9, "proxysinks_kernel_operations_total": 15}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("metrics (-want +got):\n%s", d)
 	}
@@ -81,7 +84,8 @@ proxysinks_kernel_operations_total{kind="set, entry"} 5
 
 // TestParseMetricsFamilies: a sink reports its one sync under each
 // ip_family (copies, counted once); kube-proxy's per-family series are two
-// proxiers' syncs (summed). Other labels are summed either way.
+// proxiers' syncs (summed), but a timestamp is the latest of them. Other
+// labels are summed either way.
 func TestParseMetricsFamilies(t *testing.T) {
 	text := `kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="1"} 3
 kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="1"} 3
@@ -107,7 +111,7 @@ go_gc_duration_seconds_count 7
 			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 3, "go_gc_duration_seconds_count": 7}},
 		{false, map[string]float64{
 			"kubeproxy_sync_proxy_rules_duration_seconds_bucket": 6, "kubeproxy_sync_proxy_rules_duration_seconds_sum": 3,
-			"kubeproxy_sync_proxy_rules_duration_seconds_count": 6, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 3.4e9,
+			"kubeproxy_sync_proxy_rules_duration_seconds_count": 6, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9,
 			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 6, "go_gc_duration_seconds_count": 7}},
 	} {
 		got, err := parseMetrics(strings.NewReader(text), tc.familyCopies)

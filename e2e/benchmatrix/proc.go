@@ -382,6 +382,12 @@ func (p *proxy) metrics(ctx context.Context) (map[string]float64, error) {
 // only in ip_family are copies of one value, counted once (the largest);
 // without it (kube-proxy: one proxier per family, each its own syncs) they
 // are summed like any other label.
+// isInstant reports whether a metric is a point in time (seconds since
+// the epoch), whose label sets parseMetrics does not add up.
+func isInstant(name string) bool {
+	return strings.HasSuffix(name, "_timestamp_seconds") || name == "process_start_time_seconds"
+}
+
 func parseMetrics(r io.Reader, familyCopies bool) (map[string]float64, error) {
 	series := map[string]float64{} // name and labels, ip_family dropped with familyCopies
 	names := map[string]string{}   // series key -> name
@@ -418,7 +424,11 @@ func parseMetrics(r io.Reader, familyCopies bool) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for key, v := range series {
-		out[names[key]] += v
+		if n := names[key]; isInstant(n) {
+			out[n] = max(out[n], v) // an instant: the latest, not a sum
+		} else {
+			out[n] += v
+		}
 	}
 	return out, s.Err()
 }
