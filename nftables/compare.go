@@ -57,8 +57,7 @@ func compareKernel(kt *kernelTable, base *applied) (out applied, diffs []string)
 		return out, append(diffs, "table definition")
 	}
 	seen := map[string]bool{}
-	for i := range base.chains {
-		bc := &base.chains[i]
+	for _, bc := range base.chains {
 		kc := kt.chains[bc.def.Name]
 		if kc == nil {
 			diffs = append(diffs, "chain "+bc.def.Name+" missing")
@@ -73,15 +72,15 @@ func compareKernel(kt *kernelTable, base *applied) (out applied, diffs []string)
 		if dirty {
 			diffs = append(diffs, "chain "+bc.def.Name+" rules")
 		}
-		out.chains = append(out.chains, appliedChain{def: bc.def, chain: bc.chain, rules: bc.rules, dirty: dirty})
+		out.chains = append(out.chains, &appliedChain{def: bc.def, chain: bc.chain, rules: bc.rules, dirty: dirty})
 	}
 	for name := range kt.chains {
 		if !seen[name] {
 			diffs = append(diffs, "chain "+name+" extra")
-			out.chains = append(out.chains, appliedChain{def: &ruleset.Chain{Name: name}, dirty: true})
+			out.chains = append(out.chains, &appliedChain{def: &ruleset.Chain{Name: name}, dirty: true})
 		}
 	}
-	slices.SortFunc(out.chains, func(a, b appliedChain) int { return cmp.Compare(a.def.Name, b.def.Name) })
+	slices.SortFunc(out.chains, func(a, b *appliedChain) int { return cmp.Compare(a.def.Name, b.def.Name) })
 	clear(seen)
 	for i := range base.sets {
 		bs := &base.sets[i]
@@ -124,16 +123,16 @@ func compareElements(ks *kernelSet, bs *appliedSet) (appliedSet, []string) {
 	}
 	def := *bs.def
 	def.Elements = make([]ruleset.Element, 0, len(bs.def.Elements))
-	as := appliedSet{def: &def, set: bs.set, elems: make([]nft.Elem, 0, len(bs.elems))}
+	as := appliedSet{def: &def, set: bs.set, elems: make([]*nft.Elem, 0, len(bs.elems))}
 	for i := range bs.elems {
-		k := elemKey(&bs.elems[i])
+		k := elemKey(bs.elems[i])
 		ke := byKey[k]
 		if ke == nil {
 			diffs = append(diffs, fmt.Sprintf("element %q of %s missing", bs.def.Elements[i].Key, setLabel(bs.def)))
 			continue
 		}
 		delete(byKey, k)
-		if !sameElemValue(ke, &bs.elems[i]) {
+		if !sameElemValue(ke, bs.elems[i]) {
 			diffs = append(diffs, fmt.Sprintf("element %q of %s value", bs.def.Elements[i].Key, setLabel(bs.def)))
 			if as.dirty == nil {
 				as.dirty = map[int]bool{}

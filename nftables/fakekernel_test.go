@@ -21,6 +21,8 @@ type fakeKernel struct {
 	commits, reads, ops int
 	// before runs before each commit (a concurrent writer).
 	before func()
+	// failNext makes the next commit fail (EINVAL on its first operation).
+	failNext bool
 }
 
 func newFakeKernel() *fakeKernel { return &fakeKernel{gen: 1, tables: map[nft.Family]*kernelTable{}} }
@@ -62,6 +64,10 @@ func (k *fakeKernel) commit(fam nft.Family, table string, ops []op, gen uint32) 
 	}
 	if gen != k.gen {
 		return 0, fmt.Errorf("%w: %w", errStale, syscall.ERESTART)
+	}
+	if k.failNext {
+		k.failNext = false
+		return 0, fmt.Errorf("%s %s: %w", ops[0].kind, ops[0].label, syscall.EINVAL)
 	}
 	var t *kernelTable
 	if cur := k.tables[fam]; cur != nil {

@@ -173,8 +173,8 @@ func TestKernelRefused(t *testing.T) {
 	syncOK(t, p, generated(5, 2, netip.Addr{}))
 	before := listing(t, ns, "ip")
 	bad := true
-	p.render = func(s *client.Snapshot, c *ruleset.Config, v6 bool) (*ruleset.Ruleset, error) {
-		rs, err := ruleset.RenderFamily(s, c, v6)
+	p.render = func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error) {
+		rs, err := ruleset.RenderFamily(s, &gcfg, v6)
 		if bad {
 			// A jump to a chain that does not exist: compiled, refused.
 			c := &rs.Chains[len(rs.Chains)-1]
@@ -353,5 +353,42 @@ func TestKernelAdoptionReplaces(t *testing.T) {
 	}
 	if diff := cmp.Diff(reference(t, rs), listing(t, ns, "ip")); diff != "" {
 		t.Errorf("table after the replacement (-nft -f +ours):\n%s", diff)
+	}
+}
+
+// TestKernelDualStack: one Proxier writes both families' tables, one
+// transaction each (the second made against the generation the first
+// left), and a restarted one writes neither.
+func TestKernelDualStack(t *testing.T) {
+	ns := nstest.New(t)
+	cfg := generatedConfig()
+	s := generated(20, 2, netip.Addr{})
+	p, err := NewProxier(Config{IPv4: true, IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st := syncOK(t, p, s); st.Transactions != 2 || st.Reads != 2 {
+		t.Errorf("first dual-stack sync: %+v", st)
+	}
+	for _, fam := range []string{"ip", "ip6"} {
+		rs, err := ruleset.RenderFamily(s, &cfg, fam == "ip6")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(reference(t, rs), listing(t, ns, fam)); diff != "" {
+			t.Errorf("%s table (-nft -f +ours):\n%s", fam, diff)
+		}
+	}
+	if st, err := p.Resync(); err != nil || st.Reads != 0 || st.Transactions != 0 {
+		t.Errorf("resync: %+v, %v", st, err)
+	}
+	p2, err := NewProxier(Config{IPv4: true, IPv6: true, Ruleset: cfg, NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if st := syncOK(t, p2, s); st.Transactions != 0 || st.Reads != 2 {
+		t.Errorf("dual-stack restart: %+v", st)
 	}
 }

@@ -151,13 +151,13 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 	if old != nil {
 		del = append(del, old.stray...)
 	}
-	elems := make([]nft.Elem, 0, len(want))
+	elems := make([]*nft.Elem, 0, len(want))
 	i := 0
 	for _, e := range want {
 		// Equal keys are the common case: test them first (a memequal,
 		// where an ordering compare would scan the whole key).
 		for ; i < len(have) && have[i].Key != e.Key && have[i].Key < e.Key; i++ {
-			del = append(del, old.elems[i])
+			del = append(del, *old.elems[i])
 		}
 		if i < len(have) && have[i].Key == e.Key {
 			if have[i] == e && !dirty[i] {
@@ -165,18 +165,18 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 				i++
 				continue
 			}
-			del = append(del, old.elems[i])
+			del = append(del, *old.elems[i])
 			i++
 		}
 		c, err := p.tc.elem(s, &e)
 		if err != nil {
 			return appliedSet{}, fmt.Errorf("compile element %q of %s: %w", e.Key, setLabel(s), err)
 		}
-		elems = append(elems, c)
+		elems = append(elems, &c)
 		add = append(add, c)
 	}
 	for ; i < len(have); i++ {
-		del = append(del, old.elems[i])
+		del = append(del, *old.elems[i])
 	}
 	if len(del) > 0 {
 		p.delElems = append(p.delElems, op{kind: opDelElems, label: elemsLabel(s, len(del)), name: s.Name, elems: del})
@@ -188,8 +188,8 @@ func (p *planner) elements(old *appliedSet, s *ruleset.Set) (appliedSet, error) 
 }
 
 // chains plans the chains and their rules.
-func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]appliedChain, error) {
-	next := make([]appliedChain, 0, len(want))
+func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]*appliedChain, error) {
+	next := make([]*appliedChain, 0, len(want))
 	i := 0
 	for _, c := range want {
 		for ; i < len(cur.chains) && cur.chains[i].def.Name < c.Name; i++ {
@@ -198,14 +198,18 @@ func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]appliedChain, e
 		var old *appliedChain
 		var k nft.Chain
 		if i < len(cur.chains) && cur.chains[i].def.Name == c.Name {
-			old = &cur.chains[i]
+			old = cur.chains[i]
 			if !sameChainDef(old.def, c) {
 				return nil, errRedefined
 			}
 			i++
 			k = old.chain
 			if !old.dirty && sameRules(old.def.Rules, c.Rules) {
-				next = append(next, appliedChain{def: c, chain: k, rules: old.rules})
+				// Kept as it is, its text now the new ruleset's (equal:
+				// the old ruleset need not be kept alive for it). The
+				// change is right whether the transaction succeeds or not.
+				old.def = c
+				next = append(next, old)
 				continue
 			}
 			if old.dirty || len(old.def.Rules) > 0 {
@@ -222,7 +226,7 @@ func (p *planner) chains(cur *applied, want []*ruleset.Chain) ([]appliedChain, e
 		if err != nil {
 			return nil, err
 		}
-		next = append(next, appliedChain{def: c, chain: k, rules: rules})
+		next = append(next, &appliedChain{def: c, chain: k, rules: rules})
 	}
 	for ; i < len(cur.chains); i++ {
 		p.doom(cur.chains[i].def)

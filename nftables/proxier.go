@@ -118,15 +118,19 @@ type family struct {
 // kube-proxy. Only one Proxier may program a network namespace. It is safe
 // for concurrent use: syncs are serialized.
 type Proxier struct {
-	mu     sync.Mutex
-	cfg    Config
-	log    *slog.Logger
-	k      kernel // nil in dry run
-	comp   compiler
-	render func(s *client.Snapshot, c *ruleset.Config, v6 bool) (*ruleset.Ruleset, error)
-	fams   []*family
-	last   *client.Snapshot
-	totals SyncStats
+	mu   sync.Mutex
+	cfg  Config
+	log  *slog.Logger
+	k    kernel // nil in dry run
+	comp compiler
+	// renderer renders each family's ruleset, re-rendering only the
+	// services that changed; render is its RenderFamily (tests replace
+	// it).
+	renderer *ruleset.Renderer
+	render   func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error)
+	fams     []*family
+	last     *client.Snapshot
+	totals   SyncStats
 	// nextID numbers anonymous sets, unique across transactions.
 	nextID uint32
 	// gen is the nf_tables generation as of which the kernel held every
@@ -146,7 +150,11 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	if b := cfg.Ruleset.MasqueradeBit; b < 0 || b > 31 {
 		return nil, fmt.Errorf("nftables: masquerade bit %d out of range [0, 31]", b)
 	}
-	p := &Proxier{cfg: cfg, log: cfg.Log, comp: exprCompiler{}, render: ruleset.RenderFamily}
+	r, err := ruleset.NewRenderer(cfg.Ruleset)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	p := &Proxier{cfg: cfg, log: cfg.Log, comp: exprCompiler{}, renderer: r, render: r.RenderFamily}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -214,6 +222,7 @@ func (p *Proxier) SetNodePorts(cidrs []netip.Prefix, ips []netip.Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cfg.Ruleset.SetNodePorts(cidrs, ips)
+	p.configChanged()
 }
 
 // SetLocal changes the local-traffic detection (Config.Ruleset.Local);
@@ -222,6 +231,19 @@ func (p *Proxier) SetLocal(l xtables.LocalTraffic) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cfg.Ruleset.Local = l
+	p.configChanged()
+}
+
+// configChanged passes a changed render configuration to the renderer
+// (which then renders every service again). Its only error, a bad
+// masquerade bit, NewProxier refused.
+func (p *Proxier) configChanged() {
+	if p.renderer == nil {
+		return
+	}
+	if err := p.renderer.SetConfig(p.cfg.Ruleset); err != nil {
+		p.log.Error("nftables: render configuration refused", "error", err)
+	}
 }
 
 // Totals returns the sums of every sync's statistics.

@@ -21,8 +21,8 @@ type applied struct {
 	comment string
 	// table is the table as compiled (its comment).
 	table  nft.Table
-	chains []appliedChain // sorted by name
-	sets   []appliedSet   // sorted by name
+	chains []*appliedChain // sorted by name
+	sets   []appliedSet    // sorted by name
 }
 
 // appliedChain is a chain as written: its text and its compiled rules.
@@ -40,7 +40,7 @@ type appliedChain struct {
 type appliedSet struct {
 	def   *ruleset.Set
 	set   nft.Set // def compiled
-	elems []nft.Elem
+	elems []*nft.Elem
 	// dirty marks the elements of def.Elements whose kernel value is not
 	// theirs (read from the kernel): deleted and added again.
 	dirty map[int]bool

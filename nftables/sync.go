@@ -49,7 +49,7 @@ func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	var errs []error
 	rss := make([]*ruleset.Ruleset, len(p.fams))
 	for i, f := range p.fams {
-		rs, err := p.render(s, &p.cfg.Ruleset, f.fam == nft.FamilyIPv6)
+		rs, err := p.render(s, f.fam == nft.FamilyIPv6)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("nftables: render %s: %w", f.name, err))
 		}

@@ -19,7 +19,7 @@ import (
 func fakeProxier(k kernel, mut *func(*ruleset.Ruleset)) *Proxier {
 	return &Proxier{cfg: Config{IPv4: true}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), k: k,
 		comp: &fakeCompiler{}, fams: []*family{{name: "ip", fam: nft.FamilyIPv4}},
-		render: func(*client.Snapshot, *ruleset.Config, bool) (*ruleset.Ruleset, error) {
+		render: func(*client.Snapshot, bool) (*ruleset.Ruleset, error) {
 			return rsWith(*mut), nil
 		}}
 }

@@ -10,6 +10,7 @@ require (
 	github.com/proxysinks/proxysinks/fullstate v0.0.0
 	github.com/proxysinks/proxysinks/incremental v0.0.0
 	github.com/proxysinks/proxysinks/netlinkraw v0.0.0
+	github.com/proxysinks/proxysinks/nftables v0.0.0
 	github.com/urfave/cli/v2 v2.27.7
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -110,3 +111,5 @@ replace github.com/proxysinks/proxysinks/incremental => ../incremental
 replace github.com/proxysinks/proxysinks/iptables => ../iptables
 
 replace github.com/proxysinks/proxysinks/host => ../host
+
+replace github.com/proxysinks/proxysinks/nftables => ../nftables

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,4 +136,34 @@ func TestInputRules(t *testing.T) {
 		"add rule ip6 kube-proxy service-D2RGPZ6L-default/lb/tcp/http meta l4proto tcp dnat to [fd00:244::5]:8080",
 	}
 	sinktest.Lines(t, out, want, []string{"firewall-D2RGPZ6L", "/0 ", "2001:db8::50", "198.51.100.5", "10.244.1.6", "not-an-ip"})
+}
+
+// TestConfigFile: kube-proxy's file in nftables mode sets the sink as
+// kube-proxy's nftables mode reads it: nftables.masqueradeBit is the mark
+// of the rules (iptables.masqueradeBit is logged as ignored), and a
+// --iptables-sync-period given beside it is dropped for the file's
+// nftables.syncPeriod, as kube-proxy does.
+func TestConfigFile(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.conf")
+	body := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n" +
+		"nftables:\n  masqueradeBit: 3\n  syncPeriod: 7s\niptables:\n  masqueradeBit: 5\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	status := run(append(slices.Clone(demo), "--config", cfg, "--iptables-sync-period", "5s"), &stdout, &stderr)
+	if status != 0 {
+		t.Fatalf("status %d:\n%s", status, stderr.String())
+	}
+	for _, want := range []string{
+		"--iptables-sync-period ignored: --config is given, and kube-proxy then takes nftables.syncPeriod from the file",
+		"--config: iptables.masqueradeBit ignored: the nftables sink takes nftables.masqueradeBit",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	sinktest.Lines(t, stdout.String(), []string{
+		"add rule ip kube-proxy masquerading mark and 0x00000008 != 0 mark set mark xor 0x00000008 masquerade fully-random",
+	}, []string{"0x00004000", "0x00000020"})
 }

@@ -105,3 +105,38 @@ func TestCleanup(t *testing.T) {
 		t.Errorf("tables after the cleanup: %q, want only table ip other", got)
 	}
 }
+
+// TestBuild: the sink's real (not dry-run) build, in a fresh namespace:
+// its controller programs the kernel, its metrics are registered, its
+// conntrack is there for stale UDP flows, and Close releases it.
+func TestBuild(t *testing.T) {
+	nstest.LookPath(t, "nft")
+	ns := nstest.New(t)
+	reg := prometheus.NewRegistry()
+	v4 := netip.MustParseAddr("192.168.1.10")
+	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: reg,
+		NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.PrefixFrom(v4, 32)}, Addrs: []netip.Addr{v4}}}
+	var synced []runtime.SyncStats
+	env.OnSync = func(st runtime.SyncStats) { synced = append(synced, st) }
+	var b runtime.Built
+	if err := ns.Do(func() (err error) { b, err = build(env); return err }); err != nil {
+		nstest.Missing(t, "an nf_tables kernel: %v", err)
+	}
+	defer b.Close()
+	b.Controller.Snapshot(client.NewSnapshot([]*client.ServiceEndpoints{service("a", "10.96.0.1", "10.244.0.1")}, nil))
+	if len(synced) != 1 || synced[0].Err != nil || synced[0].Writes == 0 {
+		t.Fatalf("syncs reported %+v: want one that wrote", synced)
+	}
+	if table := ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(table, "10.96.0.1 . tcp . 80 : goto service-") {
+		t.Errorf("the service is not in the namespace's table:\n%s", table)
+	}
+	if b.Conntrack == nil {
+		t.Error("no conntrack: stale UDP flows would not be deleted")
+	}
+	if b.Syscalls == nil || b.Syscalls() == 0 {
+		t.Error("no netlink system calls counted")
+	}
+	if n, err := testutil.GatherAndCount(reg, "kubeproxy_sync_full_proxy_rules_duration_seconds", "proxysinks_nftables_table_reads_total"); err != nil || n == 0 {
+		t.Errorf("registered metrics: %d series (%v), want the full sync's and the reads", n, err)
+	}
+}

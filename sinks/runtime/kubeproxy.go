@@ -25,9 +25,14 @@ import (
 func kubeProxyFlags(mode string) []Flag {
 	own := syncFlagsMode(mode)
 	sync := func(m, name, file string) Flag {
-		f := Flag{Flag: &cli.DurationFlag{Name: name}, Class: kpconfig.Honoured, File: file}
-		if m != own {
+		f := Flag{Flag: &cli.DurationFlag{Name: name}, Class: kpconfig.Honoured, File: m + "." + file}
+		switch {
+		case m != own:
 			f.Class, f.Why = kpconfig.Ignored, fmt.Sprintf("another proxy mode's (this sink takes --%s-%s)", own, name[len(m)+1:])
+		case mode == "nftables":
+			// kube-proxy's nftables mode takes the iptables flags, and
+			// the nftables section of the file in their place.
+			f.File = "nftables." + file
 		}
 		return f
 	}
@@ -40,10 +45,10 @@ func kubeProxyFlags(mode string) []Flag {
 	return []Flag{
 		{Flag: &cli.StringFlag{Name: "proxy-mode", Usage: "kube-proxy's proxy `mode`: accepted when it is this sink's (empty: kube-proxy's default, iptables)"},
 			Class: kpconfig.Honoured, File: "mode"},
-		sync("iptables", "iptables-sync-period", "iptables.syncPeriod"),
-		sync("iptables", "iptables-min-sync-period", "iptables.minSyncPeriod"),
-		sync("ipvs", "ipvs-sync-period", "ipvs.syncPeriod"),
-		sync("ipvs", "ipvs-min-sync-period", "ipvs.minSyncPeriod"),
+		sync("iptables", "iptables-sync-period", "syncPeriod"),
+		sync("iptables", "iptables-min-sync-period", "minSyncPeriod"),
+		sync("ipvs", "ipvs-sync-period", "syncPeriod"),
+		sync("ipvs", "ipvs-min-sync-period", "minSyncPeriod"),
 		{Flag: &cli.StringSliceFlag{Name: "feature-gates", Usage: "kube-proxy's feature gates, `Name=bool` pairs: those that change what kube-proxy programs are honoured or refused, the others logged"},
 			Class: kpconfig.Honoured, File: "featureGates"},
 		{Flag: &cli.StringFlag{Name: "master", Usage: "API server `URL`, over the kubeconfig's (kube-proxy's --master)"}, Class: kpconfig.Honoured},
