@@ -135,7 +135,7 @@ func (tw *targetWriter) nft30k() {
 	}
 	tw.w("- nftables initial sync at 30,000 x 10 under %.0f s from process start, run %s: %s, %s s", nft30kSecs, t.label(nftSink, ScInitial), verdict, fmtSec(v))
 	if kc := t.get(nftKP, ScInitial); len(kc.ok) > 0 {
-		tw.w(" (kube-proxy nftables in the same run: %s s, %.1fx)", fmtSec(median(kc.values(seconds))), ratio(t, nftSink, nftKP, ScInitial, seconds, median))
+		tw.w(" (kube-proxy nftables, run %s: %s s, %.1fx)", t.label(nftKP, ScInitial), fmtSec(median(kc.values(seconds))), ratio(t, nftSink, nftKP, ScInitial, seconds, median))
 	}
 	tw.w(".\n")
 }
