@@ -21,6 +21,12 @@ const (
 	// sink, before its driver: the same size's IPVS objects, pre-encoded,
 	// written as fast as the kernel takes them.
 	ScFloor = "pre-encoded IPVS floor"
+	// ScNFTFloor is netlinkraw/nft's pre-encoded floor
+	// (BenchmarkCommit10k/preencoded-floor: 10,000 chains of one rule and
+	// a 10,000-element verdict map, encoded before the clock, then sent
+	// and committed in one batch into a fresh namespace), run on the host
+	// just before the nftables sink's driver at 10,000 x 10.
+	ScNFTFloor = "pre-encoded nf_tables floor"
 )
 
 // Sink is one proxy under test.
@@ -50,6 +56,14 @@ type Sample struct {
 	// Seconds is from process start (or the first API write) until the
 	// kernel was seen programmed; for the steady window, its length.
 	Seconds float64 `json:"seconds"`
+	// SelfSeconds (initial syncs) is from process start
+	// (process_start_time_seconds) to the end of the proxy's last sync
+	// (kubeproxy_sync_proxy_rules_last_timestamp_seconds), both from its
+	// own metrics read once the kernel was seen programmed: free of the
+	// kernel probe's resolution, which a large table's listing makes
+	// seconds long; an upper bound for a proxy that synced again before
+	// the probe saw the kernel programmed.
+	SelfSeconds float64 `json:"selfSeconds,omitempty"`
 	// CPUSeconds is the process's (and its waited children's) CPU over
 	// the same interval.
 	CPUSeconds float64 `json:"cpuSeconds"`
@@ -57,6 +71,11 @@ type Sample struct {
 	PeakRSSMB float64 `json:"peakRssMB"`
 	// RestoreBytes went to iptables-restore and ip6tables-restore.
 	RestoreBytes int64 `json:"restoreBytes"`
+	// NFTBytes were written to nf_tables: the input of nft -f (kube-proxy's
+	// nftables mode, counted by a wrapper of nft first on its PATH), or
+	// the netlink bytes the nftables sink sent (the bytes of its "sync"
+	// log lines); for ScNFTFloor, the floor's batch.
+	NFTBytes int64 `json:"nftBytes,omitempty"`
 	// Syscalls counted by strace -f -c (ScInitialStrace only), and of
 	// them the socket message calls (sendmsg, recvmsg, sendto, recvfrom
 	// and their mmsg forms): the netlink traffic. In a cell that timed

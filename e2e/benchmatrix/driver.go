@@ -174,6 +174,7 @@ type proxyCounters struct {
 	ops, calls          float64 // the sinks' kernel operations and netlink calls
 	syncs, syncSum      float64 // kubeproxy_sync_proxy_rules_duration_seconds
 	programmed, progSum float64 // proxysinks_snapshot_programming_duration_seconds
+	started, lastSync   float64 // process_start_time_seconds, kubeproxy_sync_proxy_rules_last_timestamp_seconds
 	gcs                 float64 // go_gc_duration_seconds_count
 }
 
@@ -182,7 +183,7 @@ var noCounters = proxyCounters{}
 
 // counters reads the proxy's counters (-1 when absent or unreadable).
 func (d *driver) counters(ctx context.Context) proxyCounters {
-	c := proxyCounters{-1, -1, -1, -1, -1, -1, -1}
+	c := proxyCounters{-1, -1, -1, -1, -1, -1, -1, -1, -1}
 	m, err := d.p.metrics(ctx)
 	if err != nil {
 		return c
@@ -195,6 +196,8 @@ func (d *driver) counters(ctx context.Context) proxyCounters {
 		"proxysinks_snapshot_programming_duration_seconds_count": &c.programmed,
 		"proxysinks_snapshot_programming_duration_seconds_sum":   &c.progSum,
 		"go_gc_duration_seconds_count":                           &c.gcs,
+		"process_start_time_seconds":                             &c.started,
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds":      &c.lastSync,
 	} {
 		if x, ok := m[name]; ok {
 			*v = x
@@ -208,6 +211,7 @@ type measured struct {
 	at           time.Time
 	u            usage
 	restoreBytes int64
+	nftBytes     int64
 	proxyCounters
 }
 
@@ -217,11 +221,13 @@ type measured struct {
 // a sync after since's shows.
 func (d *driver) measure(ctx context.Context, at time.Time, since *measured) measured {
 	u, _ := d.p.usage()
-	m := measured{at: at, u: u, restoreBytes: d.p.restoreBytes(), proxyCounters: d.counters(ctx)}
+	m := measured{at: at, u: u, proxyCounters: d.counters(ctx)}
 	for i := 0; since != nil && m.syncs >= 0 && m.syncs <= since.syncs && i < 30; i++ {
 		time.Sleep(100 * time.Millisecond)
 		m.proxyCounters = d.counters(ctx)
 	}
+	// After the metrics: the sink logs a sync before the metrics show it.
+	m.restoreBytes, m.nftBytes = d.p.restoreBytes()
 	return m
 }
 
@@ -231,6 +237,7 @@ func fill(s *Sample, a, b measured) {
 	s.CPUSeconds = (b.u.CPU - a.u.CPU).Seconds()
 	s.PeakRSSMB = float64(b.u.HWMKB) / 1024
 	s.RestoreBytes = b.restoreBytes - a.restoreBytes
+	s.NFTBytes = b.nftBytes - a.nftBytes
 	if a.ops >= 0 && b.ops >= 0 {
 		s.KernelOps = b.ops - a.ops
 	}
@@ -257,8 +264,8 @@ func (d *driver) emit(s Sample, err error) {
 		s.Error = err.Error()
 		d.Logf("%s %s rep %d: %v", s.Sink, s.Scenario, s.Rep, err)
 	} else {
-		d.Logf("%s %dx%d %s rep %d: %.3f s, %.2f CPU-s, %.0f MB, %d restore bytes, %d syscalls (%d socket messages), %.0f kernel ops",
-			s.Sink, s.Services, s.Endpoints, s.Scenario, s.Rep, s.Seconds, s.CPUSeconds, s.PeakRSSMB, s.RestoreBytes, s.Syscalls, s.MessageSyscalls, s.KernelOps)
+		d.Logf("%s %dx%d %s rep %d: %.3f s, %.2f CPU-s, %.0f MB, %d restore bytes, %d nf_tables bytes, %d syscalls (%d socket messages), %.0f kernel ops, own sync %.3f s (%.0f)",
+			s.Sink, s.Services, s.Endpoints, s.Scenario, s.Rep, s.Seconds, s.CPUSeconds, s.PeakRSSMB, s.RestoreBytes, s.NFTBytes, s.Syscalls, s.MessageSyscalls, s.KernelOps, s.SyncSeconds, s.Syncs)
 		if s.StallSeconds > 0 {
 			d.Logf("%s %s rep %d: own sync %.2f ms, programmed %.2f ms, longest stall %.2f ms, %.0f GCs",
 				s.Sink, s.Scenario, s.Rep, s.SyncSeconds*1e3, s.ProgrammedSeconds*1e3, s.StallSeconds*1e3, s.GCs)
@@ -306,7 +313,11 @@ func (d *driver) initial(ctx context.Context, rep int, strace string) error {
 	})
 	timedOut := errors.Is(err, errTimeout)
 	if err == nil {
-		fill(&s, start, d.measure(ctx, end, &start))
+		m := d.measure(ctx, end, &start)
+		fill(&s, start, m)
+		if m.started > 0 && m.lastSync > m.started {
+			s.SelfSeconds = m.lastSync - m.started
+		}
 	}
 	if err == nil && strace == "" && rep == 0 {
 		// Where the time went, in the proxy's words (the run's log only).
@@ -406,6 +417,7 @@ func (d *driver) steady(ctx context.Context) {
 	k := 60 / s.Seconds
 	s.CPUSeconds *= k
 	s.RestoreBytes = int64(float64(s.RestoreBytes) * k)
+	s.NFTBytes = int64(float64(s.NFTBytes) * k)
 	if s.KernelOps >= 0 {
 		s.KernelOps *= k
 	}

@@ -200,6 +200,7 @@ func TestMatrix(t *testing.T) {
 	}
 	guestBin := build("benchmatrix.test", "test", "-c", "./e2e/benchmatrix")
 	floorBin := build("ipvs.test", "test", "-c", "./netlinkraw/ipvs")
+	nftFloorBin := build("nft.test", "test", "-c", "./netlinkraw/nft")
 	built := map[string]string{}
 	bin := func(sink string) string {
 		if built[sink] == "" {
@@ -237,7 +238,7 @@ func TestMatrix(t *testing.T) {
 		strace = ""
 	}
 
-	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl), HostLoad: []float64{hostLoad()}, Supplement: pl.supplement}
+	run := Results{Label: pl.label, Started: time.Now().UTC(), Machine: describeMachine(), Command: commandLine(pl), HostLoad: []float64{hostLoad()}, Supplement: pl.supplement, CountsNFT: true}
 	var mu sync.Mutex
 	emit := func(s Sample) {
 		mu.Lock()
@@ -316,6 +317,9 @@ func TestMatrix(t *testing.T) {
 					}
 					runGuest(t, c, cfg, guestBin, floor, adminGuest, vmStrace, emit)
 				} else {
+					if s.Kind == KindNFTables && !s.KubeProxy && cfg.runs("initial") && size == nftFloorSize {
+						runNFTFloor(t, nftFloorBin, s, n, m, emit)
+					}
 					cfg.Strace, cfg.Client, cfg.APITarget, cfg.Work = strace, writer, fmt.Sprintf("127.0.0.1:%d", c.APIPort), t.TempDir()
 					if err := Run(ctx, cfg); err != nil {
 						t.Errorf("%s at %dx%d: %v", s.Name, n, m, err)
@@ -427,8 +431,19 @@ func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, floorBin, 
 
 // parseFloor reads BenchmarkFloor's result line ("BenchmarkFloor/... N
 // T ns/op K kernel-ops/op S syscalls/op") into a ScFloor sample.
-func parseFloor(line string) (Sample, bool) {
-	i := strings.Index(line, "BenchmarkFloor/")
+func parseFloor(line string) (Sample, bool) { return parseBench(line, "BenchmarkFloor/", ScFloor) }
+
+// nftFloorBench is netlinkraw/nft's pre-encoded floor (ScNFTFloor).
+const nftFloorBench = "BenchmarkCommit10k/preencoded-floor"
+
+// parseNFTFloor reads the result line of nftFloorBench ("... N T ns/op
+// B bytes-sent/op M msgs/op S syscalls/op ...") into a ScNFTFloor sample.
+func parseNFTFloor(line string) (Sample, bool) { return parseBench(line, nftFloorBench, ScNFTFloor) }
+
+// parseBench reads a benchmark's result line, the benchmark's name
+// starting with name, into a sample of scenario sc.
+func parseBench(line, name, sc string) (Sample, bool) {
+	i := strings.Index(line, name)
 	if i < 0 {
 		return Sample{}, false
 	}
@@ -436,7 +451,7 @@ func parseFloor(line string) (Sample, bool) {
 	if len(f) < 4 || f[3] != "ns/op" {
 		return Sample{}, false
 	}
-	s := Sample{Scenario: ScFloor, KernelOps: -1, NetlinkSyscalls: -1}
+	s := Sample{Scenario: sc, KernelOps: -1, NetlinkSyscalls: -1}
 	for k := 2; k+1 < len(f); k += 2 {
 		v, err := strconv.ParseFloat(f[k], 64)
 		if err != nil {
@@ -449,9 +464,30 @@ func parseFloor(line string) (Sample, bool) {
 			s.KernelOps = v
 		case "syscalls/op":
 			s.NetlinkSyscalls = v
+		case "bytes-sent/op":
+			s.NFTBytes = int64(v)
 		}
 	}
 	return s, s.Seconds > 0
+}
+
+// runNFTFloor runs netlinkraw/nft's pre-encoded floor (its test binary
+// bin, three iterations, each into a fresh namespace it creates) and
+// emits its sample for the sink.
+func runNFTFloor(t *testing.T, bin string, s Sink, n, m int, emit func(Sample)) {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", "^BenchmarkCommit10k$/^preencoded-floor$", "-test.benchtime", "3x", "-test.timeout", "10m")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		if smp, ok := parseNFTFloor(l); ok {
+			smp.Sink, smp.Kind, smp.Services, smp.Endpoints = s.Name, s.Kind, n, m
+			t.Logf("%s: %s", nftFloorBench, strings.TrimSpace(l))
+			emit(smp)
+			return
+		}
+	}
+	t.Errorf("%s: no result (%v):\n%s", nftFloorBench, err, tail(string(out), 20))
 }
 
 // guestConfig is what the host hands TestMatrixGuest.

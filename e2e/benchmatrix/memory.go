@@ -55,7 +55,7 @@ func initialPeak(runs []*Results, sink string, n int, run *Results) peak {
 func memory(b *strings.Builder, runs []*Results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## Memory (issue 31)\n\nPeak RSS (VmHWM) of the initial sync from empty, the largest over a run's repetitions; each figure from the newest run that measured it (sink-only runs included: they never replace kube-proxy's rows in the tables).\n\n")
-	for _, s := range []struct{ sink, kind string }{{"ipvs-fullstate", KindIPVS}, {"ipvs-incremental", KindIPVS}, {"iptables", KindIPTables}} {
+	for _, s := range []struct{ sink, kind string }{{"ipvs-fullstate", KindIPVS}, {"ipvs-incremental", KindIPVS}, {"iptables", KindIPTables}, {"nftables", KindNFTables}} {
 		small := initialPeak(runs, s.sink, memSmall, nil)
 		if small.run == nil {
 			w("- %s at %s x 10: not measured.\n", s.sink, thousands(memSmall))

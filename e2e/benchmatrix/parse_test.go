@@ -65,7 +65,9 @@ func TestParseStraceTotal(t *testing.T) {
 
 func TestParseMetrics(t *testing.T) {
 	text := `# HELP x y
-kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"} 1.6e+09
+process_start_time_seconds 1.5e+09
 proxysinks_kernel_operations_total{kind="ipvs"} 10
 proxysinks_kernel_operations_total{kind="set, entry"} 5
 `
@@ -73,7 +75,8 @@ proxysinks_kernel_operations_total{kind="set, entry"} 5
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "proxysinks_kernel_operations_total": 15}
+	// Instants: the latest of the label sets, not their sum.
+	want := map[string]float64{"kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9, "process_start_time_seconds": 1.5e9, "proxysinks_kernel_operations_total": 15}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("metrics (-want +got):\n%s", d)
 	}
@@ -81,7 +84,8 @@ proxysinks_kernel_operations_total{kind="set, entry"} 5
 
 // TestParseMetricsFamilies: a sink reports its one sync under each
 // ip_family (copies, counted once); kube-proxy's per-family series are two
-// proxiers' syncs (summed). Other labels are summed either way.
+// proxiers' syncs (summed), but a timestamp is the latest of them. Other
+// labels are summed either way.
 func TestParseMetricsFamilies(t *testing.T) {
 	text := `kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="1"} 3
 kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="1"} 3
@@ -107,7 +111,7 @@ go_gc_duration_seconds_count 7
 			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 3, "go_gc_duration_seconds_count": 7}},
 		{false, map[string]float64{
 			"kubeproxy_sync_proxy_rules_duration_seconds_bucket": 6, "kubeproxy_sync_proxy_rules_duration_seconds_sum": 3,
-			"kubeproxy_sync_proxy_rules_duration_seconds_count": 6, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 3.4e9,
+			"kubeproxy_sync_proxy_rules_duration_seconds_count": 6, "kubeproxy_sync_proxy_rules_last_timestamp_seconds": 1.7e9,
 			"kubeproxy_sync_proxy_rules_no_local_endpoints_total": 6, "go_gc_duration_seconds_count": 7}},
 	} {
 		got, err := parseMetrics(strings.NewReader(text), tc.familyCopies)
@@ -440,5 +444,124 @@ func TestRelaunchForChanges(t *testing.T) {
 		if got := c.relaunchForChanges(); got != tc.want {
 			t.Errorf("relaunchForChanges with %q, ChangeArgs %v = %v, want %v", tc.only, c.ChangeArgs, got, tc.want)
 		}
+	}
+}
+
+func TestParseNFTFloor(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want Sample
+		ok   bool
+	}{
+		{"BenchmarkCommit10k/preencoded-floor-2         \t       3\t  94624176 ns/op\t   2480704 bytes-sent/op\t     20015 msgs/op\t         5.000 syscalls/op\t    2682 B/op\t      24 allocs/op",
+			Sample{Scenario: ScNFTFloor, Seconds: 0.094624176, KernelOps: -1, NetlinkSyscalls: 5, NFTBytes: 2480704}, true},
+		{"BenchmarkCommit10k/netlinkraw-nft-2 3 140000000 ns/op", Sample{}, false},
+		{"--- BENCH: BenchmarkCommit10k/preencoded-floor-2", Sample{}, false},
+		{"BenchmarkFloor/services=10000/pre-encoded-2 3 1412345678 ns/op", Sample{}, false},
+	} {
+		got, ok := parseNFTFloor(c.line)
+		if ok != c.ok {
+			t.Errorf("parseNFTFloor(%q) ok %v, want %v", c.line, ok, c.ok)
+			continue
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("parseNFTFloor(%q) (-want +got):\n%s", c.line, d)
+		}
+	}
+}
+
+// TestSyncLogBytes: the nftables sink's sync lines count their bytes,
+// split across writes; other lines and attributes named like it do not.
+func TestSyncLogBytes(t *testing.T) {
+	var l lockedBuffer
+	for _, w := range []string{
+		"time=2026-12-06T05:00:00Z level=INFO msg=sync full=true transactions=2 rules=3 messages=40 bytes=1200 duration=1.5s\n",
+		"time=2026-12-06T05:00:01Z level=INFO msg=sync full=false transactions=1 messages=4 by",
+		"tes=300 duration=1ms\ntime=x level=ERROR msg=\"sync failed\" full=false bytes=50 error=\"refused\"\n",
+		"time=x level=INFO msg=\"nftables proxier\" bytes=9999\n",
+		"time=x level=INFO msg=sync restore-bytes=77 duration=1ms\n",
+		"time=x level=INFO msg=sync bytes=5", // unfinished: not counted yet
+	} {
+		if _, err := l.Write([]byte(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := l.syncBytes(); got != 1550 {
+		t.Errorf("syncBytes = %d, want 1550", got)
+	}
+	if _, err := l.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.syncBytes(); got != 1555 {
+		t.Errorf("syncBytes after the line ended = %d, want 1555", got)
+	}
+}
+
+func TestParseRestoreLog(t *testing.T) {
+	r, n := parseRestoreLog("120 iptables-restore\n30 ip6tables-nft-restore\n500 nft\n7 nft\n\n")
+	if r != 150 || n != 507 {
+		t.Errorf("parseRestoreLog = %d, %d; want 150, 507", r, n)
+	}
+}
+
+// TestNFTWrapper: the nft wrapper counts the input of nft -f only (not
+// nft --check -f, not nft list), and hands nft its arguments and input.
+func TestNFTWrapper(t *testing.T) {
+	real := t.TempDir()
+	// A fake nft first on PATH when the wrappers are written: it echoes
+	// its arguments and input.
+	if err := os.WriteFile(real+"/nft", []byte("#!/bin/sh\necho \"args: $*\"\ncat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", real+":"+os.Getenv("PATH"))
+	wrap := t.TempDir()
+	if err := writeWrappers(wrap); err != nil {
+		t.Fatal(err)
+	}
+	log := t.TempDir() + "/log"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-f", "-"}, "args: -f -\nadd table ip kube-proxy\n"},
+		{[]string{"--check", "-f", "-"}, "args: --check -f -\nadd table ip kube-proxy\n"},
+		{[]string{"--json", "list", "table", "ip", "kube-proxy"}, "args: --json list table ip kube-proxy\nadd table ip kube-proxy\n"},
+	} {
+		cmd := exec.Command(wrap+"/nft", c.args...)
+		cmd.Env = append(os.Environ(), restoreLogEnv+"="+log)
+		cmd.Stdin = strings.NewReader("add table ip kube-proxy\n")
+		out, err := cmd.Output()
+		if err != nil || string(out) != c.want {
+			t.Errorf("nft %v = %q, %v; want %q", c.args, out, err, c.want)
+		}
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, n := parseRestoreLog(string(b)); r != 0 || n != 24 {
+		t.Errorf("wrapper log %q: restore %d, nft %d; want 0, 24", b, r, n)
+	}
+}
+
+// TestMergeBackEnds: on the host, a run of the nftables proxies alone
+// replaces the nftables rows of its scenarios, not the iptables ones.
+func TestMergeBackEnds(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 12, 1, h, 0, 0, 0, time.UTC) }
+	smp := func(sink, kind string) Sample {
+		return Sample{Sink: sink, Kind: kind, Scenario: ScInitial, Services: 10, Endpoints: 1, Seconds: 1}
+	}
+	old := &Results{Label: "old", Started: at(1), Samples: []Sample{
+		smp("iptables", KindIPTables), smp("kube-proxy iptables", KindIPTables), smp("kube-proxy nftables", KindNFTables),
+	}}
+	nft := &Results{Label: "nft", Started: at(2), Samples: []Sample{smp("nftables", KindNFTables), smp("kube-proxy nftables", KindNFTables)}}
+	tb := merge([]*Results{old, nft})[sizeKey{10, 1}]
+	got := map[string]string{}
+	for _, s := range []string{"iptables", "kube-proxy iptables", "nftables", "kube-proxy nftables"} {
+		got[s] = tb.label(s, ScInitial)
+	}
+	want := map[string]string{"iptables": "old", "kube-proxy iptables": "old", "nftables": "nft", "kube-proxy nftables": "nft"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("runs of the rows (-want +got):\n%s", d)
 	}
 }

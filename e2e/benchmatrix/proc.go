@@ -98,9 +98,13 @@ type proxy struct {
 }
 
 // lockedBuffer is a bytes.Buffer safe for the process's two output streams.
+// It also adds up the netlink bytes of the nftables sink's sync log lines
+// (syncLogBytes), over every line, the ones the buffer dropped included.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	line    []byte // the unfinished last line
+	written int64  // sum of syncLogBytes over the complete lines
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
@@ -109,7 +113,42 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	if l.b.Len() > 4<<20 {
 		l.b.Reset() // keep the tail of a chatty proxy
 	}
+	rest := p
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			if len(l.line) < 64<<10 {
+				l.line = append(l.line, rest...)
+			}
+			break
+		}
+		l.line = append(l.line, rest[:i]...)
+		l.written += syncLogBytes(string(l.line))
+		l.line, rest = l.line[:0], rest[i+1:]
+	}
 	return l.b.Write(p)
+}
+
+// syncBytes returns the netlink bytes the proxy's sync log lines counted.
+func (l *lockedBuffer) syncBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.written
+}
+
+// syncLineRE matches the nftables sink's log line of a sync that wrote
+// (msg=sync, or msg="sync failed"), in the text log format, and its bytes
+// attribute (nftables.SyncStats.Bytes: the netlink bytes sent).
+var syncLineRE = regexp.MustCompile(`(?:^| )msg=(?:sync|"sync failed")(?: .*)? bytes=(\d+)(?: |$)`)
+
+// syncLogBytes returns the bytes of a sync log line (0 for other lines).
+func syncLogBytes(line string) int64 {
+	m := syncLineRE.FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseInt(m[1], 10, 64)
+	return v
 }
 
 func (l *lockedBuffer) String() string {
@@ -281,21 +320,34 @@ func parseStatCPU(stat string) (time.Duration, error) {
 }
 
 // restoreBytes returns the bytes the proxy has piped to iptables-restore
-// and ip6tables-restore so far. (nft is not wrapped: kube-proxy's
-// nftables mode never programmed anything through such a wrapper.)
-func (p *proxy) restoreBytes() int64 {
+// and ip6tables-restore so far, and to nft -f (the wrappers' log), plus the
+// netlink bytes its sync log lines counted (the nftables sink).
+func (p *proxy) restoreBytes() (restore, nft int64) {
+	nft = p.log.syncBytes()
 	b, err := os.ReadFile(p.restoreLog)
 	if err != nil {
-		return 0
+		return 0, nft
 	}
-	var n int64
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			v, _ := strconv.ParseInt(f[0], 10, 64)
-			n += v
+	r, n := parseRestoreLog(string(b))
+	return r, nft + n
+}
+
+// parseRestoreLog adds up the wrappers' log lines ("<bytes> <tool>"): the
+// restore tools' and nft's apart.
+func parseRestoreLog(log string) (restore, nft int64) {
+	for _, l := range strings.Split(log, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[0], 10, 64)
+		if len(f) > 1 && f[1] == "nft" {
+			nft += v
+		} else {
+			restore += v
 		}
 	}
-	return n
+	return restore, nft
 }
 
 // metrics scrapes the proxy's /metrics and returns the sum over label sets
@@ -330,6 +382,12 @@ func (p *proxy) metrics(ctx context.Context) (map[string]float64, error) {
 // only in ip_family are copies of one value, counted once (the largest);
 // without it (kube-proxy: one proxier per family, each its own syncs) they
 // are summed like any other label.
+// isInstant reports whether a metric is a point in time (seconds since
+// the epoch), whose label sets parseMetrics does not add up.
+func isInstant(name string) bool {
+	return strings.HasSuffix(name, "_timestamp_seconds") || name == "process_start_time_seconds"
+}
+
 func parseMetrics(r io.Reader, familyCopies bool) (map[string]float64, error) {
 	series := map[string]float64{} // name and labels, ip_family dropped with familyCopies
 	names := map[string]string{}   // series key -> name
@@ -366,7 +424,11 @@ func parseMetrics(r io.Reader, familyCopies bool) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for key, v := range series {
-		out[names[key]] += v
+		if n := names[key]; isInstant(n) {
+			out[n] = max(out[n], v) // an instant: the latest, not a sum
+		} else {
+			out[n] += v
+		}
 	}
 	return out, s.Err()
 }
@@ -463,7 +525,8 @@ func tail(s string, n int) string {
 }
 
 // writeWrappers writes into dir a wrapper per restore tool found on PATH
-// (iptables-restore, ip6tables-restore, their -nft- and -legacy- variants)
+// (iptables-restore, ip6tables-restore, their -nft- and -legacy- variants,
+// and nft for its -f transactions)
 // that appends its input's size
 // to $PROXYSINKS_BENCH_RESTORE_LOG and runs the real tool on it.
 func writeWrappers(dir string) error {
@@ -486,5 +549,28 @@ exit $rc
 			return err
 		}
 	}
-	return nil
+	real, err := exec.LookPath("nft")
+	if err != nil {
+		return nil
+	}
+	// nft: only a transaction read from stdin (knftables' "nft -f -"),
+	// not its --check of the same text, counted.
+	script := fmt.Sprintf(`#!/bin/sh
+count=
+for a in "$@"; do
+	case "$a" in
+	-c|--check) exec %[1]s "$@" ;;
+	-f) count=1 ;;
+	esac
+done
+[ -n "$count" ] || exec %[1]s "$@"
+f=$(mktemp) || exit 1
+cat > "$f"
+echo "$(wc -c < "$f") nft" >> "$%[2]s"
+%[1]s "$@" < "$f"
+rc=$?
+rm -f "$f"
+exit $rc
+`, real, restoreLogEnv)
+	return os.WriteFile(filepath.Join(dir, "nft"), []byte(script), 0o755)
 }

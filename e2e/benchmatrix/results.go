@@ -27,8 +27,11 @@ type Results struct {
 	// samples fill only the sizes and scenarios no other run measured, so
 	// that it never takes out the kube-proxy rows of the same size that the
 	// sinks are compared with; the memory section reads all of them.
-	Supplement bool     `json:"supplement,omitempty"`
-	Samples    []Sample `json:"samples"`
+	Supplement bool `json:"supplement,omitempty"`
+	// CountsNFT marks a run that counted the bytes written to nf_tables
+	// (Sample.NFTBytes); older runs did not.
+	CountsNFT bool     `json:"countsNFT,omitempty"`
+	Samples   []Sample `json:"samples"`
 }
 
 // hostLoad returns the 1-minute load average (0 when unreadable).

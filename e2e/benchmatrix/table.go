@@ -69,21 +69,26 @@ type table struct {
 }
 
 // mergedWith lists the scenarios whose samples a run's sample of scenario
-// sc replaces: its own, and the IPVS floor and the initial sync together.
+// sc replaces: its own, and the floors and the initial sync together.
 func mergedWith(sc string) []string {
 	switch sc {
-	case ScInitial, ScFloor:
-		return []string{ScInitial, ScFloor}
+	case ScInitial, ScFloor, ScNFTFloor:
+		return []string{ScInitial, ScFloor, ScNFTFloor}
 	}
 	return []string{sc}
 }
 
-// group is the set of proxies measured together: in the VM or on the host.
+// group is the set of proxies whose samples are merged together: the VM's
+// (the IPVS proxies), and on the host each kernel back end's (the iptables
+// proxies, the nftables ones). A sink is compared only with the kube-proxy
+// of its back end, so a run of the nftables proxies alone leaves the
+// iptables rows of the same size and scenario to the run that measured
+// them.
 func group(kind string) string {
 	if kind == KindIPVS {
 		return "VM"
 	}
-	return "host"
+	return "host " + kind
 }
 
 // labels lists the runs a table's rows come from.
@@ -174,10 +179,10 @@ func syscalls(s Sample) float64 { return float64(s.Syscalls) }
 func messages(s Sample) float64 { return float64(s.MessageSyscalls) }
 
 // merge indexes the samples of runs, oldest first: each size, group of
-// proxies (the VM's, the host's) and scenario from the newest run that
-// measured it, so that a sink and the kube-proxy it is compared with
-// always come from one run. The IPVS floor goes with the initial sync it
-// was measured beside. A supplement run's samples go only where no other
+// proxies (the VM's, each of the host's back ends: group) and scenario
+// from the newest run that measured it, so that a sink and the kube-proxy
+// it is compared with always come from one run. The IPVS and nf_tables
+// floors go with the initial sync they were measured beside. A supplement run's samples go only where no other
 // run measured (Results.Supplement).
 func merge(runs []*Results) map[sizeKey]*table {
 	type part struct {
