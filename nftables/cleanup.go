@@ -3,6 +3,7 @@ package nftables
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 )
@@ -40,4 +41,19 @@ func CleanupLeftovers(netns int) ([]string, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// CleanupForOtherMode is what kube-proxy's iptables and IPVS modes do at
+// start (platformCleanup): remove the nftables mode's tables, whose
+// chains would otherwise go on answering for the services, in the
+// caller's network namespace. Failures are logged, not returned: a
+// kernel without nf_tables has nothing to remove.
+func CleanupForOtherMode(log *slog.Logger) {
+	removed, err := CleanupLeftovers(0)
+	for _, r := range removed {
+		log.Info("removed the nftables mode's leftovers", "object", r)
+	}
+	if err != nil {
+		log.Info("nothing of the nftables mode removed", "error", err)
+	}
 }

@@ -3,6 +3,7 @@ package nftables
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -456,4 +457,31 @@ func canonObject(lines []string) string {
 		b = head + "elements = { " + strings.Join(l, ", ") + " }" + tail
 	}
 	return b
+}
+
+// TestKernelCleanupForOtherMode: what the iptables and IPVS sinks run at
+// start removes the nftables mode's tables of the caller's namespace,
+// says so in the log, and leaves the other tables alone.
+func TestKernelCleanupForOtherMode(t *testing.T) {
+	ns := nstest.New(t)
+	nftFile(t, ns, `add table ip kube-proxy
+add table ip6 kube-proxy
+add table ip filter
+`)
+	var logs strings.Builder
+	if err := ns.Do(func() error {
+		CleanupForOtherMode(slog.New(slog.NewTextHandler(&logs, nil)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`object="table ip kube-proxy"`, `object="table ip6 kube-proxy"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	got := regexp.MustCompile(`(?m)^table .*$`).FindAllString(ns.MustRun(t, "nft", "list", "tables"), -1)
+	if diff := cmp.Diff([]string{"table ip filter"}, got); diff != "" {
+		t.Errorf("tables left (-want +got):\n%s", diff)
+	}
 }

@@ -187,7 +187,7 @@ endpoints:
 // TestBinary runs the built iptables sink binary in node A's namespace
 // with --from-file: real traffic to a cluster IP (TCP and UDP, from a pod)
 // and a node port (from outside, masqueraded), /proxyMode and the
-// iptables metrics; a restart with the same cluster writes nothing, nor do
+// iptables metrics; the nftables mode's tables removed at start; a restart with the same cluster writes nothing, nor do
 // its resyncs until a chain is flushed and the jump to it deleted by
 // hand, which one repairs; an
 // edit of the manifest is a partial sync; and
@@ -202,6 +202,9 @@ func TestBinary(t *testing.T) {
 	must(t, n.node, "iptables", "-t", "nat", "-I", "PREROUTING", "-j", "FOREIGN")
 	must(t, n.node, "iptables", "-t", "filter", "-N", "FOREIGN-F")
 	must(t, n.node, "iptables", "-t", "filter", "-I", "INPUT", "-j", "FOREIGN-F")
+	// What kube-proxy's nftables mode left, which the sink removes at start
+	// as kube-proxy's iptables mode does, and a table of another owner.
+	must(t, n.node, "nft", "add table ip kube-proxy; add chain ip kube-proxy services; add table ip6 kube-proxy; add table ip foreign")
 	before := saveAll(t, n)
 
 	manifests := filepath.Join(t.TempDir(), "cluster.yaml")
@@ -214,6 +217,9 @@ func TestBinary(t *testing.T) {
 	m := p.waitSynced(t)
 	if mode, err := p.get("/proxyMode"); err != nil || mode != "iptables" {
 		t.Errorf("/proxyMode = %q, %v; want iptables", mode, err)
+	}
+	if tables := n.node.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") || !strings.Contains(tables, "table ip foreign") {
+		t.Errorf("nft tables after the start, want the nftables mode's removed and the foreign one kept:\n%s", tables)
 	}
 	if v := metric(m, `kubeproxy_sync_proxy_rules_iptables_total{table="nat"}`); v < 10 {
 		t.Errorf("nat rules gauge %v, want the ruleset's rules\n%s", v, m)

@@ -22,6 +22,7 @@ import (
 	"github.com/proxysinks/proxysinks/host/kernel"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
+	"github.com/proxysinks/proxysinks/nftables"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"github.com/urfave/cli/v2"
@@ -280,6 +281,9 @@ func build(env runtime.Env) (runtime.Built, error) {
 		closeAll()
 		return runtime.Built{}, err
 	}
+	// As kube-proxy's iptables mode at start: the nftables mode's tables
+	// would go on answering for the services.
+	nftables.CleanupForOtherMode(env.Log)
 	m, err := NewMetrics(env.Registry)
 	if err != nil {
 		closeAll()

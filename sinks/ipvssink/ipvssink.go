@@ -27,6 +27,7 @@ import (
 	"github.com/proxysinks/proxysinks/netlinkraw/ipset"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
 	"github.com/proxysinks/proxysinks/netlinkraw/link"
+	"github.com/proxysinks/proxysinks/nftables"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
 
@@ -231,6 +232,9 @@ func build(env runtime.Env, mk Make) (runtime.Built, error) {
 		closeAll()
 		return runtime.Built{}, err
 	}
+	// As kube-proxy's IPVS mode at start: the nftables mode's tables
+	// would go on answering for the services.
+	nftables.CleanupForOtherMode(env.Log)
 	if w := bridgeWarning("/proc/sys"); w != "" {
 		env.Log.Warn(w)
 	}
