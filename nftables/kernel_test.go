@@ -161,6 +161,9 @@ func TestKernelForeignChange(t *testing.T) {
 	if err != nil || st.Reads != 1 || st.ForeignChanges != 1 || st.Transactions != 1 {
 		t.Errorf("resync after another writer: %+v, %v", st, err)
 	}
+	if diff := cmp.Diff([]nft.Family{nft.FamilyIPv4}, st.ForeignFamilies); diff != "" {
+		t.Errorf("families changed by another writer (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff(want, listing(t, ns, "ip")); diff != "" {
 		t.Errorf("table after the repair (-want +got):\n%s", diff)
 	}
@@ -185,7 +188,10 @@ func TestKernelRefused(t *testing.T) {
 		}
 		return rs, err
 	}
-	_, err := p.Snapshot(generated(5, 2, netip.MustParseAddr("10.99.0.1")))
+	st, err := p.Snapshot(generated(5, 2, netip.MustParseAddr("10.99.0.1")))
+	if diff := cmp.Diff([]nft.Family{nft.FamilyIPv4}, st.FailedFamilies); diff != "" || st.Failures != 1 {
+		t.Errorf("failures %d in families (-want +got):\n%s", st.Failures, diff)
+	}
 	var ce *nft.CommitError
 	if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), "(jump no-such-chain)") {
 		t.Fatalf("refused transaction: error %v, want one naming the rule", err)

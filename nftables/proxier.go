@@ -79,6 +79,9 @@ type SyncStats struct {
 	// Failures counts the transactions the kernel refused (or that
 	// failed); nothing of them was applied, and the next sync tries again.
 	Failures int
+	// FailedFamilies and ForeignFamilies are the families of Failures and
+	// ForeignChanges, one entry each.
+	FailedFamilies, ForeignFamilies []nft.Family
 	// Duration is the wall time of the sync.
 	Duration time.Duration
 }
@@ -99,6 +102,8 @@ func (s *SyncStats) add(o SyncStats) {
 	s.Reads += o.Reads
 	s.ForeignChanges += o.ForeignChanges
 	s.Failures += o.Failures
+	s.FailedFamilies = append(s.FailedFamilies, o.FailedFamilies...)
+	s.ForeignFamilies = append(s.ForeignFamilies, o.ForeignFamilies...)
 	s.Duration += o.Duration
 }
 

@@ -221,6 +221,7 @@ func (p *Proxier) writeStep(f *family, rs *ruleset.Ruleset, tc tableCompiler, g 
 	ng, err := p.k.commit(f.fam, rs.Table, ops, g)
 	if err != nil {
 		st.Failures++
+		st.FailedFamilies = append(st.FailedFamilies, f.fam)
 		return g, fmt.Errorf("nftables: write %s table %s: %w", f.name, rs.Table, err)
 	}
 	f.cur = next
@@ -245,6 +246,7 @@ func (p *Proxier) writeDelta(f *family, d *ruleset.Delta, g uint32, st *SyncStat
 		ng, err := p.k.commit(f.fam, TableName, ops, g)
 		if err != nil {
 			st.Failures++
+			st.FailedFamilies = append(st.FailedFamilies, f.fam)
 			f.synced = false
 			return g, fmt.Errorf("nftables: write %s table %s: %w", f.name, TableName, err)
 		}
@@ -295,6 +297,7 @@ func (p *Proxier) adopt(f *family, rs *ruleset.Ruleset, tc tableCompiler, st *Sy
 	f.cur = cur
 	if ours && len(diffs) > 0 {
 		st.ForeignChanges++
+		st.ForeignFamilies = append(st.ForeignFamilies, f.fam)
 		p.log.Warn("nftables: another writer changed the table; repairing it (is kube-proxy still running on this node?)",
 			"family", f.name, "table", rs.Table, "differences", len(diffs), "first", firstN(diffs, 5))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 	"github.com/proxysinks/proxysinks/nftables"
 )
 
@@ -62,9 +63,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // observe records a sync of the families (ip_family values) the Proxier
 // programs. One sync covers them all: its duration is observed under each
 // of them, as the runtime reports kubeproxy_sync_proxy_rules_duration_seconds.
-// nftables.SyncStats counts failures and other writers' changes over the
-// families together: they are counted under the family when the Proxier
-// programs one, else under ip_family "" (which family is not known).
+// Refused transactions and other writers' changes are counted under the
+// family they happened in.
 func (m *Metrics) observe(families []string, st nftables.SyncStats) {
 	if m == nil {
 		return
@@ -76,15 +76,19 @@ func (m *Metrics) observe(families []string, st nftables.SyncStats) {
 	for _, f := range families {
 		d.WithLabelValues(f).Observe(st.Duration.Seconds())
 	}
-	family := ""
-	if len(families) == 1 {
-		family = families[0]
+	for _, f := range st.FailedFamilies {
+		m.SyncFailures.WithLabelValues(ipFamily(f)).Inc()
 	}
-	if st.Failures > 0 {
-		m.SyncFailures.WithLabelValues(family).Add(float64(st.Failures))
-	}
-	if st.ForeignChanges > 0 {
-		m.ForeignChanges.WithLabelValues(family).Add(float64(st.ForeignChanges))
+	for _, f := range st.ForeignFamilies {
+		m.ForeignChanges.WithLabelValues(ipFamily(f)).Inc()
 	}
 	m.TableReads.Add(float64(st.Reads))
+}
+
+// ipFamily is kube-proxy's ip_family label value of an nf_tables family.
+func ipFamily(f nft.Family) string {
+	if f == nft.FamilyIPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
 }

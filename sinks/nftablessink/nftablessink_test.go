@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/host/xtables"
+	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 	"github.com/proxysinks/proxysinks/nftables"
 	"github.com/proxysinks/proxysinks/nftables/ruleset"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
@@ -105,23 +106,28 @@ func TestLocalTraffic(t *testing.T) {
 // TestMetricsObserve: one sync's duration is observed under every family
 // the Proxier programs, in the full or the partial histogram; refused
 // transactions and other writers' changes are counted under the family
-// when there is one, else under ip_family "".
+// they happened in.
 func TestMetricsObserve(t *testing.T) {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.observe([]string{"IPv4", "IPv6"}, nftables.SyncStats{Full: true, Duration: time.Millisecond, Failures: 1, ForeignChanges: 2})
-	m.observe([]string{"IPv4"}, nftables.SyncStats{Duration: time.Millisecond, Failures: 2, ForeignChanges: 1})
+	v4, v6 := nft.FamilyIPv4, nft.FamilyIPv6
+	m.observe([]string{"IPv4", "IPv6"}, nftables.SyncStats{Full: true, Duration: time.Millisecond, Failures: 1, FailedFamilies: []nft.Family{v6},
+		ForeignChanges: 2, ForeignFamilies: []nft.Family{v4, v6}})
+	m.observe([]string{"IPv4"}, nftables.SyncStats{Duration: time.Millisecond, Failures: 2, FailedFamilies: []nft.Family{v4, v4},
+		ForeignChanges: 1, ForeignFamilies: []nft.Family{v4}})
 	m.observe([]string{"IPv6"}, nftables.SyncStats{Full: true})
-	type counts struct{ Full4, Full6, Partial4, Partial6, Failures, Failures4, Foreign, Foreign4 int }
+	type counts struct{ Full4, Full6, Partial4, Partial6, Failures4, Failures6, Foreign4, Foreign6, Unlabelled int }
+	val := func(c *prometheus.CounterVec, f string) int { return int(testutil.ToFloat64(c.WithLabelValues(f))) }
 	got := counts{
 		Full4: int(sampleCount(t, m.FullDuration, "IPv4")), Full6: int(sampleCount(t, m.FullDuration, "IPv6")), Partial4: int(sampleCount(t, m.PartialDuration, "IPv4")),
-		Partial6: int(sampleCount(t, m.PartialDuration, "IPv6")),
-		Failures: int(testutil.ToFloat64(m.SyncFailures.WithLabelValues(""))), Failures4: int(testutil.ToFloat64(m.SyncFailures.WithLabelValues("IPv4"))),
-		Foreign: int(testutil.ToFloat64(m.ForeignChanges.WithLabelValues(""))), Foreign4: int(testutil.ToFloat64(m.ForeignChanges.WithLabelValues("IPv4"))),
+		Partial6:  int(sampleCount(t, m.PartialDuration, "IPv6")),
+		Failures4: val(m.SyncFailures, "IPv4"), Failures6: val(m.SyncFailures, "IPv6"),
+		Foreign4: val(m.ForeignChanges, "IPv4"), Foreign6: val(m.ForeignChanges, "IPv6"),
+		Unlabelled: val(m.SyncFailures, "") + val(m.ForeignChanges, ""),
 	}
-	want := counts{Full4: 1, Full6: 2, Partial4: 1, Partial6: 0, Failures: 1, Failures4: 2, Foreign: 2, Foreign4: 1}
+	want := counts{Full4: 1, Full6: 2, Partial4: 1, Partial6: 0, Failures4: 2, Failures6: 1, Foreign4: 2, Foreign6: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
