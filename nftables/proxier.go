@@ -161,7 +161,7 @@ func NewProxier(cfg Config) (*Proxier, error) {
 	if !cfg.IPv4 && !cfg.IPv6 {
 		return nil, errors.New("nftables: no address family enabled")
 	}
-	if b := cfg.Ruleset.MasqueradeBit; b < 0 || b > 31 {
+	if b := cfg.Ruleset.Bit(); b < 0 || b > 31 {
 		return nil, fmt.Errorf("nftables: masquerade bit %d out of range [0, 31]", b)
 	}
 	r, err := ruleset.NewRenderer(cfg.Ruleset)

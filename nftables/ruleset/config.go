@@ -16,10 +16,9 @@ const DefaultMasqueradeBit = 14
 // is kube-proxy's defaults with no local-traffic detection and NodePorts on
 // every local address.
 type Config struct {
-	// MasqueradeBit is nftables.masqueradeBit (0-31); 0 means
-	// DefaultMasqueradeBit (kube-proxy's validation refuses nothing in
-	// 0-31, but its default is 14 and a zero bit is not a useful choice).
-	MasqueradeBit int
+	// MasqueradeBit is nftables.masqueradeBit (0-31, every value
+	// kube-proxy accepts, 0 included); nil means DefaultMasqueradeBit.
+	MasqueradeBit *int
 	// MasqueradeAll is --masquerade-all: every packet to a cluster IP is
 	// masqueraded.
 	MasqueradeAll bool
@@ -76,12 +75,18 @@ func (c *Config) family(v6 bool) *Family {
 	return &c.IPv4
 }
 
+// Bit returns the masquerade bit: MasqueradeBit, or DefaultMasqueradeBit
+// when it is nil.
+func (c *Config) Bit() int {
+	if c.MasqueradeBit == nil {
+		return DefaultMasqueradeBit
+	}
+	return *c.MasqueradeBit
+}
+
 // mark returns the masquerade mark as kube-proxy writes it (%#08x).
 func (c *Config) mark() (string, error) {
-	bit := c.MasqueradeBit
-	if bit == 0 {
-		bit = DefaultMasqueradeBit
-	}
+	bit := c.Bit()
 	if bit < 0 || bit > 31 {
 		return "", fmt.Errorf("nftables ruleset: masquerade bit %d is not in 0-31", bit)
 	}

@@ -66,7 +66,7 @@ func TestScriptsValid(t *testing.T) {
 	restricted.SetNodePorts([]netip.Prefix{netip.PrefixFrom(node4, 32), netip.PrefixFrom(node6, 128)}, []netip.Addr{node4, node6, netip.MustParseAddr("127.0.0.1")})
 	configs := map[string]Config{
 		"primary":       restricted,
-		"all addresses": {MasqueradeAll: true, MasqueradeBit: 31},
+		"all addresses": {MasqueradeAll: true, MasqueradeBit: new(31)},
 		"bridge":        {Local: xtables.LocalTraffic{Interface: "cbr0"}},
 		"prefix":        {Local: xtables.LocalTraffic{Interface: "veth+"}},
 	}

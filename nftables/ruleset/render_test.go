@@ -153,7 +153,7 @@ func TestRenderCases(t *testing.T) {
 		},
 	}, {
 		name: "interface-prefix detection, masquerade bit 0x1 (IPv6)",
-		cfg:  Config{MasqueradeBit: 1, Local: xtables.LocalTraffic{Interface: "veth+"}},
+		cfg:  Config{MasqueradeBit: new(1), Local: xtables.LocalTraffic{Interface: "veth+"}},
 		v6:   true,
 		docs: []string{service("a", "  type: NodePort\n  externalTrafficPolicy: Local\n  clusterIP: fd00::1\n  clusterIPs: [\"fd00::1\"]\n  ipFamilies: [IPv6]\n  ports: [{name: p, port: 80, protocol: TCP, nodePort: 30080}]\n"),
 			slice("a", "IPv6", "", ep("fd00:244::5", "node-1", "ready: true"))},
@@ -322,9 +322,29 @@ func TestRenderErrors(t *testing.T) {
 	if v6 == nil {
 		t.Error("no ip6 table")
 	}
-	if _, _, err := Render(s, Config{MasqueradeBit: 32}); err == nil || !strings.Contains(err.Error(), "masquerade bit 32") {
+	if _, _, err := Render(s, Config{MasqueradeBit: new(32)}); err == nil || !strings.Contains(err.Error(), "masquerade bit 32") {
 		t.Errorf("bit 32: error %v", err)
 	}
+	for _, c := range []struct {
+		bit  *int
+		mark string
+	}{{nil, "0x00004000"}, {new(0), "0x00000001"}, {new(31), "0x80000000"}} {
+		v4, _, err := Render(generated(1, 2, false), Config{MasqueradeBit: c.bit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if script := v4.Script(); !strings.Contains(script, "masquerading mark and "+c.mark+" != 0 ") {
+			t.Errorf("bit %d: no mark %s in\n%s", v4Bit(c.bit), c.mark, script)
+		}
+	}
+}
+
+// v4Bit is a test case's bit, -1 for nil.
+func v4Bit(b *int) int {
+	if b == nil {
+		return -1
+	}
+	return *b
 }
 
 // TestChainNames: kube-proxy's names (its Test_servicePortChainNameBase

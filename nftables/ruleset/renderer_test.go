@@ -101,7 +101,7 @@ func TestRendererMatchesRender(t *testing.T) {
 			t.Fatalf("step %d: RenderFamily (-Render +Renderer):\n%s", step, diff)
 		}
 	}
-	if err := r.SetConfig(Config{MasqueradeBit: 40}); err == nil {
+	if err := r.SetConfig(Config{MasqueradeBit: new(40)}); err == nil {
 		t.Error("SetConfig took masquerade bit 40")
 	}
 }

@@ -72,7 +72,7 @@ func ProxierConfig(env runtime.Env) nftables.Config {
 		nodeIPs = env.NodePorts.Addrs
 	}
 	nodeIPs = append(runtime.PrimaryIPs(nil, c.BindAddress), nodeIPs...)
-	rc := ruleset.Config{MasqueradeBit: c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, Local: c.LocalTraffic(nil)}
+	rc := ruleset.Config{MasqueradeBit: &c.MasqueradeBit, MasqueradeAll: c.MasqueradeAll, Local: c.LocalTraffic(nil)}
 	rc.SetNodePorts(env.NodePorts.CIDRs, env.NodePorts.Addrs)
 	if i := slices.IndexFunc(nodeIPs, netip.Addr.Is4); i >= 0 {
 		rc.IPv4.NodeIP = nodeIPs[i]
@@ -124,7 +124,7 @@ func build(env runtime.Env) (runtime.Built, error) {
 		ctr = ct
 		closeAll = func() { p.Close(); ct.Close() }
 	}
-	env.Log.Info("nftables proxier", "ipv6", cfg.IPv6, "masquerade-bit", cfg.Ruleset.MasqueradeBit)
+	env.Log.Info("nftables proxier", "ipv6", cfg.IPv6, "masquerade-bit", cfg.Ruleset.Bit())
 	ctl := &Controller{P: p, Metrics: m, Log: env.Log, OnSync: env.OnSync, Local: nodeLocal(env.Config), families: families(cfg)}
 	return runtime.Built{Controller: ctl, Close: closeAll, Conntrack: ctr,
 		Syscalls: func() uint64 { return uint64(p.Totals().Syscalls) }}, nil

@@ -58,22 +58,24 @@ func TestProxierConfig(t *testing.T) {
 		want nftables.Config
 	}{
 		{"IPv4 node, unrestricted", runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
-			nftables.Config{IPv4: true, Ruleset: ruleset.Config{MasqueradeBit: 14, IPv4: ruleset.Family{NodeIP: v4, NodePortAddrs: []netip.Addr{v4}}}}},
+			nftables.Config{IPv4: true, Ruleset: ruleset.Config{MasqueradeBit: new(14), IPv4: ruleset.Family{NodeIP: v4, NodePortAddrs: []netip.Addr{v4}}}}},
 		{"primary (a /32 and a /128)", runtime.Env{Config: runtime.Config{MasqueradeBit: 3, MasqueradeAll: true},
 			NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{pfx("192.168.1.10/32"), pfx("fd00::10/128")}, Addrs: []netip.Addr{v4, v6}}},
-			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{MasqueradeBit: 3, MasqueradeAll: true,
+			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{MasqueradeBit: new(3), MasqueradeAll: true,
 				IPv4: ruleset.Family{NodeIP: v4, NodePortsRestricted: true, NodePortAddrs: []netip.Addr{v4}},
 				IPv6: ruleset.Family{NodeIP: v6, NodePortsRestricted: true, NodePortAddrs: []netip.Addr{v6}}}}},
+		// Bit 0 (the zero Config here) is a bit kube-proxy accepts, not
+		// its default.
 		{"IPv6 restricted only", runtime.Env{NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{pfx("fd00::/64")}, Addrs: []netip.Addr{v4, v6}}},
-			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{
+			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{MasqueradeBit: new(0),
 				IPv4: ruleset.Family{NodeIP: v4, NodePortAddrs: []netip.Addr{v4}},
 				IPv6: ruleset.Family{NodeIP: v6, NodePortsRestricted: true, NodePortAddrs: []netip.Addr{v6}}}}},
 		{"--node-address wins for the node IPs", runtime.Env{Config: runtime.Config{NodeAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.11"), v6}},
 			NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
-			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{IPv4: ruleset.Family{NodeIP: netip.MustParseAddr("192.168.1.11"), NodePortAddrs: []netip.Addr{v4}},
+			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{MasqueradeBit: new(0), IPv4: ruleset.Family{NodeIP: netip.MustParseAddr("192.168.1.11"), NodePortAddrs: []netip.Addr{v4}},
 				IPv6: ruleset.Family{NodeIP: v6}}}},
 		{"--bind-address first", runtime.Env{Config: runtime.Config{BindAddress: netip.MustParseAddr("192.168.1.20")}, NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
-			nftables.Config{IPv4: true, Ruleset: ruleset.Config{IPv4: ruleset.Family{NodeIP: netip.MustParseAddr("192.168.1.20"), NodePortAddrs: []netip.Addr{v4}}}}},
+			nftables.Config{IPv4: true, Ruleset: ruleset.Config{MasqueradeBit: new(0), IPv4: ruleset.Family{NodeIP: netip.MustParseAddr("192.168.1.20"), NodePortAddrs: []netip.Addr{v4}}}}},
 	}
 	for _, tt := range tests {
 		got := ProxierConfig(tt.env)
@@ -168,7 +170,7 @@ func TestNoLocalEndpoints(t *testing.T) {
 		local("c", "10.96.0.3", false, false),
 		local("d", "10.96.0.4", true, false), // counted
 	}, nil)
-	p, err := nftables.NewProxier(nftables.Config{IPv4: true, Ruleset: ruleset.Config{MasqueradeBit: 14}, DryRun: io.Discard})
+	p, err := nftables.NewProxier(nftables.Config{IPv4: true, Ruleset: ruleset.Config{MasqueradeBit: new(14)}, DryRun: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
