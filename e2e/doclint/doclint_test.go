@@ -113,12 +113,17 @@ func times(line string) []string {
 
 // labelsIn returns the run labels that line carries. A label is matched as
 // a whole token (letters, digits, '-' and '_'), so 1k-vm does not match
-// inside 1k-vm-changes or results-1k-vm.json's neighbour; a label that is a
-// plain word (no digit, no '-', such as "short") is matched only when quoted
-// ("short" or `short`), since the word itself is ordinary English.
+// inside 1k-vm-changes; a label that is a plain word (no digit, no '-',
+// such as "short") is matched only when quoted ("short" or `short`), since
+// the word itself is ordinary English. A results file's name
+// (results-<label>.json) carries its label too.
 func labelsIn(line string, labels []string) []string {
 	var out []string
 	for _, label := range labels {
+		if strings.Contains(line, "results-"+label+".json") {
+			out = append(out, label)
+			continue
+		}
 		if plainWord(label) {
 			if strings.Contains(line, `"`+label+`"`) || strings.Contains(line, "`"+label+"`") {
 				out = append(out, label)
@@ -312,7 +317,10 @@ func TestLabelsIn(t *testing.T) {
 		{"the short subset, SHORT=1", nil},
 		{"a short run on the host", nil},
 		{"10k-vm-changes", nil},
-		{"bench/report/results-10k-vm.json", nil},
+		{"bench/report/results-10k-vm.json", []string{"10k-vm"}},
+		{"see results-short.json", []string{"short"}},
+		{"bench/report/results-<label>.json", nil},
+		{"results-10k-vm-changes.json", nil},
 		{"a 10k-vmx run", nil},
 		{"x10k-vm", nil},
 		{"1k-vm_old", nil},
