@@ -30,7 +30,7 @@ import (
 // IPVS keeps removed destinations in a trash list that slows later
 // creations, so reusing a namespace would measure that instead.
 //
-// They need IPVS: run them in the VM (see netlinkraw/README.md) or on a
+// They need IPVS: run them in the VM (see e2e/README.md) or on a
 // host with ip_vs. Elsewhere they skip.
 
 const destsPerService = 10

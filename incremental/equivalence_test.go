@@ -53,7 +53,7 @@ func (g *randomCluster) service(i int) *client.ServiceEndpoints {
 	if r.IntN(4) == 0 {
 		// Not the node's own address: a virtual server there outside the
 		// node-port range is one Node.Read cannot see as the sinks' (see
-		// the package README).
+		// dataplane/README.md on ownership).
 		svc.ExternalIPs.Add(g.pick("203.0.113.1", "203.0.113.2"))
 	}
 	if svc.Type == client.LoadBalancer {

@@ -11,6 +11,6 @@
 // last wrote (partial sync) or with the kernel (full sync, iptables-save's
 // output brought to the canonical form) and applies the difference with
 // iptables-restore --noflush, touching only the chains it owns. See
-// README.md for the chains, the differences from kube-proxy and the
-// measurements.
+// README.md and docs/design/iptables.md for the chains and the differences
+// from kube-proxy, docs/bench/iptables.md for the measurements.
 package iptables

@@ -104,7 +104,7 @@ type Config struct {
 // adaptiveLimit is the default bound of an nf_tables transaction when the
 // nat table holds existing rules: sqrt(65 * existing), at least 1,000. On
 // this project's build host a transaction cost about 0.65 µs per existing
-// rule plus about 10 ns times the square of its own size (README.md); the
+// rule plus about 10 ns times the square of its own size (docs/bench/iptables.md); the
 // bound minimizes their sum per rule.
 func adaptiveLimit(existing int) int {
 	return max(1000, int(math.Sqrt(65*float64(existing))))

@@ -5,7 +5,7 @@ import "fmt"
 // Adjustment is one value of an API object that the conversion read
 // differently from its text (repaired) or left out (skipped) while the
 // rest of the object is served: kube-proxy v1.37.2's input rules (see
-// README "Input rules"). A State logs each once and counts it
+// docs/design/client.md, "Input rules"). A State logs each once and counts it
 // (client.Stats.RepairedValuesTotal, SkippedValuesTotal).
 type Adjustment struct {
 	// Field is the JSON path of the value, e.g. "spec.externalIPs[1]".
