@@ -85,22 +85,23 @@ func memSmallLine(w func(string, ...any), runs []*Results, sink, kind string, sm
 	switch {
 	case base.run == nil && base.error != "":
 		w("- %s at %s x 10: %.0f MB (run %s); %s has no figure to compare: it never finished its initial sync at this size (%s)", sink, thousands(memSmall), small.mb, small.run.Label, kp, base.error)
-		sg.Got = fmt.Sprintf("%.0f MB, %s never finished", small.mb, kp)
+		sg.Got = fmt.Sprintf("%.0f MB (%s never finished", small.mb, kp)
 		if nft := initialPeak(runs, "kube-proxy nftables", memSmall, nil); kind == KindIPTables && nft.run != nil {
 			w("; kube-proxy nftables, its other mode on this host: %.0f MB (run %s)", nft.mb, nft.run.Label)
-			sg.Got += fmt.Sprintf(" (kube-proxy nftables %.0f MB)", nft.mb)
+			sg.Got += fmt.Sprintf("; kube-proxy nftables %.0f MB", nft.mb)
 		}
 		w(".\n")
+		sg.Got += ")"
 	case base.run == nil:
 		w("- %s at %s x 10: %.0f MB (run %s); %s not measured at this size.\n", sink, thousands(memSmall), small.mb, small.run.Label, kp)
-		sg.Got = fmt.Sprintf("%.0f MB, %s not measured", small.mb, kp)
+		sg.Got = fmt.Sprintf("%.0f MB (%s not measured)", small.mb, kp)
 	default:
 		verdict := "**met**"
 		sg.Verdict = met
 		if small.mb > base.mb {
 			verdict, sg.Verdict = "**missed**", missed
 		}
-		sg.Got = fmt.Sprintf("%.0f against %.0f MB, %.2fx", small.mb, base.mb, small.mb/base.mb)
+		sg.Got = fmt.Sprintf("%.0f against %.0f MB (%.2fx)", small.mb, base.mb, small.mb/base.mb)
 		w("- %s at %s x 10, peak RSS ≤ %s's: %s, %.0f MB (run %s) against %.0f MB (run %s): %.2fx.\n", sink, thousands(memSmall), kp, verdict, small.mb, small.run.Label, base.mb, base.run.Label, small.mb/base.mb)
 	}
 }

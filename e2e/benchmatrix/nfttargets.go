@@ -106,7 +106,7 @@ func (tw *targetWriter) checkNote(g goal, name string, got, want float64, why st
 		return
 	}
 	tw.w("- %s: **missed**, %.1fx against %.0fx: short by a factor %.1f; %s.\n", name, got, want, want/got, tw.because(why))
-	g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.1fx, short by %.1fx", got, want/got), nftSection
+	g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.1fx (short by %.1fx)", got, want/got), nftSection
 	tw.goals.add(g)
 }
 
@@ -137,7 +137,7 @@ func (tw *targetWriter) nftFloor() {
 	g.Verdict, g.Got = met, fmt.Sprintf("%.1fx the floor", own/floor)
 	if own > nftFloorX*floor {
 		verdict = fmt.Sprintf("**missed** by a factor %.1f (%s; the floor's transaction has no anonymous set, so none of those lookups)", own/(nftFloorX*floor), tw.because(whyInitial))
-		g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.1fx the floor, over by %.1fx", own/floor, own/(nftFloorX*floor)), nftSection
+		g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.1fx the floor (over by %.1fx)", own/floor, own/(nftFloorX*floor)), nftSection
 	}
 	tw.goals.add(g)
 	tw.w("- nftables own initial sync ≤ %.1fx the pre-encoded nf_tables floor at %s, run %s (the floor measured on the same host just before): %s; %s s against the floor's %s s: %.1fx.",
@@ -165,7 +165,7 @@ func (tw *targetWriter) nft30k() {
 	g.Verdict, g.Got = met, fmtSec(v)+" s"
 	if v >= nft30kSecs {
 		verdict = fmt.Sprintf("**missed** by %s s (a factor %.1f; %s)", fmtSec(v-nft30kSecs), v/nft30kSecs, tw.because(whyInitial))
-		g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%s s, %.1fx the limit", fmtSec(v), v/nft30kSecs), nftSection
+		g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%s s (%.1fx the limit)", fmtSec(v), v/nft30kSecs), nftSection
 	}
 	tw.goals.add(g)
 	tw.w("- nftables initial sync at 30,000 x 10 under %.0f s from process start, run %s: %s, %s s", nft30kSecs, t.label(nftSink, ScInitial), verdict, fmtSec(v))
@@ -399,7 +399,7 @@ func (tw *targetWriter) nftMemory() {
 		} else {
 			g := goal{Issue: 33, Target: "nftables peak RSS at 10,000 x 10 ≤ kube-proxy nftables'", Sink: nftSink, Verdict: met, Got: fmt.Sprintf("%.0f against %.0f MB", a, c), At: k.String()}
 			if a > c {
-				g.Verdict, g.Got = missed, fmt.Sprintf("%.0f against %.0f MB, %.2fx", a, c, a/c)
+				g.Verdict, g.Got = missed, fmt.Sprintf("%.0f against %.0f MB (%.2fx)", a, c, a/c)
 			}
 			tw.goals.add(g)
 			recorded = true

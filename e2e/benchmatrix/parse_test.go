@@ -319,7 +319,7 @@ func TestMemory(t *testing.T) {
 		}
 	}
 	want := []summaryTarget{
-		{31, goalMemSmall, "**met**: ipvs-fullstate 200 against 234 MB, 0.85x at 10,000 x 10; **missed**: ipvs-incremental 240 against 234 MB, 1.03x at 10,000 x 10; not measured: iptables 150 MB, kube-proxy iptables never finished (kube-proxy nftables 270 MB) at 10,000 x 10; **met**: nftables 200 against 270 MB, 0.74x at 10,000 x 10"},
+		{31, goalMemSmall, "**met**: ipvs-fullstate 200 against 234 MB (0.85x) at 10,000 x 10; **missed**: ipvs-incremental 240 against 234 MB (1.03x) at 10,000 x 10; not measured: iptables 150 MB (kube-proxy iptables never finished; kube-proxy nftables 270 MB) at 10,000 x 10; **met**: nftables 200 against 270 MB (0.74x) at 10,000 x 10"},
 		{31, goalMemGrowth, "**met**: ipvs-fullstate 4.50x (200 to 900 MB, run sup); **missed**: ipvs-incremental 5.83x (240 to 1400 MB, run sup); **met**: iptables 4.00x (150 to 600 MB, run sup to run fifty); not measured: nftables"},
 	}
 	if diff := cmp.Diff(want, summaryTargets(g.list)); diff != "" {

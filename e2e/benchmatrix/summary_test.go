@@ -3,6 +3,7 @@ package benchmatrix
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,8 +208,8 @@ func TestRenderSummary(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| nftables | 10,000 x 10 | nftables | 2.8x | 3.0x | 2.8x | 17.7x | not measured | 220 / 250 |\n",
-		"| 33 | " + goalNFTOwn + " | **missed**: 3.0x, short by 3.3x at 10,000 x 10 ([why](#targets-of-the-nftables-sink-issue-33)) |\n",
-		"| 33 | " + goalNFTEndpoint + " | **missed**: 17.7x, short by 5.7x at 10,000 x 10 ([why](#targets-of-the-nftables-sink-issue-33)) |\n",
+		"| 33 | " + goalNFTOwn + " | **missed**: 3.0x (short by 3.3x) at 10,000 x 10 ([why](#targets-of-the-nftables-sink-issue-33)) |\n",
+		"| 33 | " + goalNFTEndpoint + " | **missed**: 17.7x (short by 5.7x) at 10,000 x 10 ([why](#targets-of-the-nftables-sink-issue-33)) |\n",
 		"| 31 | " + goalMemGrowth + " | not measured: ipvs-fullstate, ipvs-incremental, iptables, nftables |\n",
 	} {
 		if !strings.Contains(summary, want) {
@@ -252,6 +253,38 @@ func TestReportUpToDate(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, string(got)); diff != "" {
 			t.Errorf("%s is not what the results give; run %s=1 go test -run TestMatrixRender ./e2e/benchmatrix/ (-generated +checked in):\n%s", path, RenderEnv, diff)
+		}
+	}
+	// Every link into the hand-written notes names one of their headings.
+	notes, err := os.ReadFile(filepath.Join(dir, "NOTES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, l := range strings.Split(string(notes), "\n") {
+		if h, ok := strings.CutPrefix(l, "## "); ok {
+			headings[anchor(h)] = true
+		}
+	}
+	for _, m := range notesLinkRE.FindAllStringSubmatch(report, -1) {
+		if !headings[m[1]] {
+			t.Errorf("the report links to report/NOTES.md#%s, which no heading of the notes is", m[1])
+		}
+	}
+}
+
+var notesLinkRE = regexp.MustCompile(`report/NOTES\.md#([^)\s]+)`)
+
+// TestAnchor: the ids GitHub gives the notes' headings.
+func TestAnchor(t *testing.T) {
+	for h, want := range map[string]string{
+		"The nftables sink's initial sync": "the-nftables-sinks-initial-sync",
+		"Idle at 10,000 x 10":              "idle-at-10000-x-10",
+		"Event-to-programmed":              "event-to-programmed",
+		"The floor target is missed, by less with routes and overlapping writes": "the-floor-target-is-missed-by-less-with-routes-and-overlapping-writes",
+	} {
+		if got := anchor(h); got != want {
+			t.Errorf("anchor(%q) = %q, want %q", h, got, want)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (tw *targetWriter) check(g goal, name string, got, want float64, unit strin
 		g.Verdict, g.Got = met, fmt.Sprintf("%.1f%s", got, unit)
 	default:
 		tw.w("- %s: **missed**, %.1f%s against %.0f%s: short by a factor %.1f.\n", name, got, unit, want, unit, want/got)
-		g.Verdict, g.Got = missed, fmt.Sprintf("%.1f%s, short by %.1fx", got, unit, want/got)
+		g.Verdict, g.Got = missed, fmt.Sprintf("%.1f%s (short by %.1fx)", got, unit, want/got)
 	}
 	tw.goals.add(g)
 }
@@ -205,7 +205,7 @@ func (tw *targetWriter) endpointChange() {
 		why := ""
 		if p99 > 10 {
 			why = fmt.Sprintf(" by %.2f ms; why: %s", p99-10, notesLink("Event-to-programmed"))
-			g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.2f ms, over by %.2f ms", p99, p99-10), notesURL("Event-to-programmed")
+			g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.2f ms (over by %.2f ms)", p99, p99-10), notesURL("Event-to-programmed")
 		}
 		tw.goals.add(g)
 		tw.w("- ipvs-incremental event-to-programmed p99 ≤ 10 ms %s (the sink's own proxysinks_snapshot_programming_duration_seconds, coalescing excluded): %s%s, %.2f ms over %d changes (p50 %.2f ms).\n", measuredAt(k, t, "kube-proxy ipvs", ScEndpointAdd), verdict, why, p99, len(p), 1000*percentile(p, 50))
@@ -277,7 +277,7 @@ func (tw *targetWriter) floorTargets() {
 		if own > 1.3*floor {
 			const why = "The floor target is missed, by less with routes and overlapping writes"
 			verdict = fmt.Sprintf("**missed** by a factor %.1f (why: %s)", own/(1.3*floor), notesLink(why))
-			g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.1fx the floor, over by %.1fx", own/floor, own/(1.3*floor)), notesURL(why)
+			g.Verdict, g.Got, g.Why = missed, fmt.Sprintf("%.1fx the floor (over by %.1fx)", own/floor, own/(1.3*floor)), notesURL(why)
 		}
 		tw.goals.add(g)
 		w("- %s whole initial sync ≤ 1.3x the pre-encoded IPVS floor at %s, run %s (the floor measured in the same VM just before): %s; its own syncs until programmed took %s s (IPVS, the virtual IPs made local, ipsets; the median over the repetitions) against the floor's %s s for the IPVS objects alone: %.1fx. From process start (informers' list included) %s s: %.1fx.\n",
