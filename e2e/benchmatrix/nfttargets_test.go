@@ -1,9 +1,12 @@
 package benchmatrix
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestNFTTargets: the nftables sink's target lines from one run's
@@ -76,5 +79,36 @@ func TestNFTTargets(t *testing.T) {
 	nftTargets(&b, map[sizeKey]*table{}, nil, nil)
 	if !strings.Contains(b.String(), "- nftables against kube-proxy nftables: not measured.") {
 		t.Errorf("no measurement: %s", b.String())
+	}
+}
+
+// TestNFTIdleMissed: a missed idle target says by how much and why, with
+// the window's ticks and syncs, and goes to the summary with a link to it.
+func TestNFTIdleMissed(t *testing.T) {
+	const n = 10000
+	r := &Results{Label: "r", CountsNFT: true, Samples: []Sample{
+		initialSample(nftSink, KindNFTables, n, 2, 1, 1, 100),
+		initialSample(nftKP, KindNFTables, n, 30, 15, 15, 200),
+		sample(nftSink, KindNFTables, ScSteady, n, func(s *Sample) { s.Seconds, s.CPUSeconds, s.Syncs, s.SyncSeconds = 30, 0.2, 1, 0.06 }),
+		sample(nftKP, KindNFTables, ScSteady, n, func(s *Sample) { s.Seconds, s.CPUSeconds = 30, 0.02 }),
+	}}
+	var b strings.Builder
+	var g goals
+	nftTargets(&b, merge([]*Results{r}), []sizeKey{{n, 10}}, &g)
+	for _, want := range []string{
+		"- nftables idle CPU per minute ≤ kube-proxy nftables' at 10,000 x 10, run r: **missed**, 10.0x kube-proxy's (" + whyIdle + "), 0.20 CPU-s against 0.0200",
+		"- **The periodic resync** (idle): with its default 30 s period the sink resyncs, comparing the whole wanted ruleset with the one it applied; at 10,000 x 10 the sink used 9 more 10 ms CPU ticks than kube-proxy nftables in a 30.0 s window and made 1 sync in it (0.0600 s of own sync; medians over the windows), kube-proxy nftables no sync (its nftables mode skips the periodic sync while nothing changed)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("targets lack %q:\n%s", want, b.String())
+		}
+	}
+	i := slices.IndexFunc(g.list, func(x goal) bool { return x.Target == goalNFTIdle })
+	if i < 0 {
+		t.Fatalf("no idle goal in %+v", g.list)
+	}
+	want := goal{Issue: 33, Target: goalNFTIdle, Sink: nftSink, Verdict: missed, Got: "10.0x kube-proxy's", At: "10,000 x 10", Why: nftSection}
+	if diff := cmp.Diff(want, g.list[i]); diff != "" {
+		t.Errorf("idle goal (-want +got):\n%s", diff)
 	}
 }

@@ -74,8 +74,11 @@ func (tw *targetWriter) nftWhy() {
 			if len(secs) > 0 {
 				own = median(secs)
 			}
-			p := fmt.Sprintf("at %s the sink made %s in a %s s window (%s s of own sync; medians over the windows), kube-proxy nftables %s",
-				k, syncs(counts), fmtSec(median(s.values(seconds))), fmtSec(own), syncs(kpCounts))
+			// The CPU cells are per minute; /proc counts 10 ms ticks.
+			window := median(s.values(seconds))
+			ticks := (mean(s.values(cpu)) - mean(kp.values(cpu))) * window / 60 / 0.01
+			p := fmt.Sprintf("at %s the sink used %.0f more 10 ms CPU ticks than kube-proxy nftables in a %s s window and made %s in it (%s s of own sync; medians over the windows), kube-proxy nftables %s",
+				k, ticks, fmtSec(window), syncs(counts), fmtSec(own), syncs(kpCounts))
 			if len(kpCounts) == 0 {
 				p += " (its nftables mode skips the periodic sync while nothing changed)"
 			}
