@@ -29,6 +29,10 @@ const (
 	ScNFTFloor = "pre-encoded nf_tables floor"
 )
 
+// fullSizes are the full matrix's sizes (services, endpoints each), the
+// summary's rows.
+var fullSizes = [][2]int{{1000, 10}, {10000, 10}, {30000, 10}, {1000, 100}}
+
 // Sink is one proxy under test.
 type Sink struct {
 	// Name is the row's name, e.g. "ipvs-fullstate" or "kube-proxy ipvs".

@@ -96,7 +96,7 @@ const changeSyncPeriod = "1h"
 // planFromEnv reads the plan from the environment (getenv) over the full
 // or, with short, the short plan's defaults.
 func planFromEnv(getenv func(string) string, short bool) (plan, error) {
-	p := plan{sizes: [][2]int{{1000, 10}, {10000, 10}, {30000, 10}, {1000, 100}}, reps: 3, endpointReps: 20, steady: 61 * time.Second, label: "full", vmStrace: true}
+	p := plan{sizes: fullSizes, reps: 3, endpointReps: 20, steady: 61 * time.Second, label: "full", vmStrace: true}
 	if short {
 		// Under 15 minutes on a nearly quiet 2-core host (kube-proxy ipvs
 		// alone takes 8 in the VM): one repetition, three one-endpoint

@@ -77,19 +77,24 @@ func decades(a *plot.Axis, xy plotter.XYs, f func(plotter.XY) float64) {
 	}
 }
 
-// plotLatency writes endpoint-latency.png: the cumulative distribution of
-// the one-endpoint change latencies at the largest x 10 size measured by
-// every proxy (10,000 when present).
-func plotLatency(dir string, tables map[sizeKey]*table, keys []sizeKey) (sizeKey, error) {
+// latencySize is the size of the latency plot: the one with 10 endpoints
+// a service closest to 10,000 services.
+func latencySize(keys []sizeKey) sizeKey {
 	var k sizeKey
 	for _, c := range keys {
 		if c.m == 10 && (k.n == 0 || abs(c.n-10000) < abs(k.n-10000)) {
 			k = c
 		}
 	}
+	return k
+}
+
+// plotLatency writes endpoint-latency.png: the cumulative distribution of
+// the one-endpoint change latencies at size k (latencySize).
+func plotLatency(dir string, tables map[sizeKey]*table, k sizeKey) error {
 	t := tables[k]
 	if t == nil {
-		return k, nil
+		return nil
 	}
 	pl := plot.New()
 	pl.Title.Text = fmt.Sprintf("One endpoint added or removed, %s: latency CDF", k)
@@ -111,10 +116,10 @@ func plotLatency(dir string, tables map[sizeKey]*table, keys []sizeKey) (sizeKey
 		}
 	}
 	if len(args) == 0 {
-		return k, nil
+		return nil
 	}
 	if err := plotutil.AddLines(pl, args...); err != nil {
-		return k, err
+		return err
 	}
 	var all plotter.XYs
 	for i := 1; i < len(args); i += 2 {
@@ -122,5 +127,5 @@ func plotLatency(dir string, tables map[sizeKey]*table, keys []sizeKey) (sizeKey
 	}
 	decades(&pl.X, all, func(p plotter.XY) float64 { return p.X })
 	pl.Legend.Top, pl.Legend.Left = true, true
-	return k, pl.Save(16*vg.Centimeter, 12*vg.Centimeter, filepath.Join(dir, "endpoint-latency.png"))
+	return pl.Save(16*vg.Centimeter, 12*vg.Centimeter, filepath.Join(dir, "endpoint-latency.png"))
 }
