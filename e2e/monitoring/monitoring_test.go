@@ -564,3 +564,37 @@ func TestDashboard(t *testing.T) {
 	}
 	run(t, dir, promtool(t), "check", "rules", "dashboard.yaml")
 }
+
+// kubeProxyMixin are the metrics kube-prometheus's kube-proxy monitoring
+// queries (kubernetes-mixin: alerts/kube_proxy.libsonnet, KubeProxyDown on
+// up; dashboards/proxy.libsonnet, the "Proxy" dashboard), histograms by
+// their base name, each with job="kube-proxy".
+var kubeProxyMixin = []string{
+	"up",
+	"kubeproxy_sync_proxy_rules_duration_seconds",
+	"kubeproxy_network_programming_duration_seconds",
+	"rest_client_requests_total",
+	"rest_client_request_duration_seconds",
+	"process_resident_memory_bytes",
+	"process_cpu_seconds_total",
+	"go_goroutines",
+}
+
+// TestKubePrometheusTable checks README.md's table of what kube-prometheus's
+// kube-proxy monitoring queries: one row per metric, and whether a sink
+// exports it as the sinks do.
+func TestKubePrometheusTable(t *testing.T) {
+	names := exported(t)
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| [^|]+ \\| (yes|no)[^|]*\\|$")
+	var listed []string
+	for _, m := range row.FindAllStringSubmatch(string(read(t, readmeFile)), -1) {
+		listed = append(listed, m[1])
+		has := names[m[1]] || names[m[1]+"_bucket"]
+		if says := m[2] == "yes"; says != has {
+			t.Errorf("%s: %s: says exported %v, %s says %v", readmeFile, m[1], says, metricsDoc, has)
+		}
+	}
+	if diff := cmp.Diff(kubeProxyMixin, listed); diff != "" {
+		t.Errorf("%s: the table's metrics are not kube-prometheus's kube-proxy ones (-want +got):\n%s", readmeFile, diff)
+	}
+}
