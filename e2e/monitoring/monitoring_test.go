@@ -19,7 +19,6 @@ import (
 
 	"github.com/proxysinks/proxysinks/e2e/cluster"
 	"github.com/proxysinks/proxysinks/e2e/vm"
-	"github.com/proxysinks/proxysinks/sinks/httpserve"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/monitoring/prometheus-operator/prometheusrule.yaml from deploy/monitoring/rules.yaml")
@@ -367,47 +366,27 @@ func TestKustomize(t *testing.T) {
 	}
 }
 
-// exported returns the metric names the sinks export, as series names: a
-// histogram's _bucket, _sum and _count, a summary's _sum and _count.
-// They are metricsDoc's rows ("| `name` | type | labels | sinks | help
-// |"), the Go and process collectors' metrics as the sinks register them
-// (package httpserve), Prometheus's up, and the rules' recorded names.
+// exported returns the metric names the sinks export, as series names:
+// metricsDoc's rows ("| `name` | type | labels | sinks | help |"), a
+// histogram's as _bucket, _sum and _count, a summary's also as _sum and
+// _count; Prometheus's up; and the names rules.yaml records.
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
-	names := map[string]bool{"up": true}
-	add := func(name, typ string) {
-		names[name] = true
-		switch strings.ToLower(typ) {
-		case "histogram":
-			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
-		case "summary":
-			names[name+"_sum"], names[name+"_count"] = true, true
-		}
-	}
-	doc, err := os.ReadFile(filepath.Join(root(t), metricsDoc))
-	if os.IsNotExist(err) {
-		t.Logf("%s missing: using the interim testdata/metrics.md", metricsDoc)
-		doc, err = os.ReadFile("testdata/metrics.md")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := map[string]bool{}
 	row := regexp.MustCompile("(?m)^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \\| *([a-z]+) *\\|")
-	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
-		add(m[1], m[2])
+	for _, m := range row.FindAllStringSubmatch(string(read(t, metricsDoc)), -1) {
+		names[m[1]] = true
+		switch m[2] {
+		case "histogram":
+			names[m[1]+"_bucket"], names[m[1]+"_sum"], names[m[1]+"_count"] = true, true, true
+		case "summary":
+			names[m[1]+"_sum"], names[m[1]+"_count"] = true, true
+		}
 	}
 	if len(names) < 10 {
-		t.Fatalf("%s: %d metric rows, want the sinks' metrics", metricsDoc, len(names)-1)
+		t.Fatalf("%s: %d metric rows, want the sinks' metrics", metricsDoc, len(names))
 	}
-	mfs, err := httpserve.NewMetrics().Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if n := mf.GetName(); strings.HasPrefix(n, "go_") || strings.HasPrefix(n, "process_") {
-			add(n, mf.GetType().String())
-		}
-	}
+	names["up"] = true
 	for _, r := range rules(t) {
 		if r.Record != "" {
 			names[r.Record] = true
