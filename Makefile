@@ -14,7 +14,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps deps-vm build image demo test test-unit test-vm test-long bench bench-report soak soak-vm lint clean kind-deps kind-e2e
+.PHONY: all deps deps-vm build image demo docs test test-unit test-vm test-long bench bench-report soak soak-vm lint clean kind-deps kind-e2e
 
 all: build
 
@@ -39,6 +39,11 @@ image:
 ## demo: the ipvs-fullstate sink: dry run here, then for real in the VM with traffic
 demo: deps-vm
 	@./scripts/demo.sh
+
+## docs: regenerate the pages generated from the code (docs/reference: flags, metrics, configuration fields); a test in make test fails when they differ
+docs:
+	$(GO) test -count=1 -run '^TestPages$$' ./sinks/refdocs/ -update
+	$(GO) test -count=1 -run '^TestMigrationDoc$$' ./sinks/runtime/ -update-docs
 
 ## test: everything: lint, build, unit and host-kernel tests, VM tests
 test: deps build

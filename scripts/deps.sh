@@ -12,7 +12,7 @@
 set -euo pipefail
 
 CACHE=${CACHE:-$(cd "$(dirname "$0")/.." && pwd)/.cache}
-PACKAGES=(qemu-system-x86 busybox-static ipvsadm ipset iptables kmod cpio iproute2 nftables strace)
+PACKAGES=(qemu-system-x86 busybox-static ipvsadm ipset iptables kmod cpio iproute2 nftables strace prometheus)
 KERNEL_META=linux-image-cloud-amd64
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -29,7 +29,7 @@ import (
 // under the ip_family of each (Families), as kube-proxy's per-family
 // proxiers report theirs.
 type Metrics struct {
-	Registry *prometheus.Registry
+	Registry Registry
 	// Families are the ip_family values the per-family metrics are
 	// reported under: "IPv4", and "IPv6" on a node with IPv6.
 	Families []string
@@ -57,6 +57,13 @@ type Metrics struct {
 
 	mu   sync.Mutex
 	text []TextSource
+}
+
+// Registry is where Metrics registers its collectors and what /metrics
+// serves (*prometheus.Registry is one).
+type Registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
 }
 
 // TextSource appends series to dst in the text exposition format
@@ -108,13 +115,18 @@ func metricsHandler(m *Metrics) http.Handler {
 // process collectors); the per-family ones are reported under families
 // ("IPv4" when none is given).
 func NewMetrics(families ...string) *Metrics {
+	return NewMetricsIn(prometheus.NewRegistry(), families...)
+}
+
+// NewMetricsIn is NewMetrics registering in reg.
+func NewMetricsIn(reg Registry, families ...string) *Metrics {
 	if len(families) == 0 {
 		families = []string{"IPv4"}
 	}
 	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs .. 13s
 	family := []string{"ip_family"}
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		Registry: reg,
 		Families: families,
 		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds: one sync of the kernel state.", Buckets: buckets}, family),

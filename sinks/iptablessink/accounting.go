@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nfacct"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 )
 
 // acctMetrics are kube-proxy's metrics read from its nfacct objects, per
@@ -83,4 +84,23 @@ func dialAccounting(reg prometheus.Registerer, log *slog.Logger) (iptables.Accou
 		}
 	}
 	return w, closeAll, nil
+}
+
+// zeroCounters reads every nfacct object as zero packets.
+type zeroCounters struct{}
+
+// Get returns a counter of zero packets named name.
+func (zeroCounters) Get(name string) (nfacct.Counter, error) { return nfacct.Counter{Name: name}, nil }
+
+// referenceMetrics registers the sink's metrics in reg as build does
+// (NewMetrics, the nfacct collector), reading no kernel (runtime.Sink's
+// Metrics).
+func referenceMetrics(reg prometheus.Registerer, _ func(httpserve.TextSource)) error {
+	if _, err := NewMetrics(reg); err != nil {
+		return err
+	}
+	if err := reg.Register(NewAcctCollector(zeroCounters{}, slog.New(slog.DiscardHandler))); err != nil {
+		return fmt.Errorf("register nfacct metrics: %w", err)
+	}
+	return nil
 }

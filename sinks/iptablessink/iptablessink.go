@@ -94,7 +94,7 @@ var fields = []kpconfig.Field{
 // answers "iptables".
 func Sink(name, usage string) runtime.Sink {
 	return runtime.Sink{Name: name, Usage: usage, Mode: "iptables", New: build, Flags: flags, Parse: parse, Fields: fields,
-		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }}
+		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }, Metrics: referenceMetrics}
 }
 
 // Metrics are kube-proxy's iptables-mode metrics.

@@ -142,7 +142,7 @@ type Make func(Deps) runtime.Controller
 // builds; /proxyMode answers "ipvs".
 func Sink(name, usage string, mk Make) runtime.Sink {
 	return runtime.Sink{Name: name, Usage: usage, Mode: "ipvs", New: func(env runtime.Env) (runtime.Built, error) { return build(env, mk) },
-		Cleanup: cleanup, Flags: flags, Parse: parse, Fields: fields, ExcludeLinks: []string{link.DefaultDummy}}
+		Cleanup: cleanup, Flags: flags, Parse: parse, Fields: fields, ExcludeLinks: []string{link.DefaultDummy}, Metrics: referenceMetrics}
 }
 
 // cleanup removes what an IPVS sink, or kube-proxy's IPVS mode, programmed

@@ -1,10 +1,13 @@
 package ipvssink
 
 import (
+	"net/netip"
 	"strconv"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/netlinkraw/ipvs"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 )
 
 // ServiceDumper lists IPVS virtual servers with their counters
@@ -107,4 +110,20 @@ func appendSample(dst []byte, name string, labels []byte, direction string, v ui
 	dst = append(dst, "} "...)
 	dst = strconv.AppendUint(dst, v, 10)
 	return append(dst, '\n')
+}
+
+// oneServer dumps one TCP virtual server with zero counters.
+type oneServer struct{}
+
+// Services returns one TCP virtual server, 10.96.0.1:80.
+func (oneServer) Services() ([]ipvs.ServiceEntry, error) {
+	return []ipvs.ServiceEntry{{Service: ipvs.Service{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.1"), Port: 80}}}, nil
+}
+
+// referenceMetrics adds the metrics --ipvs-stats adds, as build does
+// (Stats.AppendText), from a dump of one server that reads no kernel
+// (runtime.Sink's Metrics). The sink registers nothing else of its own.
+func referenceMetrics(_ prometheus.Registerer, text func(httpserve.TextSource)) error {
+	text(NewStats(oneServer{}).AppendText)
+	return nil
 }

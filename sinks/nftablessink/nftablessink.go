@@ -22,6 +22,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/host/conntrack"
@@ -29,6 +30,7 @@ import (
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/nftables"
 	"github.com/proxysinks/proxysinks/nftables/ruleset"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
 
@@ -39,7 +41,11 @@ func Sink(name, usage string) runtime.Sink {
 		// cluster-ips-check rejects traffic to the ServiceCIDRs' unused
 		// addresses, as kube-proxy's nftables mode does.
 		Needs:   client.Needs{ServiceCIDRs: true},
-		Cleanup: cleanup}
+		Cleanup: cleanup,
+		Metrics: func(reg prometheus.Registerer, _ func(httpserve.TextSource)) error {
+			_, err := NewMetrics(reg)
+			return err
+		}}
 }
 
 // cleanup removes the tables ip and ip6 kube-proxy (the sink's, or

@@ -219,4 +219,19 @@ func TestKubeProxyMetrics(t *testing.T) {
 	if diff := cmp.Diff(want, prog); diff != "" {
 		t.Errorf("kubeproxy_network_programming_duration_seconds (-want +got):\n%s", diff)
 	}
+	// The reference (MetricFamilies) lists every family the running sink
+	// serves.
+	ref, err := sink.MetricFamilies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, f := range ref {
+		listed[f.GetName()] = true
+	}
+	for name := range mfs {
+		if !listed[name] {
+			t.Errorf("%s served but not in MetricFamilies", name)
+		}
+	}
 }

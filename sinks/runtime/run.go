@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/source/kube"
 	"github.com/proxysinks/proxysinks/sinks/healthcheck"
@@ -37,11 +38,9 @@ const component = "proxysinks"
 // start builds what a running sink serves and its controller, and starts
 // the HTTP servers.
 func start(ctx context.Context, c Config, sink Sink, src client.Source, nodes *nodeAddrs, log *slog.Logger) (*running, error) {
-	metrics := httpserve.NewMetrics(ipFamilies()...)
-	metrics.WatchSource(src.Stats)
+	metrics, quarantined := newMetrics(prometheus.NewRegistry(), src.Stats, log)
 	health := newHealth(c, src)
 	handler := httpserve.Handler(metrics, health, sink.Mode)
-	quarantined := newQuarantineReport(log, metrics.Registry)
 	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined, changes: &changeCounter{m: metrics}}, nodes: nodes}
 	if ks, ok := src.(*kube.Source); ok {
 		// Events on the Services whose objects the kernel refuses.

@@ -121,6 +121,11 @@ type Sink struct {
 	// Needs are the optional kinds and fields the sink asks its source
 	// for.
 	Needs client.Needs
+	// Metrics, when not nil, registers in reg, and adds through text, the
+	// metrics the sink's controller exports, through the constructors New
+	// uses but with readers that touch no kernel (each series's value is
+	// meaningless): the reference lists them (Sink.MetricFamilies).
+	Metrics func(reg prometheus.Registerer, text func(httpserve.TextSource)) error
 }
 
 // Main runs the command line args of sink, printing to stdout (dry-run

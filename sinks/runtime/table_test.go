@@ -12,21 +12,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/sinks/iptablessink"
-	"github.com/proxysinks/proxysinks/sinks/ipvssink"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
-	"github.com/proxysinks/proxysinks/sinks/nftablessink"
+	"github.com/proxysinks/proxysinks/sinks/refdocs"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // registered are the sinks of the binaries under sinks/ (their main.go
-// builds each the same way); TestRegisteredSinks keeps the list whole.
-var registered = []runtime.Sink{
-	ipvssink.Sink("ipvs-fullstate", "", ipvssink.FullState),
-	ipvssink.Sink("ipvs-incremental", "", ipvssink.Incremental),
-	iptablessink.Sink("iptables", ""),
-	nftablessink.Sink("nftables", ""),
-}
+// builds each the same way; the reference pages list them);
+// TestRegisteredSinks keeps the list whole.
+var registered = refdocs.Sinks()
 
 // TestRegisteredSinks: every sink binary under sinks/ is in registered.
 func TestRegisteredSinks(t *testing.T) {
