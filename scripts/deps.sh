@@ -34,6 +34,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt_update
 	echo "deps: installing ${missing[*]}"
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+	# The tests need only promtool: the server Debian's package starts (and
+	# enables) where systemd runs is stopped and disabled, when it was this
+	# run that installed it.
+	if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+		as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
 fi
 
 # The versioned kernel package the metapackage depends on, e.g.
