@@ -27,6 +27,14 @@ const (
 	// and committed in one batch into a fresh namespace), run on the host
 	// just before the nftables sink's driver at 10,000 x 10.
 	ScNFTFloor = "pre-encoded nf_tables floor"
+	// ScNFTOwnFloor is the nftables package's BenchmarkFirstSyncFloor
+	// (chunked): a Proxier's first sync of a generated cluster of N
+	// services x 10 endpoints into a fresh namespace (SyncSeconds: render,
+	// compile, diff, encode, commit), then the very transactions it
+	// committed, encoded before the clock, committed into another fresh
+	// namespace (Seconds: the floor); CPUSeconds is the floor's CPU. It
+	// needs no cluster: the scenario "nft-floor" alone runs only it.
+	ScNFTOwnFloor = "nftables sink's own transactions, pre-encoded"
 )
 
 // fullSizes are the full matrix's sizes (services, endpoints each), the
@@ -162,17 +170,19 @@ type Config struct {
 // Scenarios are the names PROXYSINKS_BENCH_SCENARIOS takes: "endpoint"
 // selects one endpoint added and removed, "service" one service added and
 // removed, "percent" 1% changed, "strace" the initial sync under strace,
-// the others the scenario of that name.
-var Scenarios = []string{"initial", "steady", "restart", "endpoint", "service", "percent", "strace"}
+// "nft-floor" the nftables sink's floor (ScNFTOwnFloor; alone, without a
+// cluster), the others the scenario of that name.
+var Scenarios = []string{"initial", "steady", "restart", "endpoint", "service", "percent", "strace", "nft-floor"}
 
 // runs reports whether the run includes the scenario of short name name.
 func (c *Config) runs(name string) bool { return c.Only == nil || c.Only[name] }
 
-// needsProxy reports whether any cell but the strace one runs: they all
-// start from the initial sync (and the IPVS floor is measured beside it).
+// needsProxy reports whether any cell but the strace one and the
+// nftables floor runs: they all start from the initial sync (and the IPVS
+// floor is measured beside it).
 func (c *Config) needsProxy() bool {
 	for _, name := range Scenarios {
-		if name != "strace" && c.runs(name) {
+		if name != "strace" && name != "nft-floor" && c.runs(name) {
 			return true
 		}
 	}

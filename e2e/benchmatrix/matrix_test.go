@@ -200,7 +200,7 @@ func TestMatrix(t *testing.T) {
 	}
 	guestBin := build("benchmatrix.test", "test", "-c", "./e2e/benchmatrix")
 	floorBin := build("ipvs.test", "test", "-c", "./netlinkraw/ipvs")
-	nftFloorBin := build("nft.test", "test", "-c", "./netlinkraw/nft")
+	nftFloorBin := build("nftables.test", "test", "-c", "./nftables")
 	built := map[string]string{}
 	bin := func(sink string) string {
 		if built[sink] == "" {
@@ -258,6 +258,13 @@ func TestMatrix(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(out, "results-"+pl.label+".json"), b, 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+	if len(pl.only) == 1 && pl.only["nft-floor"] {
+		// The floor needs no cluster.
+		for _, size := range pl.sizes {
+			runOwnFloor(t, nftFloorBin, nftSink, size[0], size[1], emit)
+		}
+		pl.sizes = nil
 	}
 	for _, size := range pl.sizes {
 		n, m := size[0], size[1]
@@ -317,8 +324,8 @@ func TestMatrix(t *testing.T) {
 					}
 					runGuest(t, c, cfg, guestBin, floor, adminGuest, vmStrace, emit)
 				} else {
-					if s.Kind == KindNFTables && !s.KubeProxy && cfg.runs("initial") && size == nftFloorSize {
-						runNFTFloor(t, nftFloorBin, s, n, m, emit)
+					if s.Kind == KindNFTables && !s.KubeProxy && (cfg.runs("initial") || cfg.runs("nft-floor")) {
+						runOwnFloor(t, nftFloorBin, s.Name, n, m, emit)
 					}
 					cfg.Strace, cfg.Client, cfg.APITarget, cfg.Work = strace, writer, fmt.Sprintf("127.0.0.1:%d", c.APIPort), t.TempDir()
 					if err := Run(ctx, cfg); err != nil {
@@ -433,12 +440,36 @@ func runGuest(t *testing.T, c *cluster.Cluster, cfg Config, guestBin, floorBin, 
 // T ns/op K kernel-ops/op S syscalls/op") into a ScFloor sample.
 func parseFloor(line string) (Sample, bool) { return parseBench(line, "BenchmarkFloor/", ScFloor) }
 
-// nftFloorBench is netlinkraw/nft's pre-encoded floor (ScNFTFloor).
-const nftFloorBench = "BenchmarkCommit10k/preencoded-floor"
-
-// parseNFTFloor reads the result line of nftFloorBench ("... N T ns/op
-// B bytes-sent/op M msgs/op S syscalls/op ...") into a ScNFTFloor sample.
-func parseNFTFloor(line string) (Sample, bool) { return parseBench(line, nftFloorBench, ScNFTFloor) }
+// parseOwnFloor reads BenchmarkFirstSyncFloor's result line of n x m,
+// chunked ("... N T ns/op F floor-cpu-ms/op W floor-ms/op C
+// sync-cpu-ms/op ... S sync-ms/op ..."), into a ScNFTOwnFloor sample.
+func parseOwnFloor(line string, n, m int) (Sample, bool) {
+	name := fmt.Sprintf("BenchmarkFirstSyncFloor/%dx%d/chunked-", n, m)
+	i := strings.Index(line, name)
+	if i < 0 {
+		return Sample{}, false
+	}
+	f := strings.Fields(line[i:])
+	s := Sample{Scenario: ScNFTOwnFloor, Services: n, Endpoints: m, KernelOps: -1, NetlinkSyscalls: -1}
+	for k := 2; k+1 < len(f); k += 2 {
+		v, err := strconv.ParseFloat(f[k], 64)
+		if err != nil {
+			return Sample{}, false
+		}
+		switch f[k+1] {
+		case "floor-ms/op":
+			s.Seconds = v / 1e3
+		case "floor-cpu-ms/op":
+			s.CPUSeconds = v / 1e3
+		case "sync-ms/op":
+			s.SyncSeconds, s.Syncs = v/1e3, 1
+		}
+	}
+	if s.Seconds <= 0 || s.Syncs != 1 {
+		return Sample{}, false
+	}
+	return s, true
+}
 
 // parseBench reads a benchmark's result line, the benchmark's name
 // starting with name, into a sample of scenario sc.
@@ -471,23 +502,28 @@ func parseBench(line, name, sc string) (Sample, bool) {
 	return s, s.Seconds > 0
 }
 
-// runNFTFloor runs netlinkraw/nft's pre-encoded floor (its test binary
-// bin, three iterations, each into a fresh namespace it creates) and
-// emits its sample for the sink.
-func runNFTFloor(t *testing.T, bin string, s Sink, n, m int, emit func(Sample)) {
+// runOwnFloor runs the nftables package's BenchmarkFirstSyncFloor at
+// n x m, chunked (its test binary bin, one iteration: it creates its
+// namespaces), and emits its sample for the sink; the benchmark has
+// sizes of 10 endpoints only (1,000, 10,000 and 30,000 services).
+func runOwnFloor(t *testing.T, bin, sink string, n, m int, emit func(Sample)) {
 	t.Helper()
-	cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", "^BenchmarkCommit10k$/^preencoded-floor$", "-test.benchtime", "3x", "-test.timeout", "10m")
+	if m != 10 || !slices.Contains([]int{1000, 10000, 30000}, n) {
+		return
+	}
+	bench := fmt.Sprintf("^BenchmarkFirstSyncFloor$/^%dx%d$/^chunked$", n, m)
+	cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", bench, "-test.benchtime", "1x", "-test.timeout", "30m")
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
 	for _, l := range strings.Split(string(out), "\n") {
-		if smp, ok := parseNFTFloor(l); ok {
-			smp.Sink, smp.Kind, smp.Services, smp.Endpoints = s.Name, s.Kind, n, m
-			t.Logf("%s: %s", nftFloorBench, strings.TrimSpace(l))
+		if smp, ok := parseOwnFloor(l, n, m); ok {
+			smp.Sink, smp.Kind = sink, KindNFTables
+			t.Logf("nftables floor: %s", strings.TrimSpace(l))
 			emit(smp)
 			return
 		}
 	}
-	t.Errorf("%s: no result (%v):\n%s", nftFloorBench, err, tail(string(out), 20))
+	t.Errorf("%s: no result (%v):\n%s", bench, err, tail(string(out), 20))
 }
 
 // guestConfig is what the host hands TestMatrixGuest.

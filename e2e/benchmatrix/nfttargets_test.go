@@ -112,3 +112,45 @@ func TestNFTIdleMissed(t *testing.T) {
 		t.Errorf("idle goal (-want +got):\n%s", diff)
 	}
 }
+
+// TestNFTOwnFloor: with the floor of the sink's own transactions
+// (ScNFTOwnFloor), the floor target is that benchmark's ratio, met or
+// missed, the other sizes are listed without a target, and the floor is
+// set against kube-proxy's own sync.
+func TestNFTOwnFloor(t *testing.T) {
+	own := func(n int, floor, sync float64) Sample {
+		return Sample{Sink: nftSink, Kind: KindNFTables, Scenario: ScNFTOwnFloor, Services: n, Endpoints: 10, Seconds: floor, CPUSeconds: floor * 0.9, SyncSeconds: sync, Syncs: 1}
+	}
+	kp := Sample{Sink: nftKP, Kind: KindNFTables, KubeProxy: true, Scenario: ScInitial, Services: 10000, Endpoints: 10, Seconds: 30, SyncSeconds: 13.5, Syncs: 1}
+	for _, c := range []struct {
+		name       string
+		sync10k    float64
+		want       []string
+		verdict    verdict
+		summaryGot string
+	}{
+		{"met", 5.9, []string{
+			"- nftables own initial sync ≤ 1.5x the pre-encoded floor of its own transactions at 10,000 x 10, run floor (the nftables package's BenchmarkFirstSyncFloor: a first sync into a fresh namespace, then the very transactions it committed, encoded before the clock, committed into another): **met**; 5.90 s against the floor's 4.50 s (4.05 CPU-s): 1.31x. The floor alone is 3.0x less than kube-proxy nftables' own sync at this size (13.5 s, run floor): no sink could be more than that much faster, so the 10x targets against it are beyond the kernel's floor here; " + whyInitial + ".\n",
+			"- nftables own initial sync against the pre-encoded floor of its own transactions at 30,000 x 10, run floor (no target at this size): 137 s against the floor's 100 s (90.0 CPU-s): 1.37x.\n",
+		}, met, "1.31x the floor"},
+		{"missed", 9, []string{"**missed** by a factor 1.33; 9.00 s against the floor's 4.50 s"}, missed, "2.00x the floor (over by 1.33x)"},
+	} {
+		sink := Sample{Sink: nftSink, Kind: KindNFTables, Scenario: ScInitial, Services: 10000, Endpoints: 10, Seconds: 7, SyncSeconds: 5, Syncs: 1}
+		r := &Results{Label: "floor", Samples: []Sample{own(10000, 4.5, c.sync10k), own(30000, 100, 137), kp, sink}}
+		var b strings.Builder
+		var g goals
+		nftTargets(&b, merge([]*Results{r}), []sizeKey{{10000, 10}, {30000, 10}}, &g)
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: the section lacks\n%s\nin:\n%s", c.name, w, b.String())
+			}
+		}
+		i := slices.IndexFunc(g.list, func(x goal) bool { return strings.Contains(x.Target, "pre-encoded") })
+		if i < 0 {
+			t.Fatalf("%s: no floor goal in %+v", c.name, g.list)
+		}
+		if got := g.list[i]; got.Verdict != c.verdict || got.Got != c.summaryGot {
+			t.Errorf("%s: floor goal %+v, want verdict %v, got %q", c.name, got, c.verdict, c.summaryGot)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // The chain names kube-proxy v1.37.2 wrote for default/web port "http" TCP
@@ -376,7 +377,7 @@ func TestPlanFromEnv(t *testing.T) {
 		{env: map[string]string{SteadyEnv: "-1s"}, wantErr: `PROXYSINKS_BENCH_STEADY: bad duration "-1s" (want a positive Go duration, such as 30m)`},
 		{env: map[string]string{TimeoutEnv: "30"}, wantErr: `PROXYSINKS_BENCH_TIMEOUT: bad duration "30" (want a positive Go duration, such as 30m)`},
 		{env: map[string]string{ProbeGapEnv: "0s"}, wantErr: `PROXYSINKS_BENCH_PROBE_GAP: bad duration "0s" (want a positive Go duration, such as 30m)`},
-		{env: map[string]string{ScenariosEnv: "initial,floor"}, wantErr: `PROXYSINKS_BENCH_SCENARIOS: no scenario "floor" (want some of endpoint, initial, percent, restart, service, steady, strace)`},
+		{env: map[string]string{ScenariosEnv: "initial,floor"}, wantErr: `PROXYSINKS_BENCH_SCENARIOS: no scenario "floor" (want some of endpoint, initial, nft-floor, percent, restart, service, steady, strace)`},
 	} {
 		got, err := planFromEnv(func(k string) string { return tc.env[k] }, false)
 		if tc.wantErr != "" {
@@ -397,10 +398,10 @@ func TestPlanFromEnv(t *testing.T) {
 	}
 }
 
-// TestNeedsProxy: the strace cell alone needs no initial sync before it;
-// any other cell does.
+// TestNeedsProxy: the strace cell and the nftables floor need no initial
+// sync before them; any other cell does.
 func TestNeedsProxy(t *testing.T) {
-	for only, want := range map[string]bool{"": true, "strace": false, "endpoint": true, "strace,initial": true} {
+	for only, want := range map[string]bool{"": true, "strace": false, "endpoint": true, "strace,initial": true, "nft-floor": false, "nft-floor,strace": false, "nft-floor,initial": true} {
 		c := Config{}
 		if only != "" {
 			c.Only = map[string]bool{}
@@ -461,25 +462,29 @@ func TestRelaunchForChanges(t *testing.T) {
 	}
 }
 
-func TestParseNFTFloor(t *testing.T) {
+// TestParseOwnFloor: BenchmarkFirstSyncFloor's line of the size asked
+// for, chunked, is a sample; other sizes, variants and lines are not.
+func TestParseOwnFloor(t *testing.T) {
+	line := "BenchmarkFirstSyncFloor/10000x10/chunked-2         \t       1\t10570864093 ns/op\t      4361 floor-cpu-ms/op\t      4521 floor-ms/op\t      5462 sync-cpu-ms/op\t         1.252 sync-cpu/floor-cpu\t      5930 sync-ms/op\t         1.312 sync/floor\t        13.00 transactions"
 	for _, c := range []struct {
 		line string
+		n    int
 		want Sample
 		ok   bool
 	}{
-		{"BenchmarkCommit10k/preencoded-floor-2         \t       3\t  94624176 ns/op\t   2480704 bytes-sent/op\t     20015 msgs/op\t         5.000 syscalls/op\t    2682 B/op\t      24 allocs/op",
-			Sample{Scenario: ScNFTFloor, Seconds: 0.094624176, KernelOps: -1, NetlinkSyscalls: 5, NFTBytes: 2480704}, true},
-		{"BenchmarkCommit10k/netlinkraw-nft-2 3 140000000 ns/op", Sample{}, false},
-		{"--- BENCH: BenchmarkCommit10k/preencoded-floor-2", Sample{}, false},
-		{"BenchmarkFloor/services=10000/pre-encoded-2 3 1412345678 ns/op", Sample{}, false},
+		{line, 10000, Sample{Scenario: ScNFTOwnFloor, Services: 10000, Endpoints: 10, Seconds: 4.521, CPUSeconds: 4.361, SyncSeconds: 5.93, Syncs: 1, KernelOps: -1, NetlinkSyscalls: -1}, true},
+		{line, 1000, Sample{}, false},
+		{strings.Replace(line, "chunked", "one-tx", 1), 10000, Sample{}, false},
+		{"BenchmarkFirstSyncFloor/10000x10/chunked-2 1 100 ns/op", 10000, Sample{}, false},
+		{"--- FAIL: BenchmarkFirstSyncFloor/10000x10/chunked-2", 10000, Sample{}, false},
 	} {
-		got, ok := parseNFTFloor(c.line)
+		got, ok := parseOwnFloor(c.line, c.n, 10)
 		if ok != c.ok {
-			t.Errorf("parseNFTFloor(%q) ok %v, want %v", c.line, ok, c.ok)
+			t.Errorf("parseOwnFloor(%q, %d) ok %v, want %v", c.line, c.n, ok, c.ok)
 			continue
 		}
-		if d := cmp.Diff(c.want, got); d != "" {
-			t.Errorf("parseNFTFloor(%q) (-want +got):\n%s", c.line, d)
+		if d := cmp.Diff(c.want, got, cmpopts.EquateApprox(0, 1e-9)); d != "" {
+			t.Errorf("parseOwnFloor(%q, %d) (-want +got):\n%s", c.line, c.n, d)
 		}
 	}
 }
