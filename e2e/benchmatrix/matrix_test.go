@@ -444,30 +444,11 @@ func parseFloor(line string) (Sample, bool) { return parseBench(line, "Benchmark
 // chunked ("... N T ns/op F floor-cpu-ms/op W floor-ms/op C
 // sync-cpu-ms/op ... S sync-ms/op ..."), into a ScNFTOwnFloor sample.
 func parseOwnFloor(line string, n, m int) (Sample, bool) {
-	name := fmt.Sprintf("BenchmarkFirstSyncFloor/%dx%d/chunked-", n, m)
-	i := strings.Index(line, name)
-	if i < 0 {
+	s, ok := parseBench(line, fmt.Sprintf("BenchmarkFirstSyncFloor/%dx%d/chunked-", n, m), ScNFTOwnFloor)
+	if !ok || s.Syncs != 1 || s.CPUSeconds <= 0 {
 		return Sample{}, false
 	}
-	f := strings.Fields(line[i:])
-	s := Sample{Scenario: ScNFTOwnFloor, Services: n, Endpoints: m, KernelOps: -1, NetlinkSyscalls: -1}
-	for k := 2; k+1 < len(f); k += 2 {
-		v, err := strconv.ParseFloat(f[k], 64)
-		if err != nil {
-			return Sample{}, false
-		}
-		switch f[k+1] {
-		case "floor-ms/op":
-			s.Seconds = v / 1e3
-		case "floor-cpu-ms/op":
-			s.CPUSeconds = v / 1e3
-		case "sync-ms/op":
-			s.SyncSeconds, s.Syncs = v/1e3, 1
-		}
-	}
-	if s.Seconds <= 0 || s.Syncs != 1 {
-		return Sample{}, false
-	}
+	s.Services, s.Endpoints = n, m
 	return s, true
 }
 
@@ -497,6 +478,12 @@ func parseBench(line, name, sc string) (Sample, bool) {
 			s.NetlinkSyscalls = v
 		case "bytes-sent/op":
 			s.NFTBytes = int64(v)
+		case "floor-ms/op": // after ns/op: the floor alone
+			s.Seconds = v / 1e3
+		case "floor-cpu-ms/op":
+			s.CPUSeconds = v / 1e3
+		case "sync-ms/op":
+			s.SyncSeconds, s.Syncs = v/1e3, 1
 		}
 	}
 	return s, s.Seconds > 0
