@@ -34,12 +34,7 @@ func ConfigPage(sinks []runtime.Sink) (string, error) {
 	for _, name := range names {
 		cells := []string{"`" + name + "`"}
 		for _, m := range ms {
-			i := slices.IndexFunc(m.Table.Fields, func(f kpconfig.Field) bool { return f.Name == name })
-			if i < 0 {
-				cells = append(cells, "(classed under another entry)")
-				continue
-			}
-			cells = append(cells, fieldCell(m.Table.Fields[i]))
+			cells = append(cells, fieldCellOf(m.Table.Fields, name))
 		}
 		b.WriteString(row(cells...))
 	}
@@ -54,6 +49,23 @@ func ConfigPage(sinks []runtime.Sink) (string, error) {
 		b.WriteString(row(cells...))
 	}
 	return b.String(), nil
+}
+
+// fieldCellOf says what a table does with the field or group name: its
+// entry's class, the class of the group that covers it, or, for a group
+// the table classes field by field, that.
+func fieldCellOf(fields []kpconfig.Field, name string) string {
+	if i := slices.IndexFunc(fields, func(f kpconfig.Field) bool { return f.Name == name }); i >= 0 {
+		return fieldCell(fields[i])
+	}
+	for _, f := range fields {
+		for _, p := range f.Covers() {
+			if p == name || strings.HasPrefix(name, p+".") {
+				return fieldCell(f) + " (all of `" + f.Name + "`)"
+			}
+		}
+	}
+	return "field by field: the `" + name + ".*` rows"
 }
 
 // gateCell says what a sink of mode does with the gate set to true, and to
