@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 	"github.com/proxysinks/proxysinks/nftables"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 )
 
@@ -117,8 +119,9 @@ func TestBuild(t *testing.T) {
 	nstest.LookPath(t, "nft")
 	ns := nstest.New(t)
 	reg := prometheus.NewRegistry()
+	built := &describing{Registerer: reg}
 	v4 := netip.MustParseAddr("192.168.1.10")
-	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: reg,
+	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: built,
 		NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.PrefixFrom(v4, 32)}, Addrs: []netip.Addr{v4}}}
 	var synced []runtime.SyncStats
 	env.OnSync = func(st runtime.SyncStats) { synced = append(synced, st) }
@@ -148,6 +151,42 @@ func TestBuild(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "kubeproxy_sync_full_proxy_rules_duration_seconds", "proxysinks_nftables_table_reads_total"); err != nil || n == 0 {
 		t.Errorf("registered metrics: %d series (%v), want the full sync's and the reads", n, err)
+	}
+	// The reference (Sink.Metrics) lists what build registers.
+	listed := &describing{Registerer: prometheus.NewRegistry()}
+	if err := Sink("nftables", "").Metrics(listed, func(httpserve.TextSource) { t.Error("Metrics adds text; build does not") }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(built.descs)
+	slices.Sort(listed.descs)
+	if diff := cmp.Diff(built.descs, listed.descs); diff != "" {
+		t.Errorf("metrics build registers (-) and Sink.Metrics lists (+):\n%s", diff)
+	}
+}
+
+// describing is a Registerer that keeps the descriptions of what is
+// registered through it.
+type describing struct {
+	prometheus.Registerer
+	descs []string
+}
+
+// Register keeps c's descriptions and registers it.
+func (d *describing) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	for desc := range ch {
+		d.descs = append(d.descs, desc.String())
+	}
+	return d.Registerer.Register(c)
+}
+
+// MustRegister registers cs, panicking on an error.
+func (d *describing) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := d.Register(c); err != nil {
+			panic(err)
+		}
 	}
 }
 
