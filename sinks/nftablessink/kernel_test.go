@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/proxysinks/proxysinks/nftables"
 	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
+	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
 
 // kernelController returns a Controller over a Proxier programming IPv4
@@ -119,7 +119,7 @@ func TestBuild(t *testing.T) {
 	nstest.LookPath(t, "nft")
 	ns := nstest.New(t)
 	reg := prometheus.NewRegistry()
-	built := &describing{Registerer: reg}
+	built := &sinktest.Describing{Registerer: reg}
 	v4 := netip.MustParseAddr("192.168.1.10")
 	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: built,
 		NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.PrefixFrom(v4, 32)}, Addrs: []netip.Addr{v4}}}
@@ -153,40 +153,12 @@ func TestBuild(t *testing.T) {
 		t.Errorf("registered metrics: %d series (%v), want the full sync's and the reads", n, err)
 	}
 	// The reference (Sink.Metrics) lists what build registers.
-	listed := &describing{Registerer: prometheus.NewRegistry()}
+	listed := sinktest.NewDescribing()
 	if err := Sink("nftables", "").Metrics(listed, func(httpserve.TextSource) { t.Error("Metrics adds text; build does not") }); err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(built.descs)
-	slices.Sort(listed.descs)
-	if diff := cmp.Diff(built.descs, listed.descs); diff != "" {
+	if diff := cmp.Diff(built.Descs(), listed.Descs()); diff != "" {
 		t.Errorf("metrics build registers (-) and Sink.Metrics lists (+):\n%s", diff)
-	}
-}
-
-// describing is a Registerer that keeps the descriptions of what is
-// registered through it.
-type describing struct {
-	prometheus.Registerer
-	descs []string
-}
-
-// Register keeps c's descriptions and registers it.
-func (d *describing) Register(c prometheus.Collector) error {
-	ch := make(chan *prometheus.Desc)
-	go func() { c.Describe(ch); close(ch) }()
-	for desc := range ch {
-		d.descs = append(d.descs, desc.String())
-	}
-	return d.Registerer.Register(c)
-}
-
-// MustRegister registers cs, panicking on an error.
-func (d *describing) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := d.Register(c); err != nil {
-			panic(err)
-		}
 	}
 }
 
