@@ -43,7 +43,6 @@ demo: deps-vm
 ## docs: regenerate the pages generated from the code (docs/reference: flags, metrics, configuration fields); a test in make test fails when they differ
 docs:
 	$(GO) test -count=1 -run '^TestPages$$' ./sinks/refdocs/ -update
-	$(GO) test -count=1 -run '^TestMigrationDoc$$' ./sinks/runtime/ -update-docs
 
 ## test: everything: lint, build, unit and host-kernel tests, VM tests
 test: deps build

@@ -13,7 +13,9 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/netlinkraw/nstest"
 	"github.com/proxysinks/proxysinks/nftables"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
+	"github.com/proxysinks/proxysinks/sinks/sinktest"
 )
 
 // kernelController returns a Controller over a Proxier programming IPv4
@@ -117,8 +119,9 @@ func TestBuild(t *testing.T) {
 	nstest.LookPath(t, "nft")
 	ns := nstest.New(t)
 	reg := prometheus.NewRegistry()
+	built := &sinktest.Describing{Registerer: reg}
 	v4 := netip.MustParseAddr("192.168.1.10")
-	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: reg,
+	env := runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, Log: discard(), Registry: built,
 		NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{netip.PrefixFrom(v4, 32)}, Addrs: []netip.Addr{v4}}}
 	var synced []runtime.SyncStats
 	env.OnSync = func(st runtime.SyncStats) { synced = append(synced, st) }
@@ -148,6 +151,14 @@ func TestBuild(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "kubeproxy_sync_full_proxy_rules_duration_seconds", "proxysinks_nftables_table_reads_total"); err != nil || n == 0 {
 		t.Errorf("registered metrics: %d series (%v), want the full sync's and the reads", n, err)
+	}
+	// The reference (Sink.Metrics) lists what build registers.
+	listed := sinktest.NewDescribing()
+	if err := Sink("nftables", "").Metrics(listed, func(httpserve.TextSource) { t.Error("Metrics adds text; build does not") }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(built.Descs(), listed.Descs()); diff != "" {
+		t.Errorf("metrics build registers (-) and Sink.Metrics lists (+):\n%s", diff)
 	}
 }
 

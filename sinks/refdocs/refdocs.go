@@ -6,6 +6,7 @@
 package refdocs
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/proxysinks/proxysinks/sinks/iptablessink"
@@ -38,11 +39,18 @@ const Command = "make docs"
 
 // Pages returns every generated page of the sinks.
 func Pages(sinks []runtime.Sink) ([]Page, error) {
-	metrics, err := MetricsPage(sinks)
-	if err != nil {
-		return nil, err
+	var pages []Page
+	for _, p := range []struct {
+		path   string
+		render func([]runtime.Sink) (string, error)
+	}{{"docs/reference/flags.md", FlagsPage}, {"docs/reference/metrics.md", MetricsPage}, {"docs/reference/config.md", ConfigPage}} {
+		content, err := p.render(sinks)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.path, err)
+		}
+		pages = append(pages, Page{Path: p.path, Content: content})
 	}
-	return []Page{{Path: "docs/reference/metrics.md", Content: metrics}}, nil
+	return pages, nil
 }
 
 // header is a generated page's first lines: its title and what generates

@@ -5,11 +5,79 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/urfave/cli/v2"
 )
+
+// KubeProxyFlag is a flag of kube-proxy v1.37.2 (cmd/kube-proxy/app
+// options.go AddFlags, and component-base's logging flags; the same set as
+// its --help, plus the deprecated --healthz-port and --metrics-port).
+type KubeProxyFlag struct {
+	Name string
+	// WithConfig: kube-proxy still applies the flag when --config is given
+	// (Complete: the file replaces the configuration; --hostname-override,
+	// --master, --cleanup, --init-only, --write-config-to and the logging
+	// flags stay).
+	WithConfig bool
+}
+
+// KubeProxyFlags are every flag of kube-proxy v1.37.2; every sink's table
+// classes each of them (the tests check it).
+var KubeProxyFlags = []KubeProxyFlag{
+	{"bind-address", false}, {"bind-address-hard-fail", false}, {"cleanup", true}, {"cluster-cidr", false},
+	{"config", true}, {"config-sync-period", false},
+	{"conntrack-max-per-core", false}, {"conntrack-min", false}, {"conntrack-tcp-be-liberal", false},
+	{"conntrack-tcp-timeout-close-wait", false}, {"conntrack-tcp-timeout-established", false},
+	{"conntrack-udp-timeout", false}, {"conntrack-udp-timeout-stream", false},
+	{"detect-local-mode", false}, {"feature-gates", false}, {"healthz-bind-address", false}, {"healthz-port", false},
+	{"hostname-override", true}, {"init-only", true}, {"iptables-localhost-nodeports", false},
+	{"iptables-masquerade-bit", false}, {"iptables-min-sync-period", false}, {"iptables-sync-period", false},
+	{"ipvs-exclude-cidrs", false}, {"ipvs-min-sync-period", false}, {"ipvs-scheduler", false},
+	{"ipvs-strict-arp", false}, {"ipvs-sync-period", false}, {"ipvs-tcp-timeout", false},
+	{"ipvs-tcpfin-timeout", false}, {"ipvs-udp-timeout", false},
+	{"kube-api-burst", false}, {"kube-api-content-type", false}, {"kube-api-qps", false}, {"kubeconfig", false},
+	{"log-flush-frequency", true}, {"log-json-info-buffer-size", true}, {"log-json-split-stream", true},
+	{"log-text-info-buffer-size", true}, {"log-text-split-stream", true}, {"logging-format", true},
+	{"masquerade-all", false}, {"master", true}, {"metrics-bind-address", false}, {"metrics-port", false},
+	{"nodeport-addresses", false}, {"oom-score-adj", false}, {"pod-bridge-interface", false},
+	{"pod-interface-name-prefix", false}, {"profiling", false}, {"proxy-mode", false},
+	{"show-hidden-metrics-for-version", false}, {"v", true}, {"vmodule", true}, {"write-config-to", true},
+}
+
+// The categories --help groups a sink's flags in (cli's Category).
+const (
+	// CategoryKubeProxy holds the flags one of whose names is kube-proxy's
+	// (KubeProxyFlags).
+	CategoryKubeProxy = "kube-proxy-compatible flags (kube-proxy v1.37's names)"
+	// CategoryOwn holds the others: every sink's (the runtime's) and the
+	// sink's own.
+	CategoryOwn = "the sink's own flags"
+)
+
+// KubeProxyName returns the name of f's that is a kube-proxy flag (""
+// when none is).
+func KubeProxyName(f cli.Flag) string {
+	for _, n := range f.Names() {
+		for _, k := range KubeProxyFlags {
+			if k.Name == n {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
+// Category returns the --help category of f: CategoryKubeProxy or
+// CategoryOwn.
+func Category(f cli.Flag) string {
+	if KubeProxyName(f) != "" {
+		return CategoryKubeProxy
+	}
+	return CategoryOwn
+}
 
 // kubeProxyFlags returns the flags of kube-proxy v1.37.2 that neither the
 // runtime's own flags (sharedFlags, which hold kube-proxy's --config,
@@ -25,7 +93,9 @@ import (
 func kubeProxyFlags(mode string) []Flag {
 	own := syncFlagsMode(mode)
 	sync := func(m, name, file string) Flag {
-		f := Flag{Flag: &cli.DurationFlag{Name: name}, Class: kpconfig.Honoured, File: m + "." + file}
+		ours := strings.TrimPrefix(name, m+"-")
+		f := Flag{Flag: &cli.DurationFlag{Name: name, Usage: fmt.Sprintf("kube-proxy's name of --%s (give one of them; unset: --%s's)", ours, ours)},
+			Class: kpconfig.Honoured, File: m + "." + file}
 		switch {
 		case m != own:
 			f.Class, f.Why = kpconfig.Ignored, fmt.Sprintf("another proxy mode's (this sink takes --%s-%s)", own, name[len(m)+1:])

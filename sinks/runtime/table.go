@@ -62,6 +62,9 @@ type Table struct {
 // new flags (a parse sets them).
 func (s Sink) Table() Table {
 	t := Table{Flags: sharedTable()}
+	for _, f := range t.Flags {
+		prepare(f.Flag, false)
+	}
 	for _, f := range kubeProxyFlags(s.Mode) {
 		prepare(f.Flag, f.Class != kpconfig.Honoured)
 		t.Flags = append(t.Flags, f)
@@ -174,35 +177,38 @@ func (t Table) check(c *cli.Context, mode string) ([]string, error) {
 }
 
 // prepare gives a flag of the kinds the sinks use its environment variable
-// (EnvVars of its name) when it has none, and hides it from --help when
-// hidden; it reports false for another kind.
+// (EnvVars of its name) when it has none and its --help category (kube-proxy's
+// or the sink's own), and hides it from --help when hidden; it reports false
+// for another kind.
 func prepare(f cli.Flag, hidden bool) bool {
+	cat := Category(f)
 	switch f := f.(type) {
 	case *cli.StringFlag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	case *cli.BoolFlag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	case *cli.DurationFlag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	case *cli.IntFlag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	case *cli.Int64Flag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	case *cli.Float64Flag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	case *cli.StringSliceFlag:
-		setup(&f.EnvVars, &f.Hidden, f.Name, hidden)
+		setup(&f.EnvVars, &f.Hidden, &f.Category, cat, f.Name, hidden)
 	default:
 		return false
 	}
 	return true
 }
 
-func setup(env *[]string, hide *bool, name string, hidden bool) {
+func setup(env *[]string, hide *bool, cat *string, category, name string, hidden bool) {
 	if len(*env) == 0 {
 		*env = EnvVars(name)
 	}
 	*hide = *hide || hidden
+	*cat = category
 }
 
 // unbindEnv takes the environment variables off f (a flag --config

@@ -91,38 +91,6 @@ func tableProblems(sinks []runtime.Sink) []string {
 	return problems
 }
 
-// kubeProxyFlag is a flag of kube-proxy v1.37.2 (cmd/kube-proxy/app
-// options.go AddFlags, and component-base's logging flags; the same set as
-// its --help, plus the deprecated --healthz-port and --metrics-port):
-// whether kube-proxy still applies it when --config is given (Complete:
-// the file replaces the configuration; --hostname-override, --master,
-// --cleanup, --init-only, --write-config-to and the logging flags stay).
-type kubeProxyFlag struct {
-	name       string
-	withConfig bool
-}
-
-var kubeProxyV1372Flags = []kubeProxyFlag{
-	{"bind-address", false}, {"bind-address-hard-fail", false}, {"cleanup", true}, {"cluster-cidr", false},
-	{"config", true}, {"config-sync-period", false},
-	{"conntrack-max-per-core", false}, {"conntrack-min", false}, {"conntrack-tcp-be-liberal", false},
-	{"conntrack-tcp-timeout-close-wait", false}, {"conntrack-tcp-timeout-established", false},
-	{"conntrack-udp-timeout", false}, {"conntrack-udp-timeout-stream", false},
-	{"detect-local-mode", false}, {"feature-gates", false}, {"healthz-bind-address", false}, {"healthz-port", false},
-	{"hostname-override", true}, {"init-only", true}, {"iptables-localhost-nodeports", false},
-	{"iptables-masquerade-bit", false}, {"iptables-min-sync-period", false}, {"iptables-sync-period", false},
-	{"ipvs-exclude-cidrs", false}, {"ipvs-min-sync-period", false}, {"ipvs-scheduler", false},
-	{"ipvs-strict-arp", false}, {"ipvs-sync-period", false}, {"ipvs-tcp-timeout", false},
-	{"ipvs-tcpfin-timeout", false}, {"ipvs-udp-timeout", false},
-	{"kube-api-burst", false}, {"kube-api-content-type", false}, {"kube-api-qps", false}, {"kubeconfig", false},
-	{"log-flush-frequency", true}, {"log-json-info-buffer-size", true}, {"log-json-split-stream", true},
-	{"log-text-info-buffer-size", true}, {"log-text-split-stream", true}, {"logging-format", true},
-	{"masquerade-all", false}, {"master", true}, {"metrics-bind-address", false}, {"metrics-port", false},
-	{"nodeport-addresses", false}, {"oom-score-adj", false}, {"pod-bridge-interface", false},
-	{"pod-interface-name-prefix", false}, {"profiling", false}, {"proxy-mode", false},
-	{"show-hidden-metrics-for-version", false}, {"v", true}, {"vmodule", true}, {"write-config-to", true},
-}
-
 // pendingFlags are kube-proxy flags that changes of their own add to the
 // tables (named by what they do); TestTables fails once one is in a table,
 // so that it leaves this list.
@@ -130,29 +98,29 @@ var pendingFlags = map[string]string{}
 
 // kubeProxyDefines reports whether one of f's names is a kube-proxy flag.
 func kubeProxyDefines(f runtime.Flag) bool {
-	return slices.ContainsFunc(kubeProxyV1372Flags, func(k kubeProxyFlag) bool { return slices.Contains(f.Flag.Names(), k.name) })
+	return runtime.KubeProxyName(f.Flag) != ""
 }
 
 // kubeProxyProblems: every flag of kube-proxy v1.37.2 is in the table (one
 // of an entry's names), with kube-proxy's precedence against --config.
 func kubeProxyProblems(sink string, t runtime.Table) []string {
 	var problems []string
-	for _, k := range kubeProxyV1372Flags {
-		i := slices.IndexFunc(t.Flags, func(f runtime.Flag) bool { return slices.Contains(f.Flag.Names(), k.name) })
-		_, pending := pendingFlags[k.name]
+	for _, k := range runtime.KubeProxyFlags {
+		i := slices.IndexFunc(t.Flags, func(f runtime.Flag) bool { return slices.Contains(f.Flag.Names(), k.Name) })
+		_, pending := pendingFlags[k.Name]
 		switch {
 		case i < 0 && pending:
 			continue
 		case i < 0:
-			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: not in the table", sink, k.name))
+			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: not in the table", sink, k.Name))
 			continue
 		case pending:
-			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: in the table now; take it off pendingFlags", sink, k.name))
+			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: in the table now; take it off pendingFlags", sink, k.Name))
 		}
 		f := t.Flags[i]
-		if applies := f.File == "" || f.OverFile; applies != k.withConfig {
+		if applies := f.File == "" || f.OverFile; applies != k.WithConfig {
 			problems = append(problems, fmt.Sprintf("%s: kube-proxy flag --%s: applies with --config: %t (File %q, OverFile %t); kube-proxy: %t",
-				sink, k.name, applies, f.File, f.OverFile, k.withConfig))
+				sink, k.Name, applies, f.File, f.OverFile, k.WithConfig))
 		}
 	}
 	return problems
