@@ -128,6 +128,10 @@ type SyncStats struct {
 	// Failures counts failed iptables-restore runs; PartialFailures those
 	// of partial syncs.
 	Failures, PartialFailures int
+	// FailedFamilies are the families of Failures, one entry each;
+	// PartialFailed is, for each, whether it was a partial sync's.
+	FailedFamilies []xtables.Family
+	PartialFailed  []bool
 	// ReadsSkipped counts the families whose kernel read and compare a
 	// full sync skipped: nf_tables generation unchanged since the kernel
 	// was known to hold the same ruleset.
@@ -144,6 +148,8 @@ func (s *SyncStats) add(o SyncStats) {
 	s.DeletedChains += o.DeletedChains
 	s.Failures += o.Failures
 	s.PartialFailures += o.PartialFailures
+	s.FailedFamilies = append(s.FailedFamilies, o.FailedFamilies...)
+	s.PartialFailed = append(s.PartialFailed, o.PartialFailed...)
 	s.ReadsSkipped += o.ReadsSkipped
 }
 
@@ -314,23 +320,47 @@ func (p *Proxier) Resync() (SyncStats, error) {
 // chains' rules, as kube-proxy's kubeproxy_sync_proxy_rules_iptables_total
 // counts them (the jumps from the built-in chains are not counted).
 func (p *Proxier) RulesTotal() map[string]int {
+	out := map[string]int{"filter": 0, "nat": 0}
+	for _, tables := range p.FamilyRulesTotal() {
+		for t, n := range tables {
+			out[t] += n
+		}
+	}
+	return out
+}
+
+// Families returns the ip_family values ("IPv4", "IPv6") of the families
+// the Proxier programs.
+func (p *Proxier) Families() []string {
+	var out []string
+	for _, f := range p.fams {
+		out = append(out, f.fc.fam.String())
+	}
+	return out
+}
+
+// FamilyRulesTotal is RulesTotal per family synced, by kube-proxy's
+// ip_family value ("IPv4", "IPv6").
+func (p *Proxier) FamilyRulesTotal() map[string]map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int{"filter": 0, "nat": 0}
+	out := map[string]map[string]int{}
 	for _, f := range p.fams {
 		if !f.synced {
 			continue
 		}
+		tables := map[string]int{"filter": 0, "nat": 0}
 		for _, sc := range staticChains(&p.cfg, &f.fc) {
-			if _, ok := out[sc.table]; ok {
-				out[sc.table] += len(sc.rules)
+			if _, ok := tables[sc.table]; ok {
+				tables[sc.table] += len(sc.rules)
 			}
 		}
 		for _, r := range f.svcs {
 			fr := r.filterRules()
-			out["filter"] += fr
-			out["nat"] += r.lines - fr
+			tables["filter"] += fr
+			tables["nat"] += r.lines - fr
 		}
+		out[f.fc.fam.String()] = tables
 	}
 	return out
 }

@@ -197,6 +197,8 @@ func (p *Proxier) restore(f *family, t *txn, st *SyncStats, partial bool) error 
 		if partial {
 			st.PartialFailures++
 		}
+		st.FailedFamilies = append(st.FailedFamilies, f.fc.fam)
+		st.PartialFailed = append(st.PartialFailed, partial)
 		return fmt.Errorf("iptables: restore %s rules: %w", f.fc.fam, err)
 	}
 	p.gen.wrote(f, input)

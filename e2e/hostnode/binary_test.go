@@ -221,10 +221,10 @@ func TestBinary(t *testing.T) {
 	if tables := n.node.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") || !strings.Contains(tables, "table ip foreign") {
 		t.Errorf("nft tables after the start, want the nftables mode's removed and the foreign one kept:\n%s", tables)
 	}
-	if v := metric(m, `kubeproxy_sync_proxy_rules_iptables_total{table="nat"}`); v < 10 {
+	if v := metric(m, `kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}`); v < 10 {
 		t.Errorf("nat rules gauge %v, want the ruleset's rules\n%s", v, m)
 	}
-	if v := metric(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
+	if v := metric(m, `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}`); v != 0 {
 		t.Errorf("restore failures %v, want 0", v)
 	}
 	if v := metric(m, "proxysinks_kernel_operations_total"); v <= 0 {
@@ -301,12 +301,12 @@ func TestBinary(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if m, err := p.get("/metrics"); err == nil && metric(m, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") > 0 {
+		if m, err := p.get("/metrics"); err == nil && metric(m, `kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}`) > 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if m, _ := p.get("/metrics"); metric(m, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") < 1 {
+	if m, _ := p.get("/metrics"); metric(m, `kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}`) < 1 {
 		t.Errorf("no partial sync after the manifest edit; log:\n%s", p.log.String())
 	}
 	seen = map[string]bool{}

@@ -97,17 +97,19 @@ func Sink(name, usage string) runtime.Sink {
 		Cleanup: func(runtime.Config, *slog.Logger) error { return iptables.CleanupLeftovers(nil) }, Metrics: referenceMetrics}
 }
 
-// Metrics are kube-proxy's iptables-mode metrics.
+// Metrics are kube-proxy v1.37.2's iptables-mode metrics (pkg/proxy/metrics:
+// their names, help and labels, ip_family among them).
 type Metrics struct {
-	// RulesTotal is kubeproxy_sync_proxy_rules_iptables_total{table}: the
-	// rules of the ruleset after the last sync, filter and nat.
+	// RulesTotal is kubeproxy_sync_proxy_rules_iptables_total{table,
+	// ip_family}: the rules of a family's ruleset after the last sync,
+	// filter and nat.
 	RulesTotal *prometheus.GaugeVec
-	// RestoreFailures counts failed iptables-restore runs;
+	// RestoreFailures counts failed iptables-restore runs per family;
 	// PartialRestoreFailures those of partial syncs.
-	RestoreFailures, PartialRestoreFailures prometheus.Counter
+	RestoreFailures, PartialRestoreFailures *prometheus.CounterVec
 	// FullDuration and PartialDuration are the durations of full and
-	// partial syncs.
-	FullDuration, PartialDuration prometheus.Histogram
+	// partial syncs, observed under each family the Proxier programs.
+	FullDuration, PartialDuration *prometheus.HistogramVec
 	// ReadsSkipped is proxysinks_iptables_resync_reads_skipped_total: the
 	// address families whose full sync skipped reading and comparing the
 	// kernel's tables, as the nf_tables generation had not moved.
@@ -116,18 +118,20 @@ type Metrics struct {
 
 // NewMetrics registers the metrics in reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18)
+	// kube-proxy's buckets: 1 ms to 16 s.
+	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	family := []string{"ip_family"}
 	m := &Metrics{
 		RulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_total", Help: "Rules of the proxy's iptables ruleset after the last sync, per table (both families)."}, []string{"table"}),
-		RestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "iptables-restore runs that failed."}),
-		PartialRestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total", Help: "iptables-restore runs of partial syncs that failed (the next sync is a full one)."}),
-		FullDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "Duration of full syncs.", Buckets: buckets}),
-		PartialDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "Duration of partial syncs.", Buckets: buckets}),
+			Name: "kubeproxy_sync_proxy_rules_iptables_total", Help: "Total number of iptables rules owned by kube-proxy"}, []string{"table", "ip_family"}),
+		RestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}, family),
+		PartialRestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total", Help: "Cumulative proxy iptables partial restore failures"}, family),
+		FullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family),
+		PartialDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
 		ReadsSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "proxysinks_iptables_resync_reads_skipped_total", Help: "Address families whose full sync skipped reading the tables back (nf_tables generation unchanged since the last write or compare)."}),
 	}
@@ -137,6 +141,38 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// observe records a sync of the families (ip_family values) the Proxier
+// programs: its duration under each (one sync covers them all, as the
+// runtime's kubeproxy_sync_proxy_rules_duration_seconds), each family's
+// rules, and the failures under the family they happened in.
+func (m *Metrics) observe(families []string, rules map[string]map[string]int, st iptables.SyncStats) {
+	if m == nil {
+		return
+	}
+	d := m.PartialDuration
+	if st.Full {
+		d = m.FullDuration
+	}
+	for _, f := range families {
+		d.WithLabelValues(f).Observe(st.Duration.Seconds())
+		// The failure counters exist at 0 from the first sync on.
+		m.RestoreFailures.WithLabelValues(f)
+		m.PartialRestoreFailures.WithLabelValues(f)
+	}
+	for i, f := range st.FailedFamilies {
+		m.RestoreFailures.WithLabelValues(f.String()).Inc()
+		if st.PartialFailed[i] {
+			m.PartialRestoreFailures.WithLabelValues(f.String()).Inc()
+		}
+	}
+	m.ReadsSkipped.Add(float64(st.ReadsSkipped))
+	for f, tables := range rules {
+		for table, n := range tables {
+			m.RulesTotal.WithLabelValues(table, f).Set(float64(n))
+		}
+	}
 }
 
 // ProxierConfig is the Proxier's configuration from the runtime's: IPv6
@@ -359,19 +395,7 @@ func (c *Controller) report(start time.Time, services int, st iptables.SyncStats
 	ds := runtime.SyncStats{Start: start, Duration: st.Duration, Services: services,
 		Writes: st.Rules + st.Chains + st.DeletedChains, Failed: st.Failures, NoLocalEndpoints: c.noLocal,
 		Quarantined: c.P.Quarantined(), Err: err}
-	if m := c.Metrics; m != nil {
-		m.RestoreFailures.Add(float64(st.Failures))
-		m.PartialRestoreFailures.Add(float64(st.PartialFailures))
-		m.ReadsSkipped.Add(float64(st.ReadsSkipped))
-		for table, n := range c.P.RulesTotal() {
-			m.RulesTotal.WithLabelValues(table).Set(float64(n))
-		}
-		if st.Full {
-			m.FullDuration.Observe(st.Duration.Seconds())
-		} else {
-			m.PartialDuration.Observe(st.Duration.Seconds())
-		}
-	}
+	c.Metrics.observe(c.P.Families(), c.P.FamilyRulesTotal(), st)
 	attrs := []any{"full", st.Full, "restores", st.Restores, "rules", st.Rules, "chains", st.Chains,
 		"deleted-chains", st.DeletedChains, "bytes", st.Bytes, "reads-skipped", st.ReadsSkipped, "duration", st.Duration}
 	switch {

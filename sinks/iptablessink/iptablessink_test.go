@@ -79,8 +79,8 @@ func TestMetrics(t *testing.T) {
 		RestoreFailures, PartialRestoreFailures float64
 		FullSyncs, PartialSyncs                 uint64
 	}
-	got := counts{testutil.ToFloat64(m.RestoreFailures), testutil.ToFloat64(m.PartialRestoreFailures),
-		samples(t, m.FullDuration), samples(t, m.PartialDuration)}
+	got := counts{testutil.ToFloat64(m.RestoreFailures.WithLabelValues("IPv4")), testutil.ToFloat64(m.PartialRestoreFailures.WithLabelValues("IPv4")),
+		samples(t, m.FullDuration.WithLabelValues("IPv4").(prometheus.Histogram)), samples(t, m.PartialDuration.WithLabelValues("IPv4").(prometheus.Histogram))}
 	if diff := cmp.Diff(counts{RestoreFailures: 2, PartialRestoreFailures: 1, FullSyncs: 3, PartialSyncs: 1}, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
@@ -92,9 +92,12 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("RulesTotal %v: want nat rules", want)
 	}
 	for table, n := range want {
-		if g := testutil.ToFloat64(m.RulesTotal.WithLabelValues(table)); g != float64(n) {
-			t.Errorf("kubeproxy_sync_proxy_rules_iptables_total{table=%q} = %v, want %d", table, g, n)
+		if g := testutil.ToFloat64(m.RulesTotal.WithLabelValues(table, "IPv4")); g != float64(n) {
+			t.Errorf("kubeproxy_sync_proxy_rules_iptables_total{table=%q,ip_family=\"IPv4\"} = %v, want %d", table, g, n)
 		}
+	}
+	if n := testutil.CollectAndCount(m.RestoreFailures) + testutil.CollectAndCount(m.FullDuration); n != 2 {
+		t.Errorf("%d series of the failures and the full syncs, want one each (IPv4: the only family programmed)", n)
 	}
 	if len(synced) != 4 || synced[0].Err != nil || synced[0].Writes == 0 || synced[1].Err == nil || synced[2].Err == nil || synced[3].Err != nil {
 		t.Errorf("reported syncs %+v: want ok (writes), failed, failed, ok", synced)
