@@ -32,7 +32,9 @@ func TestRefusedObjectService(t *testing.T) {
 		{"base chain services", func() (client.ServiceKey, bool) { return chainService("services") }, none},
 		{"service-endpoints-check", func() (client.ServiceKey, bool) { return chainService("service-endpoints-check") }, none},
 		{"truncated name", func() (client.ServiceKey, bool) { return chainService("service-ULMVA6XW-ns1/svc...") }, none},
-		{"affinity set", func() (client.ServiceKey, bool) { return setService("affinity-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80") }, svc},
+		{"affinity set", func() (client.ServiceKey, bool) {
+			return setService("affinity-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80")
+		}, svc},
 		{"shared set", func() (client.ServiceKey, bool) { return setService("cluster-ips") }, none},
 		{"element's verdict", func() (client.ServiceKey, bool) {
 			return elementService("service-ips", ruleset.Element{Key: "10.96.0.10 . tcp . 80", Value: "goto service-ULMVA6XW-ns1/svc1/tcp/p80"}, s)
@@ -40,9 +42,15 @@ func TestRefusedObjectService(t *testing.T) {
 		{"element's comment", func() (client.ServiceKey, bool) {
 			return elementService("no-endpoint-services", ruleset.Element{Key: "10.96.0.10 . tcp . 80", Value: "goto reject-chain", Comment: "ns1/svc1:p80"}, s)
 		}, svc},
-		{"cluster IP", func() (client.ServiceKey, bool) { return elementService("cluster-ips", ruleset.Element{Key: "10.96.0.10"}, s) }, svc},
-		{"unknown cluster IP", func() (client.ServiceKey, bool) { return elementService("cluster-ips", ruleset.Element{Key: "10.96.0.11"}, s) }, none},
-		{"node port address", func() (client.ServiceKey, bool) { return elementService("nodeport-ips", ruleset.Element{Key: "192.168.0.2"}, s) }, none},
+		{"cluster IP", func() (client.ServiceKey, bool) {
+			return elementService("cluster-ips", ruleset.Element{Key: "10.96.0.10"}, s)
+		}, svc},
+		{"unknown cluster IP", func() (client.ServiceKey, bool) {
+			return elementService("cluster-ips", ruleset.Element{Key: "10.96.0.11"}, s)
+		}, none},
+		{"node port address", func() (client.ServiceKey, bool) {
+			return elementService("nodeport-ips", ruleset.Element{Key: "192.168.0.2"}, s)
+		}, none},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
