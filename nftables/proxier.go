@@ -81,7 +81,10 @@ type SyncStats struct {
 	// node, an operator's nft): the Proxier repaired them.
 	ForeignChanges int
 	// Failures counts the transactions the kernel refused (or that
-	// failed); nothing of them was applied, and the next sync tries again.
+	// failed); nothing of them was applied. The next sync tries again,
+	// unless the refused objects were all services': those are
+	// quarantined and the rest committed in the same sync
+	// (quarantine.go).
 	Failures int
 	// FailedFamilies and ForeignFamilies are the families of Failures and
 	// ForeignChanges, one entry each.

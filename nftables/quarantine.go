@@ -200,7 +200,7 @@ func (p *Proxier) Retry() (SyncStats, error) {
 // next the one after them; s the snapshot rendered.
 func refusedServices(err error, ops []op, cur, next *applied, s *client.Snapshot) ([]client.ServiceKey, bool) {
 	var ce *nft.CommitError
-	if !errors.As(err, &ce) || len(ce.Failed) == 0 {
+	if errors.Is(err, errStale) || errors.Is(err, errUnknown) || !errors.As(err, &ce) || len(ce.Failed) == 0 {
 		return nil, false
 	}
 	var out []client.ServiceKey
