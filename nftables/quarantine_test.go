@@ -1,6 +1,8 @@
 package nftables
 
 import (
+	"io"
+	"log/slog"
 	"net/netip"
 	"testing"
 
@@ -84,5 +86,59 @@ func TestOpAt(t *testing.T) {
 	}
 	if opAt(ops, 6) != nil {
 		t.Errorf("an operation past the end")
+	}
+}
+
+// TestSyncQuarantine: on the fake kernel, a refused rule of one service's
+// chain quarantines the service and the rest is written, the table then
+// what a fresh write of the held snapshot gives; once the refusal ends a
+// Resync writes it and empties the quarantine.
+func TestSyncQuarantine(t *testing.T) {
+	k := newFakeKernel()
+	cfg := generatedConfig()
+	var faulty *client.ServiceEndpoints
+	render := func(s *client.Snapshot, v6 bool) (*ruleset.Ruleset, error) {
+		rs, err := ruleset.RenderFamily(s, &cfg, v6)
+		if se := s.Lookup(badKey); se != nil && se == faulty {
+			injectRule(rs, badKey)
+		}
+		return rs, err
+	}
+	newProxier := func(k *fakeKernel) *Proxier {
+		return &Proxier{cfg: Config{IPv4: true}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), k: k,
+			comp: &fakeCompiler{}, fams: []*family{{name: "ip", fam: nft.FamilyIPv4}}, render: render}
+	}
+	// fresh is the table a fresh Proxier writes for s.
+	fresh := func(s *client.Snapshot) map[string]string {
+		fk := newFakeKernel()
+		if _, err := newProxier(fk).Snapshot(s); err != nil {
+			t.Fatal(err)
+		}
+		return canonTable(t, fk.tables[nft.FamilyIPv4])
+	}
+	k.refuseIf = func(o *op) bool { return o.kind == opAddRule && fakeText(o.rule.rule.Exprs) == "jump no-such-chain" }
+	p := newProxier(k)
+	s0 := generated(5, 2, netip.Addr{})
+	if _, err := p.Snapshot(s0); err != nil {
+		t.Fatal(err)
+	}
+	faulty = variant(2, 3)
+	s1 := replaced(s0, variant(0, 3), faulty)
+	st, err := p.Snapshot(s1)
+	if err != nil || st.Failures != 1 || st.Transactions != 1 {
+		t.Fatalf("sync with one service refused: %+v, %v; want one refusal, one transaction, no error", st, err)
+	}
+	if e := p.Quarantined(); len(e) != 1 || e[0].Name != "bench/svc-000002" || e[0].Service != "svc-000002" {
+		t.Fatalf("quarantined %+v, want bench/svc-000002", e)
+	}
+	if diff := cmp.Diff(fresh(replaced(s1, s0.Lookup(badKey))), canonTable(t, k.tables[nft.FamilyIPv4])); diff != "" {
+		t.Fatalf("table (-held snapshot written fresh +got):\n%s", diff)
+	}
+	faulty = nil
+	if st, err := p.Resync(); err != nil || st.Transactions != 1 || len(p.Quarantined()) != 0 {
+		t.Fatalf("resync once the refusal ended: %+v, %v, quarantined %+v", st, err, p.Quarantined())
+	}
+	if diff := cmp.Diff(fresh(s1), canonTable(t, k.tables[nft.FamilyIPv4])); diff != "" {
+		t.Fatalf("table after the resync (-fresh +got):\n%s", diff)
 	}
 }
