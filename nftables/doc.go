@@ -20,7 +20,8 @@
 // shared between services. The transaction carries the nf_tables generation it
 // was computed against, so the kernel refuses it if another writer
 // committed meanwhile; a refused transaction applies nothing and its error
-// names the refused objects.
+// names the refused objects. When these all belong to services, the
+// services are quarantined and the rest committed (quarantine.go).
 //
 // The kernel is read only when the generation moved since the Proxier's
 // last commit (first sync, another writer): the table is then compared

@@ -15,8 +15,11 @@ import (
 type fakeKernel struct {
 	gen    uint32
 	tables map[nft.Family]*kernelTable
-	// refuse makes a commit fail on the op whose label it is.
-	refuse string
+	// refuse makes a commit fail on the op whose label it is, refuseIf
+	// on the ops it returns true for; the error is an *nft.CommitError,
+	// as the kernel's.
+	refuse   string
+	refuseIf func(o *op) bool
 	// commits and reads count calls; ops the operations committed.
 	commits, reads, ops int
 	// before runs before each commit (a concurrent writer).
@@ -73,10 +76,23 @@ func (k *fakeKernel) commit(fam nft.Family, table string, ops []op, gen uint32) 
 	if cur := k.tables[fam]; cur != nil {
 		t = cur.clone()
 	}
+	tx := 0 // the index of o's first operation in the nft.Tx (encode)
 	for _, o := range ops {
+		if o.label == k.refuse || k.refuseIf != nil && k.refuseIf(&o) {
+			return 0, &nft.CommitError{Ops: len(ops), Failed: []*nft.OpError{{Index: tx, Op: o.kind.String(), Label: o.label, Elem: -1, Err: syscall.EINVAL}}}
+		}
 		var err error
 		if t, err = k.apply(t, &o); err != nil {
 			return 0, fmt.Errorf("%s %s: %w", o.kind, o.label, err)
+		}
+		tx++
+		if o.kind == opAddRule {
+			for _, a := range o.rule.anon {
+				tx++
+				if len(a.elems) > 0 {
+					tx++
+				}
+			}
 		}
 	}
 	k.commits++
@@ -91,9 +107,6 @@ func (k *fakeKernel) commit(fam nft.Family, table string, ops []op, gen uint32) 
 }
 
 func (k *fakeKernel) apply(t *kernelTable, o *op) (*kernelTable, error) {
-	if o.label == k.refuse {
-		return nil, syscall.EINVAL
-	}
 	if t == nil && o.kind != opAddTable {
 		return nil, syscall.ENOENT
 	}

@@ -169,8 +169,9 @@ func TestKernelForeignChange(t *testing.T) {
 	}
 }
 
-// TestKernelRefused: a transaction the kernel refuses is reported naming
-// the object, and nothing of it is applied; the next sync tries again.
+// TestKernelRefused: a transaction the kernel refuses outside any service
+// (the last chain, services) is reported naming the object, and nothing
+// of it is applied; the next sync tries again.
 func TestKernelRefused(t *testing.T) {
 	ns := nstest.New(t)
 	gcfg := generatedConfig()
@@ -195,6 +196,10 @@ func TestKernelRefused(t *testing.T) {
 	var ce *nft.CommitError
 	if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), "(jump no-such-chain)") {
 		t.Fatalf("refused transaction: error %v, want one naming the rule", err)
+	}
+	// The rule is services' (no one service's): the sync fails whole.
+	if !strings.Contains(err.Error(), "chain services (") || len(p.Quarantined()) != 0 {
+		t.Errorf("refusal outside any service: error %v, quarantined %+v; want the sync failed and nothing quarantined", err, p.Quarantined())
 	}
 	if diff := cmp.Diff(before, listing(t, ns, "ip")); diff != "" {
 		t.Errorf("table after a refused transaction (-before +after):\n%s", diff)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/client"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 	"github.com/proxysinks/proxysinks/nftables/ruleset"
@@ -45,6 +46,9 @@ type Config struct {
 	// SkipKernelVersionCheck skips the kernel-version check of NewProxier
 	// (kube-proxy's KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK).
 	SkipKernelVersionCheck bool
+	// SyncPeriod bounds the backoff of quarantined services (quarantine.go;
+	// 0: quarantine.DefaultMax).
+	SyncPeriod time.Duration
 	// Log receives the Proxier's warnings; nil means slog.Default().
 	Log *slog.Logger
 }
@@ -77,7 +81,10 @@ type SyncStats struct {
 	// node, an operator's nft): the Proxier repaired them.
 	ForeignChanges int
 	// Failures counts the transactions the kernel refused (or that
-	// failed); nothing of them was applied, and the next sync tries again.
+	// failed); nothing of them was applied. The next sync tries again,
+	// unless the refused objects were all services': those are
+	// quarantined and the rest committed in the same sync
+	// (quarantine.go).
 	Failures int
 	// FailedFamilies and ForeignFamilies are the families of Failures and
 	// ForeignChanges, one entry each.
@@ -121,6 +128,10 @@ type family struct {
 	// tc is the compile context of that ruleset.
 	synced bool
 	tc     tableCompiler
+	// wrote is the snapshot the table last received whole (with held
+	// services in their held version): what the kernel has of each
+	// service (quarantine.go). nil before the first write.
+	wrote *client.Snapshot
 }
 
 // Proxier programs kube-proxy v1.37's nftables-mode ruleset for the
@@ -151,6 +162,12 @@ type Proxier struct {
 	// family's cur, when genKnown.
 	gen      uint32
 	genKnown bool
+	// q is the services the kernel refused (quarantine.go); failedNow
+	// those refused in the current sync; retryAll is set during a
+	// Resync: no quarantined service is held unless refused again.
+	q         *quarantine.Set[qkey]
+	failedNow map[qkey]bool
+	retryAll  bool
 }
 
 // NewProxier checks the configuration and, unless in dry run, the kernel
@@ -219,13 +236,16 @@ func (p *Proxier) Snapshot(s *client.Snapshot) (SyncStats, error) {
 // Resync syncs the last snapshot again: the kernel's tables are read and
 // repaired when the nf_tables generation moved since the Proxier last
 // knew them (another writer), and a transaction that failed is tried
-// again. With no snapshot yet it does nothing.
+// again, and so is every quarantined service. With no snapshot yet it
+// does nothing.
 func (p *Proxier) Resync() (SyncStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last == nil {
 		return SyncStats{}, nil
 	}
+	p.retryAll = true
+	defer func() { p.retryAll = false }()
 	return p.sync(p.last, true)
 }
 

@@ -46,34 +46,46 @@ var errUnknown = errors.New("outcome of the transaction unknown")
 func (p *Proxier) sync(s *client.Snapshot, full bool) (SyncStats, error) {
 	start := time.Now()
 	st := SyncStats{Full: full}
-	var errs []error
+	clear(p.failedNow)
 	ws := make([]*wanted, len(p.fams))
 	for i, f := range p.fams {
-		w := &wanted{p: p, v6: f.fam == nft.FamilyIPv6}
-		var err error
-		if p.delta != nil && p.k != nil {
-			w.d, err = p.delta(s, w.v6)
-			w.lazy = true
-		} else {
-			w.rs, err = p.render(s, w.v6)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("nftables: render %s: %w", f.name, err))
-		}
-		ws[i] = w
+		ws[i] = p.want(f, s)
 	}
+	var errs []error
 	if p.k == nil {
 		rss := make([]*ruleset.Ruleset, len(ws))
 		for i, w := range ws {
 			rss[i] = w.ruleset()
 		}
 		p.dryRun(rss, &st)
-	} else if err := p.write(ws, &st); err != nil {
+	} else if err := p.write(ws, s, &st); err != nil {
 		errs = append(errs, err)
+	}
+	for _, w := range ws {
+		if w.err != nil {
+			errs = append(errs, w.err)
+		}
 	}
 	st.Duration = time.Since(start)
 	p.totals.add(st)
 	return st, errors.Join(errs...)
+}
+
+// want renders family f's ruleset for s, with the services the
+// quarantine holds in their held version (quarantine.go).
+func (p *Proxier) want(f *family, s *client.Snapshot) *wanted {
+	w := &wanted{p: p, v6: f.fam == nft.FamilyIPv6, s: p.held(f, s)}
+	var err error
+	if p.delta != nil && p.k != nil {
+		w.d, err = p.delta(w.s, w.v6)
+		w.lazy = true
+	} else {
+		w.rs, err = p.render(w.s, w.v6)
+	}
+	if err != nil {
+		w.err = fmt.Errorf("nftables: render %s: %w", f.name, err)
+	}
+	return w
 }
 
 // wanted is one family's render: the Delta from the previous render (when
@@ -85,6 +97,9 @@ type wanted struct {
 	rs *ruleset.Ruleset
 	// lazy: rs is assembled from the renderer on demand.
 	lazy bool
+	// s is the snapshot rendered; err the render's error.
+	s   *client.Snapshot
+	err error
 }
 
 func (w *wanted) ruleset() *ruleset.Ruleset {
@@ -117,7 +132,7 @@ func (p *Proxier) dryRun(rss []*ruleset.Ruleset, st *SyncStats) {
 // write brings every family's table to its ruleset: when the generation
 // moved since the Proxier last knew the kernel, the tables are read first
 // (adopt); then one transaction per family carries what differs.
-func (p *Proxier) write(ws []*wanted, st *SyncStats) error {
+func (p *Proxier) write(ws []*wanted, s *client.Snapshot, st *SyncStats) error {
 	c0 := p.k.counters()
 	defer func() {
 		c1 := p.k.counters()
@@ -138,6 +153,17 @@ func (p *Proxier) write(ws []*wanted, st *SyncStats) error {
 			continue
 		}
 		ng, err := p.writeFamily(f, ws[i], g, read, st)
+		for err != nil {
+			// The kernel refused objects of services alone: quarantine
+			// them and write the rest, holding them.
+			var re *refusedError
+			if !errors.As(err, &re) || !p.refuse(f, s, re) {
+				break
+			}
+			ws[i] = p.want(f, s)
+			g = ng
+			ng, err = p.writeFamily(f, ws[i], g, false, st)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			if errors.Is(err, errStale) || errors.Is(err, errUnknown) {
@@ -146,6 +172,7 @@ func (p *Proxier) write(ws []*wanted, st *SyncStats) error {
 			continue
 		}
 		g = ng
+		p.settle(f, s, ws[i].s)
 	}
 	p.gen, p.genKnown = g, known
 	return errors.Join(errs...)
@@ -166,6 +193,9 @@ func (p *Proxier) writeFamily(f *family, w *wanted, g uint32, read bool, st *Syn
 				return g, errors.Join(errUnknown, fmt.Errorf("nftables: read the ruleset generation: %w", err))
 			}
 			read = true
+		case errors.As(err, new(*nft.CommitError)):
+			// Refused: the full plan commits the same changes, and
+			// names the services of the refused operations.
 		case !errors.Is(err, errNoDelta):
 			return g, err
 		}
@@ -187,7 +217,7 @@ func (p *Proxier) writeFamily(f *family, w *wanted, g uint32, read bool, st *Syn
 			steps = firstSteps(rs, p.chunk())
 		}
 		for _, step := range append(steps, rs) {
-			if g, err = p.writeStep(f, step, tc, g, st); err != nil {
+			if g, err = p.writeStep(f, step, tc, g, w.s, st); err != nil {
 				break
 			}
 		}
@@ -208,8 +238,9 @@ func (p *Proxier) writeFamily(f *family, w *wanted, g uint32, read bool, st *Syn
 }
 
 // writeStep plans and commits one transaction that brings f's table to rs
-// and returns the generation after it.
-func (p *Proxier) writeStep(f *family, rs *ruleset.Ruleset, tc tableCompiler, g uint32, st *SyncStats) (uint32, error) {
+// (rendered from s) and returns the generation after it. A refusal of
+// services' objects alone is a *refusedError.
+func (p *Proxier) writeStep(f *family, rs *ruleset.Ruleset, tc tableCompiler, g uint32, s *client.Snapshot, st *SyncStats) (uint32, error) {
 	ops, next, err := plan(&f.cur, rs, tc, p.newID)
 	if err != nil {
 		return g, fmt.Errorf("nftables: %s table %s: %w", f.name, rs.Table, err)
@@ -222,7 +253,11 @@ func (p *Proxier) writeStep(f *family, rs *ruleset.Ruleset, tc tableCompiler, g 
 	if err != nil {
 		st.Failures++
 		st.FailedFamilies = append(st.FailedFamilies, f.fam)
-		return g, fmt.Errorf("nftables: write %s table %s: %w", f.name, rs.Table, err)
+		err = fmt.Errorf("nftables: write %s table %s: %w", f.name, rs.Table, err)
+		if svcs, ok := refusedServices(err, ops, &f.cur, &next, s); ok {
+			return g, &refusedError{svcs: svcs, err: err}
+		}
+		return g, err
 	}
 	f.cur = next
 	st.Transactions++

@@ -1,9 +1,10 @@
 // Package quarantine is the set of kernel objects a kernel refused, with
 // their backoff: every sink keeps one (the IPVS controller core for its
 // virtual servers, destinations, addresses and set entries; the iptables
-// sink for its services), so that one refused object is retried alone, at
-// 1 s, 2 s, 4 s ... up to the sync period, or at once when what the sink
-// wants of it changes, while the rest of the node keeps converging.
+// and nftables sinks for their services), so that one refused object is
+// retried alone, at 1 s, 2 s, 4 s ... up to the sync period, or at once
+// when what the sink wants of it changes, while the rest of the node keeps
+// converging.
 package quarantine
 
 import (
@@ -16,7 +17,7 @@ import (
 // Object names a refused object for logs, metrics and events.
 type Object struct {
 	// Kind is the object's kind, the metric's label: VirtualServer,
-	// Destination, Address, SetEntry (IPVS sinks), Service (iptables).
+	// Destination, Address, SetEntry (IPVS sinks), Service (iptables, nftables).
 	Kind string
 	// Name is the object as the kernel knows it ("TCP/10.96.0.10:53").
 	Name string

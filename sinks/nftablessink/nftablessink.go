@@ -27,6 +27,7 @@ import (
 	"github.com/proxysinks/proxysinks/dataplane"
 	"github.com/proxysinks/proxysinks/host/conntrack"
 	"github.com/proxysinks/proxysinks/host/kernel"
+	"github.com/proxysinks/proxysinks/host/quarantine"
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/nftables"
 	"github.com/proxysinks/proxysinks/nftables/ruleset"
@@ -88,7 +89,7 @@ func ProxierConfig(env runtime.Env) nftables.Config {
 	}
 	return nftables.Config{
 		IPv4: true, IPv6: slices.ContainsFunc(env.NodePorts.Addrs, netip.Addr.Is6) || slices.ContainsFunc(nodeIPs, netip.Addr.Is6),
-		Ruleset: rc, DryRun: env.DryRun, Log: env.Log,
+		Ruleset: rc, DryRun: env.DryRun, Log: env.Log, SyncPeriod: c.SyncPeriod,
 		SkipKernelVersionCheck: os.Getenv(SkipKernelVersionEnv) != "",
 	}
 }
@@ -158,9 +159,22 @@ func nodeLocal(c runtime.Config) func(*client.Node) xtables.LocalTraffic {
 	return c.LocalTraffic
 }
 
+// Proxier is what a Controller drives: *nftables.Proxier (tests may fake
+// it).
+type Proxier interface {
+	Snapshot(s *client.Snapshot) (nftables.SyncStats, error)
+	Resync() (nftables.SyncStats, error)
+	Retry() (nftables.SyncStats, error)
+	Quarantined() []quarantine.Entry
+	SetLocal(l xtables.LocalTraffic)
+	SetNodePorts(cidrs []netip.Prefix, ips []netip.Addr)
+}
+
+var _ Proxier = (*nftables.Proxier)(nil)
+
 // Controller adapts nftables.Proxier to runtime.Controller.
 type Controller struct {
-	P *nftables.Proxier
+	P Proxier
 	// Metrics, when not nil, are updated after every sync.
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -202,13 +216,23 @@ func (c *Controller) Resync() runtime.SyncStats {
 	return c.report(start, -1, st, err)
 }
 
+var _ runtime.Retrier = (*Controller)(nil)
+
+// Retry writes the services whose objects the kernel refused and whose
+// retry is due, the other quarantined ones held (runtime.Retrier).
+func (c *Controller) Retry() runtime.SyncStats {
+	start := time.Now()
+	st, err := c.P.Retry()
+	return c.report(start, -1, st, err)
+}
+
 // report logs a sync, updates the metrics and hands the runtime its
 // statistics: the kernel objects written are the rules, chains, sets and
-// elements added, flushed or deleted.
+// elements added, flushed or deleted; the services quarantined.
 func (c *Controller) report(start time.Time, services int, st nftables.SyncStats, err error) runtime.SyncStats {
 	ds := runtime.SyncStats{Start: start, Duration: st.Duration, Services: services,
 		Writes: st.Rules + st.Chains + st.Sets + st.FlushedChains + st.DeletedChains + st.DeletedSets + st.AddedElements + st.DeletedElements,
-		Failed: st.Failures, NoLocalEndpoints: c.noLocal, Err: err}
+		Failed: st.Failures, NoLocalEndpoints: c.noLocal, Quarantined: c.P.Quarantined(), Err: err}
 	c.Metrics.observe(c.families, st)
 	attrs := []any{"full", st.Full, "transactions", st.Transactions, "rules", st.Rules, "chains", st.Chains, "sets", st.Sets,
 		"flushed-chains", st.FlushedChains, "deleted-chains", st.DeletedChains, "deleted-sets", st.DeletedSets,

@@ -57,8 +57,9 @@ func TestProxierConfig(t *testing.T) {
 		env  runtime.Env
 		want nftables.Config
 	}{
-		{"IPv4 node, unrestricted", runtime.Env{Config: runtime.Config{MasqueradeBit: 14}, NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
-			nftables.Config{IPv4: true, Ruleset: ruleset.Config{MasqueradeBit: new(14), IPv4: ruleset.Family{NodeIP: v4, NodePortAddrs: []netip.Addr{v4}}}}},
+		{"IPv4 node, unrestricted; the sync period bounds the quarantine's backoff", runtime.Env{Config: runtime.Config{MasqueradeBit: 14, SyncPeriod: 30 * time.Second},
+			NodePorts: runtime.NodePorts{Addrs: []netip.Addr{v4}}},
+			nftables.Config{IPv4: true, SyncPeriod: 30 * time.Second, Ruleset: ruleset.Config{MasqueradeBit: new(14), IPv4: ruleset.Family{NodeIP: v4, NodePortAddrs: []netip.Addr{v4}}}}},
 		{"primary (a /32 and a /128)", runtime.Env{Config: runtime.Config{MasqueradeBit: 3, MasqueradeAll: true},
 			NodePorts: runtime.NodePorts{CIDRs: []netip.Prefix{pfx("192.168.1.10/32"), pfx("fd00::10/128")}, Addrs: []netip.Addr{v4, v6}}},
 			nftables.Config{IPv4: true, IPv6: true, Ruleset: ruleset.Config{MasqueradeBit: new(3), MasqueradeAll: true,
