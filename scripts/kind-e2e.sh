@@ -58,7 +58,7 @@ RESULTS=${RESULTS:-$CACHE/kind/results/$RUN}
 # The kind nodes share this host's kernel: IPVS there or nowhere.
 if [ "$MODE" = ipvs ] && [ ! -e /proc/net/ip_vs ] && ! grep -qs '/ip_vs\.ko' "/lib/modules/$(uname -r)/modules.dep"; then
 	echo "kind-e2e: mode ipvs needs IPVS in the host's kernel (kind nodes share it), and kernel $(uname -r) has none" \
-		"(no /proc/net/ip_vs, no ip_vs module in /lib/modules/$(uname -r)): run SINK=$SINK there on a host with IPVS" >&2
+		"(no /proc/net/ip_vs, no ip_vs module in /lib/modules/$(uname -r)): run it on a host with IPVS" >&2
 	exit 2
 fi
 
@@ -119,12 +119,29 @@ export KUBECONFIG=$RESULTS/kubeconfig
 # A cluster IP on a port no Service has is routed off the node: to the
 # Docker host and on. On machines whose network answers any TCP connection
 # to port 80 (a transparent proxy), "the port stops forwarding" checks then
-# see a connection succeed. Make the service range unreachable past the
-# sink's rules, as it is in a real cluster network (DNAT happens before
-# routing, so served ports are not affected).
+# see a connection succeed. Drop what is still addressed to the service
+# range after the proxy's filter rules (priority filter + 10: a proxy's
+# REJECT of a Service without endpoints comes first; DNATed traffic is
+# addressed to its endpoint by then), so none of it leaves the node. Not
+# an unreachable route: a route lookup fails before any hook, so a
+# host-network client's connect to a served cluster IP failed with "no
+# route to host" before the proxy's DNAT in OUTPUT, and a pod's packet to a
+# Service without endpoints got the route's ICMP host unreachable before
+# the proxy's REJECT in FORWARD (e2e/README.md, "kind conformance").
 nodes=$("$KIND" get nodes --name "$CLUSTER")
 for n in $nodes; do
-	docker exec "$n" ip route replace unreachable 10.96.0.0/16
+	docker exec -i "$n" nft -f - <<-EOF
+	table ip kind-servicenet {
+	  chain forward {
+	    type filter hook forward priority filter + 10; policy accept;
+	    ip daddr 10.96.0.0/16 drop
+	  }
+	  chain output {
+	    type filter hook output priority filter + 10; policy accept;
+	    ip daddr 10.96.0.0/16 drop
+	  }
+	}
+	EOF
 done
 
 # The offline pod network, what kindnetd does online: each node's bridge
