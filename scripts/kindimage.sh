@@ -8,7 +8,7 @@
 #     deps, with iptables, nft and conntrack from Debian packages: the
 #     baseline of make kind-e2e SINK=kube-proxy), etcd, coredns, pause (tools/kindbin/pause), agnhost (with the
 #     tools the tests exec in it: sh, curl, wget, nc, nslookup, ip, socat from
-#     Debian packages) and busybox (Debian's busybox-static);
+#     Debian packages; GNU wget, not busybox's) and busybox (Debian's busybox-static);
 #   - the node image, proxysinks/kind-node:$KUBE_VERSION-<stamp> in dockerd:
 #     Debian bookworm from debootstrap with systemd, containerd, runc and the
 #     CNI plugins (Debian packages), kubelet/kubeadm/kubectl v1.37.2, the
@@ -104,7 +104,9 @@ for name in "${!TAGS[@]}"; do
 	coredns) cp "$BIN/coredns" "$r/coredns"; entry='["/coredns"]' ;;
 	pause) cp "$BIN/pause" "$r/pause"; entry='["/pause"]' ;;
 	agnhost)
-		deb_unpack "$KIND/debs" "$r" bash curl netcat-openbsd iproute2 dnsutils socat
+		# GNU wget: Debian's busybox-static 1.35 wget crashes (SIGSEGV) on
+		# -T, which the tests pass ("wget -q -O - -T 1 http://...").
+		deb_unpack "$KIND/debs" "$r" bash curl wget netcat-openbsd iproute2 dnsutils socat
 		# dpkg-deb -x runs no update-alternatives: nc is OpenBSD's, as upstream's.
 		ln -s nc.openbsd "$r/bin/nc"
 		# sh is bash: Debian's busybox sh runs its own applets (nc, wget)
