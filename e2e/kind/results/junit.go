@@ -79,6 +79,16 @@ type junitCase struct {
 
 type junitMessage struct {
 	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// reason is the message, or (ginkgo leaves the attribute empty) the first
+// line of the text without ginkgo's "[FAILED] ".
+func (m *junitMessage) reason() string {
+	if m.Message != "" {
+		return firstLine(m.Message)
+	}
+	return strings.TrimPrefix(firstLine(m.Text), "[FAILED] ")
 }
 
 // filteredOut is ginkgo's message for a spec its focus or skip left out; a
@@ -133,9 +143,9 @@ func ParseReport(b []byte) (Run, error) {
 		var sp Spec
 		switch {
 		case c.Failure != nil:
-			sp = Spec{State: Failed, Reason: firstLine(c.Failure.Message)}
+			sp = Spec{State: Failed, Reason: c.Failure.reason()}
 		case c.Error != nil:
-			sp = Spec{State: Failed, Reason: firstLine(c.Error.Message)}
+			sp = Spec{State: Failed, Reason: c.Error.reason()}
 		case c.Skipped != nil:
 			reason, ok := strings.CutPrefix(c.Skipped.Message, filteredOut+" - ")
 			if !ok {

@@ -32,6 +32,7 @@ const (
 	skipC    = `<testcase name="[It] [sig-network] Services c" status="skipped" time="0"><skipped message="skipped - Requires at least 2 nodes (not 1)"></skipped></testcase>`
 	filtered = `<testcase name="[It] [sig-apps] Deployment d" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>`
 	timedOut = `<testcase name="[It] [sig-network] Services e" status="timedout" time="1"><failure message="timed out" type="timedout"></failure></testcase>`
+	failText = `<testcase name="[It] [sig-network] Services f" status="failed" time="1"><failure message="" type="failed">[FAILED] waiting for service to be down timed out&#xA;In [It] at: service.go:2416</failure></testcase>`
 )
 
 func TestParseReport(t *testing.T) {
@@ -43,12 +44,13 @@ func TestParseReport(t *testing.T) {
 	}{
 		{
 			name: "states",
-			xml:  report("Services", passB, failA, skipC, filtered, timedOut),
+			xml:  report("Services", passB, failA, skipC, filtered, timedOut, failText),
 			want: map[string]Spec{
 				"[sig-network] Services a": {State: Failed, Reason: "wget timed out"},
 				"[sig-network] Services b": {State: Passed},
 				"[sig-network] Services c": {State: Skipped, Reason: "Requires at least 2 nodes (not 1)"},
 				"[sig-network] Services e": {State: Failed, Reason: "timed out"},
+				"[sig-network] Services f": {State: Failed, Reason: "waiting for service to be down timed out"},
 			},
 		},
 		{name: "only filtered out", xml: report("x", filtered), want: map[string]Spec{}},
