@@ -102,7 +102,7 @@ lint:
 kind-deps:
 	@./scripts/kinddeps.sh
 
-## kind-e2e: upstream's Services conformance tests against SINK (default iptables; nftables, ipvs-fullstate, ipvs-incremental) in a kind cluster without kube-proxy; offline unless KIND_OFFLINE=0 (see e2e/README.md, "kind conformance")
+## kind-e2e: upstream's Services conformance tests against SINK (default iptables; nftables, ipvs-fullstate, ipvs-incremental; kube-proxy with MODE=iptables|nftables|ipvs, the baseline) in a kind cluster of three nodes; offline unless KIND_OFFLINE=0; refreshes docs/kind-results.md (see e2e/README.md, "kind conformance")
 kind-e2e:
 	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
 

@@ -32,7 +32,7 @@ COMMANDS=(
 	id:coreutils install:coreutils ln:coreutils ls:coreutils mkdir:coreutils mktemp:coreutils
 	mv:coreutils nohup:coreutils numfmt:coreutils realpath:coreutils rm:coreutils rmdir:coreutils
 	seq:coreutils sha256sum:coreutils sleep:coreutils stat:coreutils tail:coreutils touch:coreutils
-	chmod:coreutils env:coreutils sort:coreutils basename:coreutils tr:coreutils
+	chmod:coreutils env:coreutils sort:coreutils basename:coreutils tr:coreutils uname:coreutils
 	setsid:util-linux
 	go:go
 )

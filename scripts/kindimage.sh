@@ -4,13 +4,16 @@
 #   - the component images, as OCI archives in $CACHE/kind/images/$KUBE_VERSION,
 #     under the exact names kubeadm v1.37.2 and e2e.test v1.37.2 ask for:
 #     kube-apiserver, kube-controller-manager, kube-scheduler (static
-#     binaries), etcd, coredns, pause (tools/kindbin/pause), agnhost (with the
+#     binaries), kube-proxy (the pinned binary of scripts/kubebin.sh, make
+#     deps, with iptables, nft and conntrack from Debian packages: the
+#     baseline of make kind-e2e SINK=kube-proxy), etcd, coredns, pause (tools/kindbin/pause), agnhost (with the
 #     tools the tests exec in it: sh, curl, wget, nc, nslookup, ip, socat from
-#     Debian packages) and busybox (Debian's busybox-static);
+#     Debian packages; GNU wget, not busybox's) and busybox (Debian's busybox-static);
 #   - the node image, proxysinks/kind-node:$KUBE_VERSION-<stamp> in dockerd:
 #     Debian bookworm from debootstrap with systemd, containerd, runc and the
-#     CNI plugins (Debian packages), kubelet/kubeadm/kubectl v1.37.2, a bridge
-#     CNI configuration (kindnetd is not available offline), runc-nocap as
+#     CNI plugins (Debian packages), kubelet/kubeadm/kubectl v1.37.2, the
+#     template of a bridge CNI configuration that scripts/kind-e2e.sh fills
+#     per node (kindnetd is not available offline), runc-nocap as
 #     containerd's runc, and the component images already in its containerd
 #     (imported with the host's containerd into the image's /var/lib/containerd).
 # Prints the node image's name last. Needs scripts/docker.sh to have run.
@@ -26,6 +29,8 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 KIND=$CACHE/kind
 BIN=$KIND/bin/$KUBE_VERSION
 IMAGES=$KIND/images/$KUBE_VERSION
+# kube-proxy: the pinned binary of the e2e control plane (scripts/kubebin.sh).
+KUBE_PROXY=$CACHE/kube/$KUBE_VERSION/bin/kube-proxy
 NODE_PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,conntrack,iproute2,ethtool,util-linux,mount,kmod,procps,ca-certificates,bash,libseccomp2,socat,jq,ebtables,ipset
 # shellcheck source=scripts/oci.sh
 . "$ROOT/scripts/oci.sh"
@@ -62,13 +67,15 @@ declare -A TAGS=(
 	[kube-apiserver]=registry.k8s.io/kube-apiserver:$KUBE_VERSION
 	[kube-controller-manager]=registry.k8s.io/kube-controller-manager:$KUBE_VERSION
 	[kube-scheduler]=registry.k8s.io/kube-scheduler:$KUBE_VERSION
+	[kube-proxy]=registry.k8s.io/kube-proxy:$KUBE_VERSION
 	[etcd]=registry.k8s.io/etcd:3.7.0-0
 	[coredns]=registry.k8s.io/coredns/coredns:v1.14.6
 	[pause]=registry.k8s.io/pause:3.10.2
 	[agnhost]=registry.k8s.io/e2e-test-images/agnhost:2.66.1
 	[busybox]=registry.k8s.io/e2e-test-images/busybox:1.37.0-2
 )
-stamp=$(cat "$BIN/stamp" "$0" "$ROOT/scripts/oci.sh" | sha256sum | cut -c1-12)
+[ -x "$KUBE_PROXY" ] || { echo "kindimage: no $KUBE_PROXY: build it with scripts/kubebin.sh (make deps)" >&2; exit 1; }
+stamp=$(cat "$BIN/stamp" "$CACHE/kube/$KUBE_VERSION/stamp" "$0" "$ROOT/scripts/oci.sh" | sha256sum | cut -c1-12)
 if [ "$(cat "$IMAGES/stamp" 2>/dev/null)" != "$stamp" ]; then rm -rf "$IMAGES"; fi
 mkdir -p "$IMAGES"
 echo "$stamp" >"$IMAGES/stamp"
@@ -79,6 +86,17 @@ for name in "${!TAGS[@]}"; do
 	minimal_root "$r"
 	entry=null cmd=null
 	case $name in
+	kube-proxy)
+		# What kube-proxy execs: iptables-{save,restore} (iptables mode), nft
+		# (nftables mode), conntrack; the nf_tables variant of iptables, as the
+		# sinks' images and the node use.
+		deb_unpack "$KIND/debs" "$r" iptables nftables conntrack
+		for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+			ln -sf xtables-nft-multi "$r/usr/sbin/$t"
+		done
+		rm -rf "$r/usr/share/doc" "$r/usr/share/man" "$r/usr/share/locale"
+		cp "$KUBE_PROXY" "$r/usr/local/bin/"
+		entry='["/usr/local/bin/kube-proxy"]' ;;
 	kube-*|etcd)
 		cp "$BIN/$name" "$r/usr/local/bin/"
 		entry="[\"/usr/local/bin/$name\"]"
@@ -86,7 +104,9 @@ for name in "${!TAGS[@]}"; do
 	coredns) cp "$BIN/coredns" "$r/coredns"; entry='["/coredns"]' ;;
 	pause) cp "$BIN/pause" "$r/pause"; entry='["/pause"]' ;;
 	agnhost)
-		deb_unpack "$KIND/debs" "$r" bash curl netcat-openbsd iproute2 dnsutils socat
+		# GNU wget: Debian's busybox-static 1.35 wget crashes (SIGSEGV) on
+		# -T, which the tests pass ("wget -q -O - -T 1 http://...").
+		deb_unpack "$KIND/debs" "$r" bash curl wget netcat-openbsd iproute2 dnsutils socat
 		# dpkg-deb -x runs no update-alternatives: nc is OpenBSD's, as upstream's.
 		ln -s nc.openbsd "$r/bin/nc"
 		# sh is bash: Debian's busybox sh runs its own applets (nc, wget)
@@ -137,7 +157,10 @@ install -m 0755 "$BIN/kubelet" "$BIN/kubeadm" "$BIN/kubectl" "$n/usr/bin/"
 CGO_ENABLED=0 "$GO" build -C "$ROOT" -ldflags "-s -w" -o "$n/usr/local/sbin/runc-nocap" ./e2e/kind/runcnocap
 install -m 0755 "$node/entrypoint" "$n/usr/local/bin/entrypoint"
 install -D -m 0644 "$node/containerd.toml" "$n/etc/containerd/config.toml"
-install -D -m 0644 "$node/10-bridge.conflist" "$n/etc/cni/net.d/10-bridge.conflist"
+# A template: no network until scripts/kind-e2e.sh writes the node's pod CIDR
+# into /etc/cni/net.d (the node is NotReady, and no pod starts, until then).
+install -D -m 0644 "$node/10-bridge.conflist" "$n/kind/10-bridge.conflist"
+mkdir -p "$n/etc/cni/net.d"
 install -D -m 0644 "$node/kubelet.service" "$n/etc/systemd/system/kubelet.service"
 install -D -m 0644 "$node/kubelet.default" "$n/etc/default/kubelet"
 mkdir -p "$n/kind" "$n/etc/kubernetes/manifests" "$n/etc/systemd/system/multi-user.target.wants"

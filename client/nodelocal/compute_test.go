@@ -336,6 +336,13 @@ func TestParseSliceBadInput(t *testing.T) {
 	if s, err := ParseSlice(fqdn); s != nil || err != nil {
 		t.Errorf("FQDN slice = %v, %v; want ignored", s, err)
 	}
+	// kube-proxy v1.37.2 watches EndpointSlices without this label only
+	// (upstream e2e "should implement service.kubernetes.io/headless").
+	headless := good()
+	headless.Labels[corev1.IsHeadlessService] = ""
+	if s, err := ParseSlice(headless); s != nil || err != nil {
+		t.Errorf("slice labelled %s = %v, %v; want ignored", corev1.IsHeadlessService, s, err)
+	}
 }
 
 // TestComputeCluster checks the Cluster flag: kube-proxy's cluster

@@ -121,7 +121,9 @@ func (e *SliceEndpoint) equal(o *SliceEndpoint) bool {
 }
 
 // ParseSlice validates an EndpointSlice. It returns a nil slice and a nil
-// error for slices a proxy ignores (addressType FQDN), and a
+// error for slices a proxy ignores (addressType FQDN, or labelled
+// service.kubernetes.io/headless: kube-proxy v1.37.2 watches slices
+// without that label only), and a
 // *client.ObjectError naming the first bad field for an invalid one. An
 // endpoint without a usable address (none, invalid, of the other family,
 // IPv4-mapped in an IPv6 slice) is skipped alone; legacy forms are
@@ -141,6 +143,9 @@ func parseSlice(es *discoveryv1.EndpointSlice, adj *adjustments) (*Slice, error)
 	out := &Slice{Namespace: es.Namespace, Name: es.Name, Service: es.Labels[discoveryv1.LabelServiceName]}
 	if out.Service == "" {
 		return fail(fieldError{"metadata.labels[" + discoveryv1.LabelServiceName + "]", errors.New("missing: the slice belongs to no service")})
+	}
+	if _, ok := es.Labels[corev1.IsHeadlessService]; ok {
+		return nil, nil
 	}
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4:
