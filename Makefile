@@ -36,7 +36,8 @@ build:
 image:
 	@VERSION=$(VERSION) ./scripts/image.sh
 
-## demo: the ipvs-fullstate sink: dry run here, then for real in the VM with traffic
+## demo: the ipvs-fullstate sink: dry run here, then for real in the VM with traffic; ipvs-incremental's dry run
+## compared (make deps-vm first: no Kubernetes binaries; the only compile is the two sinks, podserver, vmrun)
 demo: deps-vm
 	@./scripts/demo.sh
 
