@@ -36,6 +36,7 @@ func sinkFiles(t *testing.T, sink string) map[string]string {
 // hostile suite apart: TestHostileKernelVM).
 func TestNodeE2EVM(t *testing.T) {
 	t.Parallel()
+	vm.Require(t) // before sinkFiles: make test-unit skips it without building the sinks
 	for _, sink := range ipvsSinks {
 		t.Run(sink, func(t *testing.T) {
 			t.Parallel()
@@ -59,6 +60,7 @@ const routesCases = "^(TestTraffic|TestCleanup)$/^(BasicEndpoint|NodePortFromOut
 func TestNodeE2ERoutesVM(t *testing.T) {
 	t.Parallel()
 	longVM(t)
+	vm.Require(t)
 	vm.RunTestsWith(t, nodePkg, vm.Options{Files: sinkFiles(t, "ipvs-incremental")},
 		"-test.v", "-test.run", routesCases, "-test.timeout", guestTimeout, "-sink", "ipvs-incremental",
 		"-sink-args", "--ipvs-vip-binding=routes")
