@@ -14,6 +14,9 @@ import (
 // binaries from (outside go.work).
 const kubebinModule = "tools/kubebin/kubernetes"
 
+// kubeVersion is the Kubernetes release scripts/kubebin.sh builds.
+const kubeVersion = "v1.37.2"
+
 // kubebinCommands are the main packages scripts/kubebin.sh builds there.
 var kubebinCommands = []string{
 	"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
@@ -28,6 +31,7 @@ var kubebinCommands = []string{
 // test's tests and for scripts/kubebin.sh (the same flags: CGO_ENABLED=0,
 // no -trimpath).
 func TestKubebinSharesWorkspace(t *testing.T) {
+	kubeSources(t)
 	ws := moduleVersions(t, ".", nil, "-test", "work")
 	kube := moduleVersions(t, kubebinModule, []string{"GOWORK=off"}, kubebinCommands...)
 	shared := 0
@@ -46,6 +50,24 @@ func TestKubebinSharesWorkspace(t *testing.T) {
 		t.Errorf("only %d modules in common between the workspace and %s: the listing is wrong", shared, kubebinModule)
 	}
 	t.Logf("%d modules compiled by both the workspace and the Kubernetes binaries", shared)
+}
+
+// kubeSources skips the test when the module cache lacks Kubernetes'
+// sources (make deps has not run: listing would download them), or fails
+// it under PROXYSINKS_REQUIRE_KUBE=1 (make test, after make deps).
+func kubeSources(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@"+kubeVersion)
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("PROXYSINKS_REQUIRE_KUBE") == "1" {
+			t.Fatalf("Kubernetes sources missing (run make deps): %v", err)
+		}
+		t.Skipf("Kubernetes sources missing (make deps downloads them; PROXYSINKS_REQUIRE_KUBE=1 fails instead): %v", err)
+	}
 }
 
 // moduleVersions returns the version of every module (not the main ones)
