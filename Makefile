@@ -43,7 +43,7 @@ demo: deps-vm
 
 ## test: everything but test-long: lint, build, unit and host-kernel tests (the scripts' commands checked
 ## against what make deps and kind-deps install: e2e/scripts), VM tests. The target: under 25 minutes from a
-## cold Go cache on the 2-core build machine (docs/build-times.md: where the time goes; scripts/kubebin.sh
+## cold Go cache on the 2-core build machine, not met yet (docs/build-times.md: where the time goes; scripts/kubebin.sh
 ## compiles client-go and its dependencies once for the Kubernetes binaries and the tests)
 test: deps build
 	$(MAKE) lint
