@@ -19,6 +19,16 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# command:package: the host commands that the targets running this script
+# (make deps, deps-vm, demo, test, test-long, bench-report) run in their
+# recipes and scripts, beyond those every Debian system and the
+# repository's prerequisites give (git, go, make, sudo); e2e/scripts'
+# TestInstalledCommands parses the Makefile and the scripts and fails on a
+# command missing here. PACKAGES also holds what only the Go tests run
+# (qemu, ipvsadm, ipset, iptables, nft, strace, busybox in the VM image).
+COMMANDS=(depmod:kmod)
+
 updated=no
 apt_update() {
 	if [ "$updated" = no ]; then
@@ -40,6 +50,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 	if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
 		as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
 	fi
+fi
+
+absent=()
+for c in "${COMMANDS[@]}"; do command -v "${c%%:*}" >/dev/null || absent+=("${c%%:*} (${c#*:})"); done
+if [ ${#absent[@]} -gt 0 ]; then
+	echo "deps: missing after the install: ${absent[*]}" >&2
+	exit 1
 fi
 
 # The versioned kernel package the metapackage depends on, e.g.
@@ -71,6 +88,6 @@ fi
 # The Kubernetes binaries take minutes to build; only the targets whose
 # tests use them ask for them (DEPS_KUBE=0: make demo).
 if [ "${DEPS_KUBE:-1}" != 0 ]; then
-	CACHE=$CACHE "$(dirname "$0")/kubebin.sh"
+	CACHE=$CACHE "$ROOT/scripts/kubebin.sh"
 fi
 echo "deps: ok (kernel $(cat "$CACHE/kernel/current/version"))"

@@ -13,7 +13,7 @@
 # A second run with everything present prints four lines.
 #
 # COMMANDS names every external command the kit's scripts run on the host
-# with the package that installs it; e2e/kind's TestScriptCommands parses the
+# with the package that installs it; e2e/scripts' TestInstalledCommands parses the
 # scripts and fails when one runs a command COMMANDS does not name, or when a
 # package here is neither installed by this script nor part of every Debian
 # system (Priority: required).

@@ -26,7 +26,7 @@ func TestHostileKernelVM(t *testing.T) {
 const hostileSuite = "TestHostileKernel"
 
 // longVM skips t unless PROXYSINKS_VM_LONG=1: the VM tests `make test`
-// leaves to `make test-long`, so that it stays under 30 minutes from a cold
+// leaves to `make test-long`, so that it stays under 25 minutes from a cold
 // Go cache (each takes minutes under TCG and covers what faster tests in
 // `make test` cover for one sink or source).
 func longVM(t *testing.T) {

@@ -36,6 +36,7 @@ func sinkFiles(t *testing.T, sink string) map[string]string {
 // hostile suite apart: TestHostileKernelVM).
 func TestNodeE2EVM(t *testing.T) {
 	t.Parallel()
+	vm.Require(t) // before sinkFiles: make test-unit skips it without building the sinks
 	for _, sink := range ipvsSinks {
 		t.Run(sink, func(t *testing.T) {
 			t.Parallel()
@@ -53,9 +54,13 @@ const routesCases = "^(TestTraffic|TestCleanup)$/^(BasicEndpoint|NodePortFromOut
 
 // TestNodeE2ERoutesVM runs routesCases with ipvs-incremental binding
 // IPv4 VIPs as local routes instead of addresses (TestVIPBindingSwitch,
-// in both sinks' runs above, switches between the two).
+// in both sinks' runs above, switches between the two). About 100 s:
+// long-only (longVM), as TestVIPBindingSwitch covers both bindings'
+// traffic in make test.
 func TestNodeE2ERoutesVM(t *testing.T) {
 	t.Parallel()
+	longVM(t)
+	vm.Require(t)
 	vm.RunTestsWith(t, nodePkg, vm.Options{Files: sinkFiles(t, "ipvs-incremental")},
 		"-test.v", "-test.run", routesCases, "-test.timeout", guestTimeout, "-sink", "ipvs-incremental",
 		"-sink-args", "--ipvs-vip-binding=routes")
@@ -74,10 +79,14 @@ const apiSkipped = "^(TestCleanup|" + hostileSuite + "|TestBridgeNetfilterWarnin
 // control plane on the host (e2e/cluster): the VM's NIC reaches its
 // apiserver, the cases create Services and Pods through the API, the
 // EndpointSlice controller writes the slices, and each IPVS sink runs with
-// the kubeconfig of the shipped ServiceAccount. ipvs-fullstate's run is
-// long-only (longVM).
+// the kubeconfig of the shipped ServiceAccount. About 4 minutes for
+// ipvs-incremental alone: long-only (longVM); make test runs both IPVS
+// sinks against the real API in TestKubeProxyDifferential, the kube
+// source against it on the host (e2e/cluster) and these cases from
+// manifests (TestNodeE2EVM).
 func TestNodeE2EAPIVM(t *testing.T) {
 	t.Parallel()
+	longVM(t)
 	vm.Require(t)
 	c := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -95,11 +104,6 @@ func TestNodeE2EAPIVM(t *testing.T) {
 	}
 	for _, sink := range ipvsSinks {
 		t.Run(sink, func(t *testing.T) {
-			if sink == "ipvs-fullstate" {
-				// make test runs ipvs-fullstate's cases from manifests
-				// and ipvs-incremental's (the event path) from the API.
-				longVM(t)
-			}
 			vm.RunTestsWith(t, nodePkg, vm.Options{
 				Files:   sinkFiles(t, sink),
 				WorkDir: work,
