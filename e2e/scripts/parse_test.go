@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,13 +159,38 @@ func isDefault(e *syntax.Expansion) bool {
 }
 
 // commands returns every simple command in node (trap handlers parsed
-// too), its words resolved, each with its line.
+// too), its words resolved, each with its line; a command run only in the
+// then-branch of an if whose condition checks for it (`command -v NAME`)
+// is optional, and left out.
 func (s *script) commands(t *testing.T, node syntax.Node) []use {
+	return s.guardedCommands(t, node, nil)
+}
+
+// guardedCommands is commands, leaving out the commands named in
+// optional.
+func (s *script) guardedCommands(t *testing.T, node syntax.Node, optional map[string]bool) []use {
 	t.Helper()
 	var out []use
 	syntax.Walk(node, func(n syntax.Node) bool {
+		if ic, ok := n.(*syntax.IfClause); ok && len(ic.Cond) > 0 {
+			inner := maps.Clone(optional)
+			for _, c := range s.guardedCommands(t, &syntax.Block{Stmts: ic.Cond}, optional) {
+				if len(c.args) > 2 && c.args[0] == "command" && c.args[1] == "-v" {
+					if inner == nil {
+						inner = map[string]bool{}
+					}
+					inner[c.args[2]] = true
+				}
+			}
+			out = append(out, s.guardedCommands(t, &syntax.Block{Stmts: ic.Cond}, optional)...)
+			out = append(out, s.guardedCommands(t, &syntax.Block{Stmts: ic.Then}, inner)...)
+			if ic.Else != nil {
+				out = append(out, s.guardedCommands(t, ic.Else, optional)...)
+			}
+			return false
+		}
 		call, ok := n.(*syntax.CallExpr)
-		if !ok || len(call.Args) == 0 {
+		if !ok || len(call.Args) == 0 || slices.ContainsFunc(call.Args, func(w *syntax.Word) bool { return optional[w.Lit()] }) {
 			return true
 		}
 		where := fmt.Sprintf("%s:%d", s.rel, s.line+int(call.Args[0].Pos().Line())-1)
@@ -178,7 +204,7 @@ func (s *script) commands(t *testing.T, node syntax.Node) []use {
 			if err != nil {
 				t.Fatalf("%s: trap handler: %v", where, err)
 			}
-			out = append(out, s.commands(t, f)...)
+			out = append(out, s.guardedCommands(t, f, optional)...)
 		}
 		return true
 	})
@@ -306,7 +332,8 @@ func repoPath(word string) (string, bool) {
 
 // TestParseWalk: the parse finds what it should in a script of every form
 // the scripts use (wrappers, functions, substitutions, traps, variables
-// with defaults, built binaries), so the checks can fail.
+// with defaults, built binaries), so the checks can fail; a command run
+// only where an if's condition found it (command -v) is left out.
 func TestParseWalk(t *testing.T) {
 	src := `ROOT=$(pwd)
 GO=${GO:-go}
@@ -325,6 +352,7 @@ command -v probe >/dev/null
 "$KIND" create
 "$ROOT/scripts/other.sh"
 as_root depmod -a
+if [ -n "$x" ] && command -v systemctl >/dev/null; then as_root systemctl stop p; touch y; else rmdir z; fi
 cat <<EOF
 not a command
 EOF
@@ -343,7 +371,9 @@ EOF
 	}
 	want := []string{"pwd", "$r/bin/busybox", "[", "id", "$@", "sudo", "$@", "trap", "rm", "pkill", "mktemp", "setsid", "nohup", "dockerd",
 		"env", "apt-get", "grep", "cd", "go", "/usr/bin/docker", "echo", "seq", "sha256sum",
-		"ls", "xargs", "basename", "command", "$ROOT/.cache/kind/bin/v1/kind", "$ROOT/scripts/other.sh", "as_root", "depmod", "cat"}
+		"ls", "xargs", "basename", "command", "$ROOT/.cache/kind/bin/v1/kind", "$ROOT/scripts/other.sh", "as_root", "depmod", "cat",
+		// The if: systemctl only where the condition found it.
+		"[", "command", "touch", "rmdir"}
 	// Order: as syntax.Walk visits (a statement before its redirections' and arguments' substitutions).
 	slices.Sort(got)
 	slices.Sort(want)
