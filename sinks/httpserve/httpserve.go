@@ -111,6 +111,40 @@ func metricsHandler(m *Metrics) http.Handler {
 	})
 }
 
+// SyncDurations are kube-proxy's durations of full and partial syncs per
+// family, of its iptables and nftables modes
+// (kubeproxy_sync_full_proxy_rules_duration_seconds,
+// kubeproxy_sync_partial_proxy_rules_duration_seconds), with its
+// buckets: 1 ms to 16 s.
+type SyncDurations struct {
+	Full, Partial *prometheus.HistogramVec
+}
+
+// NewSyncDurations returns the two histograms, not registered.
+func NewSyncDurations() SyncDurations {
+	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	family := []string{"ip_family"}
+	return SyncDurations{
+		Full: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family),
+		Partial: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
+	}
+}
+
+// Observe records one sync of the families (ip_family values), full or
+// partial: one sync covers them all, so its duration is observed under
+// each, as kubeproxy_sync_proxy_rules_duration_seconds is.
+func (d SyncDurations) Observe(families []string, full bool, took time.Duration) {
+	h := d.Partial
+	if full {
+		h = d.Full
+	}
+	for _, f := range families {
+		h.WithLabelValues(f).Observe(took.Seconds())
+	}
+}
+
 // NewMetrics registers the metrics in a new registry (with the Go and
 // process collectors); the per-family ones are reported under families
 // ("IPv4" when none is given).

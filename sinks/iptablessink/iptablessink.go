@@ -23,6 +23,7 @@ import (
 	"github.com/proxysinks/proxysinks/host/xtables"
 	"github.com/proxysinks/proxysinks/iptables"
 	"github.com/proxysinks/proxysinks/nftables"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/runtime"
 	"github.com/urfave/cli/v2"
@@ -118,20 +119,16 @@ type Metrics struct {
 
 // NewMetrics registers the metrics in reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	// kube-proxy's buckets: 1 ms to 16 s.
-	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	family := []string{"ip_family"}
+	d := httpserve.NewSyncDurations()
 	m := &Metrics{
+		FullDuration: d.Full, PartialDuration: d.Partial,
 		RulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_iptables_total", Help: "Total number of iptables rules owned by kube-proxy"}, []string{"table", "ip_family"}),
 		RestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}, family),
 		PartialRestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total", Help: "Cumulative proxy iptables partial restore failures"}, family),
-		FullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family),
-		PartialDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
 		ReadsSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "proxysinks_iptables_resync_reads_skipped_total", Help: "Address families whose full sync skipped reading the tables back (nf_tables generation unchanged since the last write or compare)."}),
 	}
@@ -151,12 +148,8 @@ func (m *Metrics) observe(families []string, rules map[string]map[string]int, st
 	if m == nil {
 		return
 	}
-	d := m.PartialDuration
-	if st.Full {
-		d = m.FullDuration
-	}
+	httpserve.SyncDurations{Full: m.FullDuration, Partial: m.PartialDuration}.Observe(families, st.Full, st.Duration)
 	for _, f := range families {
-		d.WithLabelValues(f).Observe(st.Duration.Seconds())
 		// The failure counters exist at 0 from the first sync on.
 		m.RestoreFailures.WithLabelValues(f)
 		m.PartialRestoreFailures.WithLabelValues(f)

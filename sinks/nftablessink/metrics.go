@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/proxysinks/proxysinks/netlinkraw/nft"
 	"github.com/proxysinks/proxysinks/nftables"
+	"github.com/proxysinks/proxysinks/sinks/httpserve"
 )
 
 // Metrics are kube-proxy v1.37.2's nftables-mode metrics (pkg/proxy/metrics:
@@ -35,14 +36,10 @@ type Metrics struct {
 
 // NewMetrics registers the metrics in reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	// kube-proxy's buckets: 1 ms to 16 s.
-	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	family := []string{"ip_family"}
+	d := httpserve.NewSyncDurations()
 	m := &Metrics{
-		FullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family),
-		PartialDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
+		FullDuration: d.Full, PartialDuration: d.Partial,
 		SyncFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_sync_proxy_rules_nftables_sync_failures_total", Help: "Cumulative proxy nftables sync failures"}, family),
 		CleanupFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,13 +66,7 @@ func (m *Metrics) observe(families []string, st nftables.SyncStats) {
 	if m == nil {
 		return
 	}
-	d := m.PartialDuration
-	if st.Full {
-		d = m.FullDuration
-	}
-	for _, f := range families {
-		d.WithLabelValues(f).Observe(st.Duration.Seconds())
-	}
+	httpserve.SyncDurations{Full: m.FullDuration, Partial: m.PartialDuration}.Observe(families, st.Full, st.Duration)
 	for _, f := range st.FailedFamilies {
 		m.SyncFailures.WithLabelValues(ipFamily(f)).Inc()
 	}
