@@ -222,6 +222,11 @@ func (tw *targetWriter) nft30k() {
 	if kc := t.get(nftKP, ScInitial); len(kc.ok) > 0 {
 		tw.w(" (kube-proxy nftables, run %s: %s s, %.1fx)", t.label(nftKP, ScInitial), fmtSec(median(kc.values(seconds))), ratio(t, nftSink, nftKP, ScInitial, seconds, median))
 	}
+	if fc := t.get(nftSink, ScNFTOwnFloor); len(fc.ok) > 0 {
+		if floor := median(fc.values(seconds)); floor >= nft30kSecs {
+			tw.w("; the floor of the sink's own transactions at this size alone takes %s s (run %s), beyond the limit", fmtSec(floor), t.label(nftSink, ScNFTOwnFloor))
+		}
+	}
 	tw.w(".\n")
 }
 
