@@ -22,6 +22,10 @@ func hostileAPI() []HostileObject {
 	portNil := hslice("h-slice-ports-b", "h-slice-ports", discoveryv1.AddressTypeIPv4, hep("10.244.5.15", nodeB, readyEP))
 	portNil.Ports[0].Port = nil
 	fqdn := hslice("h-fqdn-fqdn", "h-fqdn", discoveryv1.AddressTypeFQDN, hep("backend.example.com", nodeB, readyEP))
+	// kube-proxy ignores a slice labelled service.kubernetes.io/headless
+	// (upstream's e2e "should implement service.kubernetes.io/headless").
+	headless := hslice("h-fqdn-headless", "h-fqdn", discoveryv1.AddressTypeIPv4, hep("10.244.5.98", nodeB, readyEP))
+	headless.Labels["service.kubernetes.io/headless"] = ""
 	return []HostileObject{
 		svcObj(ViaAPI, "zero-length source range 0.0.0.0/0 (item 1)", ingress(hsvc("h-lb-any4", 1, lb(31001, "0.0.0.0/0")), "", "192.0.2.101")),
 		v4("h-lb-any4", "10.244.5.1"),
@@ -62,6 +66,7 @@ func hostileAPI() []HostileObject {
 		svcObj(ViaAPI, "FQDN slice beside an IPv4 one", hsvc("h-fqdn", 13, nil)),
 		{Via: ViaAPI, Class: "FQDN slice", Slice: fqdn},
 		v4("h-fqdn", "10.244.5.13"),
+		{Via: ViaAPI, Class: "slice labelled service.kubernetes.io/headless (ignored)", Slice: headless},
 		svcObj(ViaAPI, "slice ports: another name, no port number", hsvc("h-slice-ports", 14, nil)),
 		{Via: ViaAPI, Class: "slice port of another name", Slice: portMismatch},
 		{Via: ViaAPI, Class: "slice port without a number", Slice: portNil},
