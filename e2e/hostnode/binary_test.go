@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +86,27 @@ func metric(text, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// reached returns the pods that answered n requests from pod to addr.
+func reached(t *testing.T, pod *pod, proto string, addr netip.AddrPort, n int) map[string]bool {
+	t.Helper()
+	seen := map[string]bool{}
+	for range n {
+		seen[mustGet(t, pod.ns, proto, addr).Name] = true
+	}
+	return seen
+}
+
+// runCleanup runs bin --cleanup on the node; it must exit 0.
+func runCleanup(t *testing.T, n *network, bin string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "--cleanup")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := n.node.Do(cmd.Run); err != nil {
+		t.Fatalf("--cleanup: %v\n%s", err, out.String())
+	}
 }
 
 // waitSynced waits until the sink reports a successful sync and returns
@@ -232,10 +254,7 @@ func TestBinary(t *testing.T) {
 	}
 
 	vip, nodePort := ap("10.96.0.10", 80), ap(nodeA.String(), 30080)
-	seen := map[string]bool{}
-	for range 30 {
-		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
-	}
+	seen := reached(t, pod0, "tcp", vip, 30)
 	if len(seen) != 3 {
 		t.Errorf("cluster IP from a pod reached %v, want the three pods", seen)
 	}
@@ -309,10 +328,7 @@ func TestBinary(t *testing.T) {
 	if m, _ := p.get("/metrics"); metric(m, `kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}`) < 1 {
 		t.Errorf("no partial sync after the manifest edit; log:\n%s", p.log.String())
 	}
-	seen = map[string]bool{}
-	for range 20 {
-		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
-	}
+	seen = reached(t, pod0, "tcp", vip, 20)
 	if seen[n.pods[2].name] || len(seen) != 2 {
 		t.Errorf("after removing node B's endpoint, traffic reached %v, want pod0 and pod1", seen)
 	}
@@ -321,12 +337,7 @@ func TestBinary(t *testing.T) {
 	// --cleanup: exit 0, no KUBE- chain or jump left but KUBE-FIREWALL
 	// (kept as kube-proxy keeps it: it guards route_localnet, which
 	// stays set), the rest as before.
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--cleanup")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := n.node.Do(cmd.Run); err != nil {
-		t.Fatalf("--cleanup: %v\n%s", err, out.String())
-	}
+	runCleanup(t, n, bin)
 	after := saveAll(t, n)
 	for table, text := range after {
 		text = withoutFirewall(text)

@@ -1,11 +1,9 @@
 package hostnode
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,10 +150,7 @@ func TestNFTablesBinary(t *testing.T) {
 		t.Errorf("first run wrote %v kernel objects, want > 0", first)
 	}
 	vip, nodePort := ap("10.96.0.10", 80), ap(nodeA.String(), 30080)
-	seen := map[string]bool{}
-	for range 30 {
-		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
-	}
+	seen := reached(t, pod0, "tcp", vip, 30)
 	if len(seen) != 3 {
 		t.Errorf("cluster IP from a pod reached %v, want the three pods", seen)
 	}
@@ -187,21 +182,13 @@ func TestNFTablesBinary(t *testing.T) {
 	if wrote := waitWrites(t, p, from) - from; wrote >= first {
 		t.Errorf("removing one endpoint wrote %v kernel objects, the first sync %v: want fewer", wrote, first)
 	}
-	seen = map[string]bool{}
-	for range 20 {
-		seen[mustGet(t, pod0.ns, "tcp", vip).Name] = true
-	}
+	seen = reached(t, pod0, "tcp", vip, 20)
 	if seen[n.pods[2].name] || len(seen) != 2 {
 		t.Errorf("after removing node B's endpoint, traffic reached %v, want pod0 and pod1", seen)
 	}
 	p.stop(t)
 
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--cleanup")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := n.node.Do(cmd.Run); err != nil {
-		t.Fatalf("--cleanup: %v\n%s", err, out.String())
-	}
+	runCleanup(t, n, bin)
 	if diff := cmp.Diff(before, nftTables(t, n.node)); diff != "" {
 		t.Errorf("after --cleanup, the tables differ from before the sink ran (-before +after):\n%s", diff)
 	}
