@@ -14,7 +14,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps deps-vm build image demo docs test test-unit test-vm test-long bench bench-report soak soak-vm lint clean kind-deps kind-e2e
+.PHONY: all deps deps-vm build image demo docs test test-unit test-vm test-long bench bench-report soak soak-vm lint lint-vet lint-staticcheck clean kind-deps kind-e2e
 
 all: build
 
@@ -46,12 +46,13 @@ docs:
 	$(GO) test -count=1 -run '^TestPages$$' ./sinks/refdocs/ -update
 
 ## test: everything but test-long: lint, build, unit and host-kernel tests (the scripts' commands checked
-## against what make deps and kind-deps install: e2e/scripts), VM tests. The target: under 25 minutes from a
+## against what make deps and kind-deps install: e2e/scripts), VM tests; staticcheck runs beside test-unit at a
+## lower priority (scripts/beside.sh), in the CPU time test-unit leaves idle. The target: under 25 minutes from a
 ## cold Go cache on the 2-core build machine, not met yet (docs/build-times.md: where the time goes; scripts/kubebin.sh
 ## compiles client-go and its dependencies once for the Kubernetes binaries and the tests)
 test: deps build
-	$(MAKE) lint
-	PROXYSINKS_REQUIRE_KUBE=1 $(MAKE) test-unit
+	$(MAKE) lint-vet
+	@./scripts/beside.sh "staticcheck" "$(MAKE) lint-staticcheck" -- env PROXYSINKS_REQUIRE_KUBE=1 $(MAKE) test-unit
 	$(MAKE) test-vm
 
 ## test-unit: unit tests, host-kernel tests (root: fresh network namespaces) and the
@@ -98,9 +99,15 @@ soak-vm:
 	PROXYSINKS_SOAK_VM=1 PROXYSINKS_REQUIRE_VM=1 SOAK_DURATION=$(SOAK_VM_DURATION) SOAK_SERVICES=$(SOAK_VM_SERVICES) $(GO) test -count=1 -timeout 0 -v -run '^TestSoakVM$$' ./e2e/vmtests/
 
 ## lint: gofmt, go vet, staticcheck
-lint:
+lint: lint-vet lint-staticcheck
+
+## lint-vet: gofmt and go vet (make test runs them first: vet compiles what the tests compile)
+lint-vet:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' work)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet work
+
+## lint-staticcheck: staticcheck (make test runs it beside test-unit, whose tests leave a core idle much of the time)
+lint-staticcheck:
 	$(GO) run $(STATICCHECK) work
 
 ## kind-deps: everything make kind-e2e needs (scripts/kinddeps.sh): Debian packages (docker.io, containerd, busybox-static, debootstrap), dockerd with the runc-nocap runtime, the kit's Go binaries, the offline images
