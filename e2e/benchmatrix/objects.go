@@ -106,7 +106,8 @@ func Writer(kubeconfig string) (kubernetes.Interface, error) {
 }
 
 // Load creates the namespace and n services with m endpoints each (one
-// EndpointSlice per service), with 16 writers.
+// EndpointSlice per service), with 16 writers; a write the apiserver
+// answers with a timeout is tried again (createRetrying).
 func Load(ctx context.Context, cs kubernetes.Interface, n, m int) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("benchmatrix: create namespace %s: %w", Namespace, err)
@@ -117,13 +118,17 @@ func Load(ctx context.Context, cs kubernetes.Interface, n, m int) error {
 		for j := range ips {
 			ips[j] = EndpointIP(i, j, m)
 		}
-		if _, err := cs.CoreV1().Services(Namespace).Create(ctx, service(name, VIP(i)), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("benchmatrix: create service %s: %w", name, err)
+		err := createRetrying(ctx, "service "+name, func() error {
+			_, err := cs.CoreV1().Services(Namespace).Create(ctx, service(name, VIP(i)), metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		if _, err := cs.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, slice(name, ips), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("benchmatrix: create EndpointSlice of %s: %w", name, err)
-		}
-		return nil
+		return createRetrying(ctx, "EndpointSlice of "+name, func() error {
+			_, err := cs.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, slice(name, ips), metav1.CreateOptions{})
+			return err
+		})
 	})
 }
 
