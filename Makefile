@@ -14,7 +14,7 @@ LDFLAGS := -X github.com/proxysinks/proxysinks/sinks/version.Version=$(VERSION) 
 # Packages whose tests boot the real-kernel VM.
 VM_PKGS := ./e2e/vm/ ./e2e/vmtests/...
 
-.PHONY: all deps deps-vm build image demo docs test test-unit test-vm test-long bench bench-report soak soak-vm lint lint-vet lint-staticcheck clean kind-deps kind-e2e
+.PHONY: all deps deps-vm build image demo docs test test-unit test-vm test-long bench bench-report soak soak-vm lint lint-vet lint-staticcheck clean kind-deps kind-e2e kind-e2e-full
 
 all: build
 
@@ -114,9 +114,15 @@ lint-staticcheck:
 kind-deps:
 	@./scripts/kinddeps.sh
 
-## kind-e2e: upstream's Services conformance tests against SINK (default iptables; nftables, ipvs-fullstate, ipvs-incremental; kube-proxy with MODE=iptables|nftables|ipvs, the baseline) in a kind cluster of three nodes; offline unless KIND_OFFLINE=0; refreshes docs/kind-results.md (see e2e/README.md, "kind conformance")
+## kind-e2e: upstream's sig-network Services and Networking tests (not [Serial], [Slow], [Disruptive], [Flaky], [Feature:...]; FOCUS and SKIP
+## change that) against SINK (default iptables; nftables, ipvs-fullstate, ipvs-incremental; kube-proxy with MODE=iptables|nftables|ipvs,
+## the baseline) in a kind cluster of four nodes; offline unless KIND_OFFLINE=0; refreshes docs/kind-results.md (see e2e/README.md, "kind conformance")
 kind-e2e:
 	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
+
+## kind-e2e-full: the [Slow] and [Serial] Services and Networking specs (none needs a cloud load balancer; [Disruptive] ones left out) against SINK, results in .cache/kind/results/<run>-full
+kind-e2e-full:
+	SINK=$${SINK:-iptables} SUITE=-full FOCUS='\[sig-network\] (Services|Networking).*(\[Slow\]|\[Serial\])' SKIP='\[Disruptive\]|\[Flaky\]|\[Feature:.+\]' ./scripts/kind-e2e.sh
 
 ## clean: remove binaries, VM images and the test cache (keeps the downloaded kernel)
 clean:

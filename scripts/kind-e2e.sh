@@ -2,7 +2,8 @@
 # The kind conformance run of one sink, or of kube-proxy itself as the
 # baseline (make kind-e2e SINK=... [MODE=...]):
 #   1. a kind v0.33.0 cluster with kube-proxy disabled (kubeProxyMode: none),
-#      a control plane and KIND_WORKERS (default 2) workers: offline
+#      a control plane and KIND_WORKERS (default 3: a spec needs three
+#      schedulable nodes) workers: offline
 #      (KIND_OFFLINE=1, the default) from the locally built node image
 #      (scripts/kindimage.sh), whose bridge CNI configuration is written per
 #      node here with the node's pod CIDR, with routes between the nodes' pod
@@ -15,7 +16,10 @@
 #      from e2e/kind/kube-proxy.yaml (kubeadm's addon) in MODE (iptables,
 #      the default, or nftables; ipvs only where the host kernel has IPVS),
 #      waited for until Ready;
-#   4. e2e.test v1.37.2 with the sig-network Services conformance focus;
+#   4. e2e.test v1.37.2: FOCUS and SKIP (default: every [sig-network]
+#      Services and Networking spec that is not [Serial], [Slow],
+#      [Disruptive], [Flaky] or [Feature:...]; make kind-e2e-full runs the
+#      [Slow] and [Serial] ones, results in <run>$SUITE: -full);
 #   5. JUnit, the e2e log, the proxy's and the nodes' logs and each node's
 #      `nft list ruleset` in $RESULTS; the cluster deleted (KIND_KEEP=1 keeps
 #      it); docs/kind-results.md regenerated from every run's JUnit report in
@@ -29,12 +33,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${CACHE:-$ROOT/.cache}
 SINK=${SINK:?set SINK to iptables, nftables, ipvs-fullstate, ipvs-incremental or kube-proxy}
 KIND_OFFLINE=${KIND_OFFLINE:-1}
-KIND_WORKERS=${KIND_WORKERS:-2}
+KIND_WORKERS=${KIND_WORKERS:-3}
 KUBE_VERSION=v1.37.2
 BIN=$CACHE/kind/bin/$KUBE_VERSION
 GO=${GO:-go}
 VERSION=${VERSION:-$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)}
-FOCUS=${FOCUS:-'\[sig-network\] Services.*\[Conformance\]'}
+FOCUS=${FOCUS:-'\[sig-network\] (Services|Networking)'}
 SKIP=${SKIP:-'\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:.+\]|\[Slow\]'}
 case $SINK in
 iptables) MODE=iptables ;;
@@ -54,7 +58,8 @@ else
 	DAEMONSET=proxysinks
 fi
 CLUSTER=${KIND_CLUSTER:-proxysinks-$RUN}
-RESULTS=${RESULTS:-$CACHE/kind/results/$RUN}
+# SUITE tells apart the results of another selection of specs (-full).
+RESULTS=${RESULTS:-$CACHE/kind/results/$RUN${SUITE:-}}
 # The kind nodes share this host's kernel: IPVS there or nowhere.
 if [ "$MODE" = ipvs ] && [ ! -e /proc/net/ip_vs ] && ! grep -qs '/ip_vs\.ko' "/lib/modules/$(uname -r)/modules.dep"; then
 	echo "kind-e2e: mode ipvs needs IPVS in the host's kernel (kind nodes share it), and kernel $(uname -r) has none" \
