@@ -142,8 +142,6 @@ func (a *restAPI) ListWatch(resource schema.GroupVersionResource, namespace stri
 		return request(&o).Watch(ctx)
 	}
 	return &cache.ListWatch{
-		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
-		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchf(context.Background(), o) },
 		ListWithContextFunc:  list,
 		WatchFuncWithContext: watchf,
 	}

@@ -80,8 +80,6 @@ func (a *API) ListWatch(resource schema.GroupVersionResource, namespace string, 
 		return l.watch(ctx, o)
 	}
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
-		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchf(context.Background(), o) },
 		ListWithContextFunc:  list,
 		WatchFuncWithContext: watchf,
 	}, a.cs)
