@@ -2,10 +2,9 @@ package runtime
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/proxysinks/proxysinks/client/source/kube"
 )
 
 // ReasonKernelRefused is the reason of the Warning Event a sink records on
@@ -15,16 +14,15 @@ const ReasonKernelRefused = "KernelRefused"
 // kubeEvents records Events through the API (deploy/base/rbac.yaml lets
 // the sinks create and patch events).
 type kubeEvents struct {
-	b   record.EventBroadcaster
-	rec record.EventRecorder
+	rec  record.EventRecorder
+	stop func()
 }
 
-// newKubeEvents starts recording Events through cs, from component on
+// newKubeEvents starts recording Events through api, from component on
 // node; close stops it.
-func newKubeEvents(cs kubernetes.Interface, component, node string) *kubeEvents {
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	return &kubeEvents{b: b, rec: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: node})}
+func newKubeEvents(api kube.API, component, node string) *kubeEvents {
+	rec, stop := kube.NewRecorder(api, component, node)
+	return &kubeEvents{rec: rec, stop: stop}
 }
 
 // Refused records a Warning Event on the Service.
@@ -33,4 +31,4 @@ func (k *kubeEvents) Refused(namespace, name, message string) {
 	k.rec.Event(ref, corev1.EventTypeWarning, ReasonKernelRefused, message)
 }
 
-func (k *kubeEvents) close() { k.b.Shutdown() }
+func (k *kubeEvents) close() { k.stop() }

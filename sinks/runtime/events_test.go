@@ -7,13 +7,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/proxysinks/proxysinks/client/source/kube/kubetest"
 )
 
 // TestKubeEvents: a refusal becomes a Warning Event KernelRefused on the
 // Service, from the node's proxysinks.
 func TestKubeEvents(t *testing.T) {
 	cs := fake.NewClientset()
-	ev := newKubeEvents(cs, component, "node-1")
+	ev := newKubeEvents(kubetest.Clientset(cs), component, "node-1")
 	defer ev.close()
 	ev.Refused("ns", "lb", "the node's kernel refused SetEntry X: invalid CIDR")
 	deadline := time.Now().Add(10 * time.Second)

@@ -44,7 +44,7 @@ func start(ctx context.Context, c Config, sink Sink, src client.Source, nodes *n
 	r := &running{c: c, log: log, src: src, health: health, syncs: &syncRecorder{metrics: metrics, health: health, quarantine: quarantined, changes: &changeCounter{m: metrics}}, nodes: nodes}
 	if ks, ok := src.(*kube.Source); ok {
 		// Events on the Services whose objects the kernel refuses.
-		ev := newKubeEvents(ks.Clientset(), component, c.NodeName)
+		ev := newKubeEvents(ks.API(), component, c.NodeName)
 		quarantined.events = ev
 		r.closers = append(r.closers, ev.close)
 	}

@@ -35,7 +35,6 @@ import (
 	"github.com/proxysinks/proxysinks/sinks/kpconfig"
 	"github.com/proxysinks/proxysinks/sinks/version"
 	"github.com/urfave/cli/v2"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -277,11 +276,11 @@ func (c Config) source(needs client.Needs, log *slog.Logger) (client.Source, err
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes source: %w (give --kubeconfig, run in a pod, or use --from-file)", err)
 		}
-		cs, err := kubernetes.NewForConfig(rc)
+		api, err := kube.NewAPI(rc)
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes source: API client: %w", err)
+			return nil, fmt.Errorf("kubernetes source: %w", err)
 		}
-		return kube.New(cs, kube.Config{NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log, Needs: needs}), nil
+		return kube.New(api, kube.Config{NodeName: c.NodeName, MinInterval: c.MinSyncPeriod, Logger: log, Needs: needs}), nil
 	}
 }
 

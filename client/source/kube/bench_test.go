@@ -14,6 +14,7 @@ import (
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/internal/cputime"
 	"github.com/proxysinks/proxysinks/client/internal/gen"
+	"github.com/proxysinks/proxysinks/client/source/kube/kubetest"
 )
 
 // BenchmarkFirstSnapshot is the kube path at startup: real informers list
@@ -34,7 +35,7 @@ func BenchmarkFirstSnapshot(b *testing.B) {
 				c0 := cputime.Now()
 				ctx, cancel := context.WithCancel(context.Background())
 				got := make(chan *client.Snapshot, 1)
-				src := New(cs, Config{NodeName: "node-1", MinInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+				src := New(kubetest.Clientset(cs), Config{NodeName: "node-1", MinInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 				done := make(chan struct{})
 				b.StartTimer()
 				go func() {

@@ -8,9 +8,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	networkinginformers "k8s.io/client-go/informers/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/proxysinks/proxysinks/client/nodelocal"
@@ -26,6 +25,16 @@ type watched struct {
 
 // noIndexers: the source never looks objects up by namespace.
 var noIndexers = cache.Indexers{}
+
+// newInformer returns an informer of resource (objects of obj's type) in
+// every namespace, as client-go's generated informers build one: the
+// source's resync period, no indexers, tweak applied to every list and
+// watch request (nil: none).
+func (s *Source) newInformer(resource schema.GroupVersionResource, obj runtime.Object, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	var unnamed *cache.InformerName
+	return cache.NewSharedIndexInformerWithOptions(s.api.ListWatch(resource, metav1.NamespaceAll, tweak), obj,
+		cache.SharedIndexInformerOptions{ResyncPeriod: s.cfg.ResyncPeriod, Indexers: noIndexers, Identifier: unnamed.WithResource(resource)})
+}
 
 // informers builds the informers the source runs: Services and
 // EndpointSlices always, this node's Node with Config.NodeName, the
@@ -51,7 +60,7 @@ func (s *Source) informers() ([]watched, error) {
 
 // serviceInformer watches Services; its cache holds their conversions.
 func (s *Source) serviceInformer() (watched, error) {
-	inf := coreinformers.NewServiceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, noIndexers)
+	inf := s.newInformer(servicesResource, &corev1.Service{}, nil)
 	proxyName := s.cfg.ProxyName
 	return s.register(inf, "service", transform(func(o *corev1.Service) *cachedService {
 		return &cachedService{ObjectMeta: trimMeta(&o.ObjectMeta), c: nodelocal.ConvertServiceObject(o, proxyName)}
@@ -62,7 +71,7 @@ func (s *Source) serviceInformer() (watched, error) {
 // sliceInformer watches EndpointSlices; its cache holds the validated
 // slices.
 func (s *Source) sliceInformer() (watched, error) {
-	inf := discoveryinformers.NewEndpointSliceInformer(s.cs, metav1.NamespaceAll, s.cfg.ResyncPeriod, noIndexers)
+	inf := s.newInformer(endpointSlicesResource, &discoveryv1.EndpointSlice{}, nil)
 	return s.register(inf, "EndpointSlice", transform(func(o *discoveryv1.EndpointSlice) *cachedSlice {
 		return &cachedSlice{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseSliceObject(o)}
 	}), handler(s, func(st *nodelocal.State, o *cachedSlice) error { return st.SetParsedSlice(&o.p) },
@@ -71,7 +80,7 @@ func (s *Source) sliceInformer() (watched, error) {
 
 // nodeInformer watches this node's Node (a field selector on its name).
 func (s *Source) nodeInformer() (watched, error) {
-	inf := coreinformers.NewFilteredNodeInformer(s.cs, s.cfg.ResyncPeriod, noIndexers, func(o *metav1.ListOptions) {
+	inf := s.newInformer(nodesResource, &corev1.Node{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.cfg.NodeName).String()
 	})
 	keepFacts := s.cfg.Needs.Node
@@ -121,7 +130,7 @@ func trimNode(o *corev1.Node, facts bool) *corev1.Node {
 // serviceCIDRInformer watches networking.k8s.io/v1 ServiceCIDRs; its cache
 // holds their parsed prefixes.
 func (s *Source) serviceCIDRInformer() (watched, error) {
-	inf := networkinginformers.NewServiceCIDRInformer(s.cs, s.cfg.ResyncPeriod, noIndexers)
+	inf := s.newInformer(serviceCIDRsResource, &networkingv1.ServiceCIDR{}, nil)
 	return s.register(inf, "ServiceCIDR", transform(func(o *networkingv1.ServiceCIDR) *cachedServiceCIDR {
 		return &cachedServiceCIDR{ObjectMeta: trimMeta(&o.ObjectMeta), p: nodelocal.ParseServiceCIDRObject(o)}
 	}), handler(s, func(st *nodelocal.State, o *cachedServiceCIDR) error { return st.SetParsedServiceCIDR(&o.p) },

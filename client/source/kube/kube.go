@@ -3,6 +3,13 @@
 // node's Node), applies the node-local rules of package nodelocal and
 // delivers snapshots once the informers have synced, coalescing bursts of
 // events into at most one snapshot per minimum interval.
+//
+// It reads through API: in production REST clients of the three API
+// groups it reads (NewAPI, with a scheme of those groups alone), not
+// client-go's clientset, whose scheme, typed clients and generated
+// informers compile every API group into each sink (docs/build-times.md);
+// tests adapt a fake clientset with package kubetest. NewRecorder writes
+// Events through the same API.
 package kube
 
 import (
@@ -16,7 +23,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -69,8 +75,8 @@ func RESTConfig(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// NewForConfig returns a source using a clientset built from the kubeconfig
-// at path (empty: in-cluster).
+// NewForConfig returns a source reading through NewAPI's clients for the
+// kubeconfig at path (empty: in-cluster).
 func NewForConfig(path string, cfg Config) (*Source, error) {
 	rc, err := RESTConfig(path)
 	if err != nil {
@@ -79,19 +85,19 @@ func NewForConfig(path string, cfg Config) (*Source, error) {
 	return newForRESTConfig(rc, cfg)
 }
 
-// newForRESTConfig returns a source using a clientset for rc whose
-// transport errors are logged as they happen (see causes): client-go
+// newForRESTConfig returns a source reading through NewAPI's clients for
+// rc, whose transport errors are logged as they happen (see causes): client-go
 // retries a refused list for about ten seconds before its informer sees
 // the error.
 func newForRESTConfig(rc *rest.Config, cfg Config) (*Source, error) {
 	c := &causes{}
 	rc = rest.CopyConfig(rc)
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &errorLogger{next: rt, causes: c} })
-	cs, err := kubernetes.NewForConfig(rc)
+	api, err := NewAPI(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kube source: API client: %w", err)
+		return nil, err
 	}
-	s := New(cs, cfg)
+	s := New(api, cfg)
 	c.log = s.log
 	s.causes = c
 	return s, nil
@@ -99,7 +105,7 @@ func newForRESTConfig(rc *rest.Config, cfg Config) (*Source, error) {
 
 // Source watches the API and delivers node-local snapshots.
 type Source struct {
-	cs  kubernetes.Interface
+	api API
 	cfg Config
 	log *slog.Logger
 
@@ -116,9 +122,9 @@ type Source struct {
 	causes *causes
 }
 
-// Clientset returns the API client the source watches through, for a
-// sink's own writes to the API (Events on Services).
-func (s *Source) Clientset() kubernetes.Interface { return s.cs }
+// API returns the API the source watches through, for a sink's own writes
+// to the API (Events on Services).
+func (s *Source) API() API { return s.api }
 
 // ToBeDeletedTaint is the taint the cluster autoscaler puts on a node it is
 // about to remove.
@@ -155,8 +161,8 @@ func nodeStatus(o *corev1.Node) NodeStatus {
 	return st
 }
 
-// New returns a source reading from cs.
-func New(cs kubernetes.Interface, cfg Config) *Source {
+// New returns a source reading from api.
+func New(api API, cfg Config) *Source {
 	if cfg.MinInterval == 0 {
 		cfg.MinInterval = time.Second
 	}
@@ -167,7 +173,7 @@ func New(cs kubernetes.Interface, cfg Config) *Source {
 	log = log.With("source", "kube")
 	return &Source{
 		causes: &causes{log: log},
-		cs:     cs,
+		api:    api,
 		cfg:    cfg,
 		log:    log,
 		state:  nodelocal.NewState(nodelocal.Config{NodeName: cfg.NodeName, ProxyName: cfg.ProxyName, Logger: log, Needs: cfg.Needs}),

@@ -22,6 +22,7 @@ import (
 
 	"github.com/proxysinks/proxysinks/client"
 	"github.com/proxysinks/proxysinks/client/nodelocal"
+	"github.com/proxysinks/proxysinks/client/source/kube/kubetest"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -105,7 +106,7 @@ func start(t *testing.T, cfg Config, objs ...runtime.Object) *harness {
 func startClient(t *testing.T, cs *fake.Clientset, cfg Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, cs: cs, src: New(cs, cfg), snaps: make(chan *client.Snapshot, 100), ctx: ctx}
+	h := &harness{t: t, cs: cs, src: New(kubetest.Clientset(cs), cfg), snaps: make(chan *client.Snapshot, 100), ctx: ctx}
 	done := make(chan error, 1)
 	go func() { done <- h.src.Run(ctx, func(s *client.Snapshot) { h.snaps <- s }) }()
 	t.Cleanup(func() {
@@ -194,7 +195,7 @@ func TestFirstSnapshotAfterSync(t *testing.T) {
 // TestStaleUntilSynced: Stats says stale until the first snapshot.
 func TestStaleUntilSynced(t *testing.T) {
 	cs := fake.NewClientset(service("web", "10.96.0.1"))
-	if st := New(cs, Config{}).Stats(); !st.Stale || !strings.Contains(st.StaleReason, "no first snapshot") {
+	if st := New(kubetest.Clientset(cs), Config{}).Stats(); !st.Stale || !strings.Contains(st.StaleReason, "no first snapshot") {
 		t.Errorf("before Run: %+v", st)
 	}
 	h := start(t, Config{MinInterval: 10 * time.Millisecond}, service("web", "10.96.0.1"))
