@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes binaries the e2e control plane and the
-# kube-proxy differential run: etcd, kube-apiserver, kube-controller-manager,
-# kube-proxy and kubectl, from the Go module proxy, through the modules in
-# tools/kubebin (outside go.work, so the sinks' dependencies do not move).
-# Output: $CACHE/kube/$KUBE_VERSION/bin/. Cached by version and by the
-# modules' go.sum: a second run with everything built prints one line.
+# kube-proxy differential run: etcd, kube-apiserver, kube-proxy, kubectl and
+# endpointslice-controller (tools/kubebin/kubernetes/endpointslice-controller:
+# upstream's EndpointSlice controller alone, the one controller the tests
+# need, in place of kube-controller-manager and its 343 packages more), from
+# the Go module proxy, through the modules in tools/kubebin (outside go.work,
+# so the sinks' dependencies do not move).
+# Output: $CACHE/kube/$KUBE_VERSION/bin/. Cached by version, by the modules'
+# go.mod and go.sum, their Go sources and BINARIES: a second run with
+# everything built prints one line.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,10 +20,10 @@ GO=${GO:-go}
 export CGO_ENABLED=0
 DEST=$CACHE/kube/$KUBE_VERSION
 BIN=$DEST/bin
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-proxy kubectl)
+BINARIES=(etcd kube-apiserver kube-proxy kubectl endpointslice-controller)
 
 # The stamp records what the binaries were built from.
-stamp=$(cat "$ROOT"/tools/kubebin/*/go.mod "$ROOT"/tools/kubebin/*/go.sum | sha256sum | cut -c1-16)
+stamp=$( (echo "${BINARIES[*]}"; cd "$ROOT/tools/kubebin" && find . -name go.mod -o -name go.sum -o -name '*.go' | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16)
 complete() {
 	[ "$(cat "$DEST/stamp" 2>/dev/null)" = "$stamp" ] || return 1
 	for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
@@ -41,9 +45,10 @@ rm -rf "$tmp" && mkdir -p "$tmp"
 start=$(date +%s)
 echo "kubebin: building Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION into $BIN (cold: about 10 min on 2 cores)"
 (cd "$ROOT/tools/kubebin/etcd" && GOWORK=off "$GO" build -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+# One go build for the four: the packages they share compile once.
 (cd "$ROOT/tools/kubebin/kubernetes" && GOWORK=off "$GO" build -ldflags "$ldflags" -o "$tmp/" \
-	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl)
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-proxy \
+	k8s.io/kubernetes/cmd/kubectl ./endpointslice-controller)
 for b in "${BINARIES[@]}"; do [ -x "$tmp/$b" ] || { echo "kubebin: $b not built" >&2; exit 1; }; done
 rm -rf "$BIN" && mv "$tmp" "$BIN"
 echo "$stamp" > "$DEST/stamp"

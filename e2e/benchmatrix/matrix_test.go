@@ -269,7 +269,7 @@ func TestMatrix(t *testing.T) {
 	for _, size := range pl.sizes {
 		n, m := size[0], size[1]
 		t.Run(fmt.Sprintf("%dx%d", n, m), func(t *testing.T) {
-			c := cluster.Start(t, cluster.Options{NoControllerManager: true})
+			c := cluster.Start(t, cluster.Options{NoEndpointSliceController: true})
 			ctx := context.Background()
 			for _, nd := range [][2]string{{NodeName, NodeIP}, {remoteNode, "192.168.50.11"}} {
 				if err := c.CreateNode(ctx, nd[0], "", nd[1]); err != nil {

@@ -1,8 +1,10 @@
 // Package cluster runs a real Kubernetes control plane for tests: etcd,
 // kube-apiserver (RBAC, token authentication, a self-signed serving
-// certificate, dual-stack service CIDRs, on loopback) and
-// kube-controller-manager with only the EndpointSlice controller, so that
-// EndpointSlices are written by the real controller from Pod objects. There
+// certificate, dual-stack service CIDRs, on loopback) and upstream's
+// EndpointSlice controller (endpointslice-controller: the controller of
+// kube-controller-manager's --controllers=endpointslice-controller, alone),
+// so that EndpointSlices are written by the real controller from Pod
+// objects. There
 // is no kubelet: tests create Nodes and Pods and set the Pods' status
 // themselves (Ready, NotReady, terminating).
 //
@@ -52,7 +54,7 @@ const ServiceCIDRs = "10.96.0.0/16,fd00:96::/112"
 const RequireEnv = "PROXYSINKS_REQUIRE_KUBE"
 
 // binaries are the programs the package runs, in BinDir.
-var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy"}
+var binaries = []string{"etcd", "kube-apiserver", "endpointslice-controller", "kube-proxy"}
 
 // BinDir returns the directory of the pinned binaries: $PROXYSINKS_KUBE_BIN,
 // or .cache/kube/<KubeVersion>/bin under the VM cache directory.
@@ -94,8 +96,9 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags (for example
 	// --min-request-timeout=5 to make watches expire quickly).
 	APIServerFlags []string
-	// NoControllerManager leaves the EndpointSlice controller off.
-	NoControllerManager bool
+	// NoEndpointSliceController leaves the EndpointSlice controller off
+	// (tests that write EndpointSlices themselves).
+	NoEndpointSliceController bool
 }
 
 // Cluster is a running control plane.
@@ -122,7 +125,7 @@ type Cluster struct {
 	etcdPort int
 	etcd     *process
 	api      *process
-	kcm      *process
+	slices   *process // the EndpointSlice controller
 	spawner  *spawner
 }
 
@@ -154,8 +157,8 @@ func NewClient(path string) (*Client, error) {
 // GuestAPIAddr is where a VM with a NIC (vm.NIC) reaches the apiserver.
 const GuestAPIAddr = "10.0.2.100:6443"
 
-// Start starts etcd, kube-apiserver and (unless disabled)
-// kube-controller-manager, waits until the apiserver is ready and the
+// Start starts etcd, kube-apiserver and (unless disabled) the
+// EndpointSlice controller, waits until the apiserver is ready and the
 // default namespace has its default ServiceAccount, and stops everything
 // when the test ends.
 func Start(t testing.TB, opt Options) *Cluster {
@@ -207,12 +210,13 @@ func Start(t testing.TB, opt Options) *Cluster {
 	if err := c.CreateNamespace(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
-	if !opt.NoControllerManager {
-		c.kcm = c.start("kube-controller-manager",
+	if !opt.NoEndpointSliceController {
+		// kube-controller-manager's settings for the controller (no leader
+		// election and no serving port: the program has neither).
+		c.slices = c.start("endpointslice-controller",
 			"--kubeconfig="+c.AdminKubeconfig,
-			"--controllers=endpointslice-controller",
-			"--leader-elect=false", "--secure-port=0",
 			"--concurrent-service-endpoint-syncs=5",
+			"--max-endpoints-per-slice=100",
 		)
 	}
 	return c
@@ -329,24 +333,26 @@ func (c *Client) CreateNamespace(ctx context.Context, name string) error {
 }
 
 // stop stops the components in reverse order and, when the test failed,
-// writes their logs to the test output.
+// writes their logs to the test output. The EndpointSlice controller must
+// exit 0 on SIGTERM.
 func (c *Cluster) stop() {
 	var early []string
-	for _, p := range []*process{c.kcm, c.api, c.etcd} {
+	for _, p := range []*process{c.slices, c.api, c.etcd} {
 		if p == nil {
 			continue
 		}
 		if p.exited() {
 			early = append(early, fmt.Sprintf("%s exited before the cluster stopped: %v", p.name, p.err))
+		} else if p.stop(); p == c.slices && p.err != nil {
+			c.t.Errorf("cluster: %s did not exit cleanly on SIGTERM: %v (log %s)", p.name, p.err, p.log)
 		}
-		p.stop()
 	}
 	c.spawner.close()
 	for _, e := range early {
 		c.t.Logf("cluster: %s", e)
 	}
 	if c.t.Failed() {
-		for _, p := range []*process{c.etcd, c.api, c.kcm} {
+		for _, p := range []*process{c.etcd, c.api, c.slices} {
 			if p != nil {
 				c.t.Logf("cluster: log of %s (%s):\n%s", p.name, p.log, tail(p.log, 150))
 			}

@@ -89,7 +89,7 @@ func TestEndpointSlicesFromPods(t *testing.T) {
 // source never syncs, and applying the shipped manifest lets it sync (the
 // other tests run the source and the sinks with the shipped manifest).
 func TestRBACMissingVerb(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{NoControllerManager: true})
+	c := cluster.Start(t, cluster.Options{NoEndpointSliceController: true})
 	ctx := ctxFor(t, 2*time.Minute)
 	shipped, err := cluster.RBACFile()
 	must(t, err)

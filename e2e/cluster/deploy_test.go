@@ -18,7 +18,7 @@ import (
 func TestDeployManifests(t *testing.T) {
 	// Clusters that run kube-proxy allow privileged pods (kubeadm sets
 	// --allow-privileged); the apiserver's default does not.
-	c := Start(t, Options{NoControllerManager: true, APIServerFlags: []string{"--allow-privileged=true"}})
+	c := Start(t, Options{NoEndpointSliceController: true, APIServerFlags: []string{"--allow-privileged=true"}})
 	kubectl := filepath.Join(c.Bin, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		t.Fatalf("kubectl is built with the other pinned binaries: %v", err)

@@ -16,7 +16,7 @@ import (
 // hostile object of the mode's cluster.
 func TestLoadHostile(t *testing.T) {
 	const mode = "ipvs"
-	c := cluster.Start(t, cluster.Options{NoControllerManager: true})
+	c := cluster.Start(t, cluster.Options{NoEndpointSliceController: true})
 	ctx := ctxFor(t, 2*time.Minute)
 	cluster.LoadHostile(t, ctx, c, mode)
 	svcs, err := c.Admin.CoreV1().Services("default").List(ctx, metav1.ListOptions{})

@@ -25,7 +25,7 @@ func TestComponentsSurviveExitingThreads(t *testing.T) {
 		runtime.Gosched()
 	}
 	time.Sleep(time.Second)
-	for _, p := range []*process{c.etcd, c.api, c.kcm} {
+	for _, p := range []*process{c.etcd, c.api, c.slices} {
 		if p.exited() {
 			t.Errorf("%s exited: %v", p.name, p.err)
 		}

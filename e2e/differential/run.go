@@ -115,7 +115,7 @@ func RunSettings(t *testing.T, m Mode) {
 // empty for kube-proxy): a sink whose syncs fail on the hostile cluster
 // fails the test unless the failure is a reviewed difference.
 func RunHostile(t *testing.T, m Mode) {
-	e, intended := start(t, m, m.HostileDifferences, cluster.Options{NoControllerManager: true}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	e, intended := start(t, m, m.HostileDifferences, cluster.Options{NoEndpointSliceController: true}, func(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 		cluster.LoadHostile(t, ctx, c, m.Name)
 	})
 	runSetting(e, m, Setting{NodePortAddresses: cluster.BroadNodeCIDR}, true, buildSinks(t, m), func(sink string, diffs []cluster.Difference) ([]cluster.Difference, []cluster.Intended) {

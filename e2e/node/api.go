@@ -25,8 +25,8 @@ import (
 // (with a selector of their own), and every endpoint of the manifests'
 // EndpointSlices becomes a Pod (spec.nodeName, status with its IPs and
 // Ready, a graceful delete for a terminating one, labels selecting it into
-// its services); kube-controller-manager's EndpointSlice controller writes
-// the slices the sink reads. The sink runs with --kubeconfig.
+// its services); upstream's EndpointSlice controller (e2e/cluster's
+// endpointslice-controller) writes the slices the sink reads. The sink runs with --kubeconfig.
 // nodeAPIAddr is where the sink, in the node's namespace, reaches the
 // apiserver: a relay there to kube.GuestAPIAddr.
 const nodeAPIAddr = "127.0.0.1:6443"

@@ -22,8 +22,8 @@
 // same cases run against a real control plane on the host, reached
 // through the VM's NIC: the manifests' Services are created and updated
 // through the API, each endpoint of their EndpointSlices becomes a Pod
-// (node, IPs, Ready, terminating), kube-controller-manager's
-// EndpointSlice controller writes the slices, and the sink runs with
+// (node, IPs, Ready, terminating), upstream's EndpointSlice controller
+// (e2e/cluster's endpointslice-controller) writes the slices, and the sink runs with
 // --kubeconfig (the shipped ServiceAccount's) through a relay in the
 // node's namespace.
 package node
