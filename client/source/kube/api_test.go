@@ -96,10 +96,10 @@ func typed[T runtime.Object](o T, gv schema.GroupVersion, kind string) T {
 // patches Events in their namespace.
 func TestRESTAPI(t *testing.T) {
 	f := &fakeAPIServer{objects: map[string][]runtime.Object{
-		"/api/v1/services": {typed(service("web", "10.96.0.1"), corev1.SchemeGroupVersion, "Service")},
+		"/api/v1/services":                         {typed(service("web", "10.96.0.1"), corev1.SchemeGroupVersion, "Service")},
 		"/apis/discovery.k8s.io/v1/endpointslices": {typed(slice("web-1", "web", "10.244.0.1@node-a"), endpointSlicesResource.GroupVersion(), "EndpointSlice")},
-		"/api/v1/nodes": {typed(nodeWith("192.0.2.10", "10.244.0.0/24"), corev1.SchemeGroupVersion, "Node")},
-		"/apis/networking.k8s.io/v1/servicecidrs": {typed(serviceCIDR("kubernetes", "10.96.0.0/16"), serviceCIDRsResource.GroupVersion(), "ServiceCIDR")},
+		"/api/v1/nodes":                            {typed(nodeWith("192.0.2.10", "10.244.0.0/24"), corev1.SchemeGroupVersion, "Node")},
+		"/apis/networking.k8s.io/v1/servicecidrs":  {typed(serviceCIDR("kubernetes", "10.96.0.0/16"), serviceCIDRsResource.GroupVersion(), "ServiceCIDR")},
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
