@@ -162,3 +162,12 @@ func TestRESTAPI(t *testing.T) {
 		t.Errorf("first request per resource (-want +got):\n%s", diff)
 	}
 }
+
+// TestNewAPIRefusesQPSWithoutBurst: a rate limit without a burst would
+// let no request through; NewAPI says so, naming the server.
+func TestNewAPIRefusesQPSWithoutBurst(t *testing.T) {
+	_, err := NewAPI(&rest.Config{Host: "https://192.0.2.1:6443", QPS: 5})
+	if err == nil || !strings.Contains(err.Error(), "192.0.2.1:6443") || !strings.Contains(err.Error(), "burst") {
+		t.Errorf("NewAPI with QPS 5 and no burst: err %v, want one naming the server and the burst", err)
+	}
+}

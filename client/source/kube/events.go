@@ -24,26 +24,28 @@ func NewRecorder(api API, component, host string) (rec record.EventRecorder, sto
 // client-go's recorder tells by their type whether to retry.
 type eventSink struct{ c rest.Interface }
 
+// of addresses r to the events of e's namespace.
+func (eventSink) of(r *rest.Request, e *corev1.Event) *rest.Request {
+	return r.NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events")
+}
+
 // Create creates e.
 func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
 	out := &corev1.Event{}
-	err := s.c.Post().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").
-		Body(e).Do(context.Background()).Into(out)
+	err := s.of(s.c.Post(), e).Body(e).Do(context.Background()).Into(out)
 	return out, err
 }
 
 // Update replaces e (its ResourceVersion set).
 func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
 	out := &corev1.Event{}
-	err := s.c.Put().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
-		Body(e).Do(context.Background()).Into(out)
+	err := s.of(s.c.Put(), e).Name(e.Name).Body(e).Do(context.Background()).Into(out)
 	return out, err
 }
 
 // Patch applies the strategic merge patch data to the Event named as e.
 func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
 	out := &corev1.Event{}
-	err := s.c.Patch(types.StrategicMergePatchType).NamespaceIfScoped(e.Namespace, e.Namespace != "").
-		Resource("events").Name(e.Name).Body(data).Do(context.Background()).Into(out)
+	err := s.of(s.c.Patch(types.StrategicMergePatchType), e).Name(e.Name).Body(data).Do(context.Background()).Into(out)
 	return out, err
 }
