@@ -56,9 +56,12 @@ test: deps build
 	$(MAKE) test-vm
 
 ## test-unit: unit tests, host-kernel tests (root: fresh network namespaces) and the
-## real control plane on loopback (e2e/cluster); VM tests skipped
+## real control plane on loopback (e2e/cluster); VM tests skipped. -p 4: e2e/cluster and e2e/hostnode
+## spend most of their 2.5 to 3 minutes waiting on control planes and timers, and at go test's default
+## (one package per core) the two of them hold both slots while the other packages wait
+## (docs/build-times.md)
 test-unit:
-	PROXYSINKS_SKIP_VM=1 $(GO) test -count=1 -timeout 30m work
+	PROXYSINKS_SKIP_VM=1 $(GO) test -count=1 -p 4 -timeout 30m work
 
 ## test-vm: tests that boot the real-kernel VM (IPVS, dummy links, traffic), except the long ones
 test-vm:
