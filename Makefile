@@ -46,14 +46,14 @@ docs:
 	$(GO) test -count=1 -run '^TestPages$$' ./sinks/refdocs/ -update
 
 ## test: everything but test-long: lint, build, unit and host-kernel tests (the scripts' commands checked
-## against what make deps and kind-deps install: e2e/scripts), VM tests; staticcheck runs beside test-unit at a
-## lower priority (scripts/beside.sh), in the CPU time test-unit leaves idle. The target: under 25 minutes from a
-## cold Go cache on the 2-core build machine, not met yet (docs/build-times.md: where the time goes; scripts/kubebin.sh
+## against what make deps and kind-deps install: e2e/scripts), VM tests; staticcheck runs beside test-vm at a
+## lower priority (scripts/beside.sh), in the CPU time the VMs leave idle. The target: under 25 minutes from a
+## cold Go cache on the 2-core build machine (docs/build-times.md: where the time goes; scripts/kubebin.sh
 ## compiles client-go and its dependencies once for the Kubernetes binaries and the tests)
 test: deps build
 	$(MAKE) lint-vet
-	@./scripts/beside.sh "staticcheck" "$(MAKE) lint-staticcheck" -- env PROXYSINKS_REQUIRE_KUBE=1 $(MAKE) test-unit
-	$(MAKE) test-vm
+	env PROXYSINKS_REQUIRE_KUBE=1 $(MAKE) test-unit
+	@./scripts/beside.sh "staticcheck" "$(MAKE) lint-staticcheck" -- $(MAKE) test-vm
 
 ## test-unit: unit tests, host-kernel tests (root: fresh network namespaces) and the
 ## real control plane on loopback (e2e/cluster); VM tests skipped. -p 4: e2e/cluster and e2e/hostnode
@@ -109,7 +109,7 @@ lint-vet:
 	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' work)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet work
 
-## lint-staticcheck: staticcheck (make test runs it beside test-unit, whose tests leave a core idle much of the time)
+## lint-staticcheck: staticcheck (make test runs it beside test-vm, whose two guests leave part of a core idle)
 lint-staticcheck:
 	$(GO) run $(STATICCHECK) work
 

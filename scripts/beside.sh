@@ -2,8 +2,8 @@
 # Usage: beside.sh NAME BACKGROUND -- FOREGROUND...
 # Runs the shell command BACKGROUND at a lower CPU priority (nice 10) beside
 # FOREGROUND, so that it takes the CPU FOREGROUND leaves idle without
-# slowing it: make test runs staticcheck beside test-unit, whose tests wait
-# on servers and timers much of the time. BACKGROUND's output is kept
+# slowing it: make test runs staticcheck beside test-vm, whose guests leave
+# part of a core idle. BACKGROUND's output is kept
 # and printed, under NAME, once both have finished. The exit status is
 # FOREGROUND's, or BACKGROUND's when FOREGROUND passed.
 set -uo pipefail

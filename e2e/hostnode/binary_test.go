@@ -216,6 +216,7 @@ endpoints:
 // --cleanup removes every KUBE- chain and jump and leaves a foreign chain
 // and its jump alone.
 func TestBinary(t *testing.T) {
+	t.Parallel()
 	bin := differential.BuildSink(t, "iptables")
 	n := newNetwork(t)
 	pod0 := n.pods[0]

@@ -17,6 +17,7 @@ import (
 // kept) up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-nftables-differences.txt.
 func TestKubeProxyNFTablesDifferential(t *testing.T) {
+	t.Parallel()
 	differential.Run(t, differential.Modes["nftables"])
 }
 
@@ -25,6 +26,7 @@ func TestKubeProxyNFTablesDifferential(t *testing.T) {
 // (differential.RunHostile), against
 // e2e/cluster/testdata/kubeproxy-nftables-hostile-differences.txt.
 func TestKubeProxyNFTablesHostileDifferential(t *testing.T) {
+	t.Parallel()
 	differential.RunHostile(t, differential.Modes["nftables"])
 }
 
@@ -34,6 +36,7 @@ func TestKubeProxyNFTablesHostileDifferential(t *testing.T) {
 // e2e/cluster/testdata/kubeproxy-nftables-settings-differences.txt. A long
 // test (make test-long, PROXYSINKS_LONG=1).
 func TestKubeProxyNFTablesSettingsDifferential(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("PROXYSINKS_LONG") != "1" {
 		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
 	}
@@ -49,6 +52,7 @@ func TestKubeProxyNFTablesSettingsDifferential(t *testing.T) {
 // of e2e/cluster/testdata/kubeproxy-nftables-differences.txt. About a
 // minute: a long test (make test-long, PROXYSINKS_LONG=1).
 func TestKubeProxyNFTablesChurnDifferential(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("PROXYSINKS_LONG") != "1" {
 		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
 	}

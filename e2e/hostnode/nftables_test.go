@@ -45,6 +45,7 @@ var longNFTablesCases = []string{"Balanced", "Multiport", "TypeChanges", "Networ
 // fresh network namespaces of this host (nf_tables needs no VM). Without
 // PROXYSINKS_LONG=1 the cases of longNFTablesCases skip, saying so.
 func TestNFTablesTraffic(t *testing.T) {
+	t.Parallel()
 	known := map[string]bool{}
 	for _, c := range node.Cases {
 		known[c.Name] = true
@@ -121,6 +122,7 @@ func waitWrites(t *testing.T, p *sinkProcess, from float64) float64 {
 // the traffic; --cleanup removes the kube-proxy tables and nothing else.
 // The foreign table is the same throughout.
 func TestNFTablesBinary(t *testing.T) {
+	t.Parallel()
 	bin := nftablesBin(t)
 	n := newNetwork(t)
 	pod0 := n.pods[0]
@@ -244,6 +246,7 @@ var nftHostile = []struct{ name, cmd string }{
 // sink programmed it (the foreign one included) and the cluster IP must
 // answer again; then a restart writes nothing.
 func TestNFTablesHostileKernel(t *testing.T) {
+	t.Parallel()
 	bin := nftablesBin(t)
 	n := newNetwork(t)
 	foreign := filepath.Join(t.TempDir(), "foreign.nft")
