@@ -10,9 +10,7 @@
 //
 // The binaries are the pinned ones scripts/kubebin.sh builds into
 // .cache/kube/<version>/bin (make deps). Every component logs to a file;
-// the files go to the test output when the test fails. Control planes
-// share nothing (ports picked free, data in the test's directory), so the
-// tests that start one run in parallel.
+// the files go to the test output when the test fails.
 package cluster
 
 import (

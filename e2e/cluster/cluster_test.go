@@ -52,7 +52,6 @@ func sorted(s []string) []string { slices.Sort(s); return s }
 // controller turns the pods the test creates into EndpointSlices, and
 // follows readiness, graceful deletion (terminating) and deletion.
 func TestEndpointSlicesFromPods(t *testing.T) {
-	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	ctx := ctxFor(t, 2*time.Minute)
 	must(t, c.CreateNode(ctx, "node-a", "zone-a", "192.168.50.10"))
@@ -90,7 +89,6 @@ func TestEndpointSlicesFromPods(t *testing.T) {
 // source never syncs, and applying the shipped manifest lets it sync (the
 // other tests run the source and the sinks with the shipped manifest).
 func TestRBACMissingVerb(t *testing.T) {
-	t.Parallel()
 	c := cluster.Start(t, cluster.Options{NoEndpointSliceController: true})
 	ctx := ctxFor(t, 2*time.Minute)
 	shipped, err := cluster.RBACFile()

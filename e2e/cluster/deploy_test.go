@@ -16,7 +16,6 @@ import (
 // kustomize and has the real kube-apiserver validate it (server-side dry
 // run, RBAC on): the DaemonSet, its ServiceAccount, ClusterRole and binding.
 func TestDeployManifests(t *testing.T) {
-	t.Parallel()
 	// Clusters that run kube-proxy allow privileged pods (kubeadm sets
 	// --allow-privileged); the apiserver's default does not.
 	c := Start(t, Options{NoEndpointSliceController: true, APIServerFlags: []string{"--allow-privileged=true"}})

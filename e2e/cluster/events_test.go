@@ -21,7 +21,6 @@ import (
 // count. The REST event sink's Update, which client-go's recorder does not
 // call, replaces an Event (with the admin's rights).
 func TestKubeEventsRealAPI(t *testing.T) {
-	t.Parallel()
 	c := cluster.Start(t, cluster.Options{NoEndpointSliceController: true})
 	ctx := ctxFor(t, 2*time.Minute)
 	_, err := c.Admin.CoreV1().Services("default").Create(ctx, webService("lb", "10.96.1.3"), metav1.CreateOptions{})

@@ -15,7 +15,6 @@ import (
 // back what it wrote into etcd) and checks that the apiserver lists every
 // hostile object of the mode's cluster.
 func TestLoadHostile(t *testing.T) {
-	t.Parallel()
 	const mode = "ipvs"
 	c := cluster.Start(t, cluster.Options{NoEndpointSliceController: true})
 	ctx := ctxFor(t, 2*time.Minute)

@@ -35,7 +35,6 @@ func buildSink(t *testing.T, name string) string {
 // apiserver is down: once it is up, the sink prints the kernel operations
 // for the real EndpointSlices and exits.
 func TestSinkDryRunBeforeAPIServer(t *testing.T) {
-	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	bin := buildSink(t, "ipvs-fullstate")
 	ctx := ctxFor(t, 3*time.Minute)

@@ -124,7 +124,6 @@ func hasView(want ...string) func(*client.Snapshot) bool {
 // with 410 Gone and it must relist): it keeps its state meanwhile and
 // catches up with the additions and deletions it missed.
 func TestKubeSourceRealAPI(t *testing.T) {
-	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	ctx := ctxFor(t, 5*time.Minute)
 	must(t, c.CreateNode(ctx, "node-a", "zone-a", "192.168.50.10"))
@@ -196,7 +195,6 @@ func TestKubeSourceRealAPI(t *testing.T) {
 // TestKubeSourceBeforeAPIServer starts the source while the apiserver is
 // down: it waits, and delivers its first snapshot once the apiserver is up.
 func TestKubeSourceBeforeAPIServer(t *testing.T) {
-	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	ctx := ctxFor(t, 3*time.Minute)
 	must(t, c.CreateNode(ctx, "node-a", "", "192.168.50.10"))

@@ -14,7 +14,6 @@ import (
 // control plane started: its components, started with Pdeathsig, must not
 // die with one of them.
 func TestComponentsSurviveExitingThreads(t *testing.T) {
-	t.Parallel()
 	c := Start(t, Options{})
 	for i := 0; i < 64; i++ {
 		done := make(chan struct{})

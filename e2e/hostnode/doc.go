@@ -10,7 +10,5 @@
 // in iptables mode on the same cluster (e2e/cluster). The nftables sink
 // has the same three: TestNFTablesTraffic, TestNFTablesBinary and
 // TestKubeProxyNFTablesDifferential (with its hostile and settings runs).
-// The tests run in parallel (t.Parallel): each makes its own namespaces
-// and control plane, and most of their time is spent waiting on them.
 // Run it as root: go test ./e2e/hostnode/.
 package hostnode

@@ -16,7 +16,6 @@ import (
 // matters) up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-iptables-differences.txt.
 func TestKubeProxyDifferential(t *testing.T) {
-	t.Parallel()
 	differential.Run(t, differential.Modes["iptables"])
 }
 
@@ -28,7 +27,6 @@ func TestKubeProxyDifferential(t *testing.T) {
 // namespace; the same rules up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-iptables-hostile-differences.txt.
 func TestKubeProxyHostileDifferential(t *testing.T) {
-	t.Parallel()
 	differential.RunHostile(t, differential.Modes["iptables"])
 }
 
@@ -41,7 +39,6 @@ func TestKubeProxyHostileDifferential(t *testing.T) {
 // e2e/cluster/testdata/kubeproxy-iptables-settings-differences.txt.
 // About 2.5 minutes: a long test (make test-long, PROXYSINKS_LONG=1).
 func TestKubeProxySettingsDifferential(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("PROXYSINKS_LONG") != "1" {
 		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
 	}

@@ -17,7 +17,6 @@ import (
 // kept) up to the reviewed differences in
 // e2e/cluster/testdata/kubeproxy-nftables-differences.txt.
 func TestKubeProxyNFTablesDifferential(t *testing.T) {
-	t.Parallel()
 	differential.Run(t, differential.Modes["nftables"])
 }
 
@@ -26,7 +25,6 @@ func TestKubeProxyNFTablesDifferential(t *testing.T) {
 // (differential.RunHostile), against
 // e2e/cluster/testdata/kubeproxy-nftables-hostile-differences.txt.
 func TestKubeProxyNFTablesHostileDifferential(t *testing.T) {
-	t.Parallel()
 	differential.RunHostile(t, differential.Modes["nftables"])
 }
 
@@ -36,7 +34,6 @@ func TestKubeProxyNFTablesHostileDifferential(t *testing.T) {
 // e2e/cluster/testdata/kubeproxy-nftables-settings-differences.txt. A long
 // test (make test-long, PROXYSINKS_LONG=1).
 func TestKubeProxyNFTablesSettingsDifferential(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("PROXYSINKS_LONG") != "1" {
 		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
 	}
@@ -52,7 +49,6 @@ func TestKubeProxyNFTablesSettingsDifferential(t *testing.T) {
 // of e2e/cluster/testdata/kubeproxy-nftables-differences.txt. About a
 // minute: a long test (make test-long, PROXYSINKS_LONG=1).
 func TestKubeProxyNFTablesChurnDifferential(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("PROXYSINKS_LONG") != "1" {
 		t.Skip("a long test: make test-long runs it (PROXYSINKS_LONG=1)")
 	}

@@ -45,7 +45,6 @@ var longNFTablesCases = []string{"Balanced", "Multiport", "TypeChanges", "Networ
 // fresh network namespaces of this host (nf_tables needs no VM). Without
 // PROXYSINKS_LONG=1 the cases of longNFTablesCases skip, saying so.
 func TestNFTablesTraffic(t *testing.T) {
-	t.Parallel()
 	known := map[string]bool{}
 	for _, c := range node.Cases {
 		known[c.Name] = true
@@ -95,6 +94,20 @@ const foreignNFT = `table ip foreign {
 }
 `
 
+// waitEqual reads the state with get until it equals want, for up to 5
+// seconds (five resyncs at the tests' 1 s period), and returns the last
+// difference (-want +got), or "" once equal.
+func waitEqual[S any](want S, get func() S) string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		diff := cmp.Diff(want, get())
+		if diff == "" || time.Now().After(deadline) {
+			return diff
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // waitWrites waits up to 10 s for the sink's kernel operations counter to
 // pass from, and returns it.
 func waitWrites(t *testing.T, p *sinkProcess, from float64) float64 {
@@ -122,7 +135,6 @@ func waitWrites(t *testing.T, p *sinkProcess, from float64) float64 {
 // the traffic; --cleanup removes the kube-proxy tables and nothing else.
 // The foreign table is the same throughout.
 func TestNFTablesBinary(t *testing.T) {
-	t.Parallel()
 	bin := nftablesBin(t)
 	n := newNetwork(t)
 	pod0 := n.pods[0]
@@ -219,7 +231,9 @@ func nftRestartAndDrift(t *testing.T, n *network, p *sinkProcess, programmed map
 	must(t, n.node, "nft", "flush", "chain", "ip", "kube-proxy", "services")
 	must(t, n.node, "nft", "delete", "element", "ip", "kube-proxy", "cluster-ips", "{ 10.96.0.10 }")
 	waitWrites(t, p, 0)
-	if diff := cmp.Diff(programmed, nftTables(t, n.node)); diff != "" {
+	// A resync between the two commands repairs the first alone; the
+	// next one, a second later, the other.
+	if diff := waitEqual(programmed, func() map[string][]string { return nftTables(t, n.node) }); diff != "" {
 		t.Errorf("drift not repaired (-programmed +now):\n%s", diff)
 	}
 	mustGet(t, n.pods[0].ns, "tcp", vip)
@@ -246,7 +260,6 @@ var nftHostile = []struct{ name, cmd string }{
 // sink programmed it (the foreign one included) and the cluster IP must
 // answer again; then a restart writes nothing.
 func TestNFTablesHostileKernel(t *testing.T) {
-	t.Parallel()
 	bin := nftablesBin(t)
 	n := newNetwork(t)
 	foreign := filepath.Join(t.TempDir(), "foreign.nft")

@@ -67,14 +67,12 @@ func nodeManifest(internalIP string) string {
 // TestNodeAddressChange: the iptables sink follows the node's addresses
 // without a restart (nodeAddressChange, its KUBE-NODEPORTS rules).
 func TestNodeAddressChange(t *testing.T) {
-	t.Parallel()
 	nodeAddressChange(t, differential.BuildSink(t, "iptables"), iptablesNodePort)
 }
 
 // TestNFTablesNodeAddressChange: the nftables sink follows the node's
 // addresses without a restart (nodeAddressChange, its nodeport-ips set).
 func TestNFTablesNodeAddressChange(t *testing.T) {
-	t.Parallel()
 	nodeAddressChange(t, nftablesBin(t), nftNodePort)
 }
 

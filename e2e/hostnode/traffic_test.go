@@ -17,7 +17,6 @@ func TestMain(m *testing.M) { node.MainThen(m, differential.ShareBuilds()) }
 // node, pods and external clients as fresh network namespaces of this
 // host: the iptables sink needs no VM).
 func TestTraffic(t *testing.T) {
-	t.Parallel()
 	node.Use(node.Options{Sink: "iptables", Bin: differential.BuildSink(t, "iptables")})
 	node.RunCases(t)
 }
