@@ -43,7 +43,7 @@ var everywhere = map[string]string{
 	"basename": "coreutils", "cat": "coreutils", "chmod": "coreutils", "cp": "coreutils", "cut": "coreutils",
 	"date": "coreutils", "dirname": "coreutils", "du": "coreutils", "env": "coreutils", "id": "coreutils",
 	"install": "coreutils", "ln": "coreutils", "ls": "coreutils", "mkdir": "coreutils", "mktemp": "coreutils",
-	"mv": "coreutils", "nohup": "coreutils", "numfmt": "coreutils", "realpath": "coreutils", "rm": "coreutils",
+	"mv": "coreutils", "nice": "coreutils", "nohup": "coreutils", "numfmt": "coreutils", "realpath": "coreutils", "rm": "coreutils",
 	"rmdir": "coreutils", "seq": "coreutils", "sha256sum": "coreutils", "sleep": "coreutils", "sort": "coreutils",
 	"stat": "coreutils", "tail": "coreutils", "tee": "coreutils", "touch": "coreutils", "tr": "coreutils",
 	"wc": "coreutils", "head": "coreutils", "uniq": "coreutils",

@@ -6,6 +6,17 @@ import (
 	"github.com/proxysinks/proxysinks/e2e/differential"
 )
 
+// TestKubeProxyDifferential is the IPVS mode's kube-proxy differential
+// (e2e/differential): kube-proxy v1.37.2 --proxy-mode=ipvs and each IPVS
+// sink, each in a fresh VM against the same control plane on the host;
+// the same kernel state (IPVS, ipsets, kube-ipvs0 addresses, iptables) up
+// to the reviewed differences in
+// e2e/cluster/testdata/kubeproxy-ipvs-differences.txt.
+func TestKubeProxyDifferential(t *testing.T) {
+	t.Parallel()
+	differential.Run(t, differential.Modes["ipvs"])
+}
+
 // TestKubeProxyHostileDifferentialVM is the IPVS mode's kube-proxy
 // differential on the hostile cluster (differential.RunHostile: one
 // control plane on the host loaded through a strict apiserver, into etcd

@@ -30,6 +30,22 @@ func sinkFiles(t *testing.T, sink string) map[string]string {
 	return map[string]string{sink: vm.BuildSink(t, sink)}
 }
 
+// TestNodeE2EVM runs the node end-to-end tests in the VM, the traffic
+// case table (e2e/node's TestTraffic) and the IPVS sinks' kernel-side
+// tests, once with each IPVS sink's binary, fed from manifest files (the
+// hostile suite apart: TestHostileKernelVM).
+func TestNodeE2EVM(t *testing.T) {
+	t.Parallel()
+	vm.Require(t) // before sinkFiles: make test-unit skips it without building the sinks
+	for _, sink := range ipvsSinks {
+		t.Run(sink, func(t *testing.T) {
+			t.Parallel()
+			vm.RunTestsWith(t, nodePkg, vm.Options{Files: sinkFiles(t, sink)},
+				"-test.v", "-test.skip", "^"+hostileSuite+"$", "-test.timeout", guestTimeout, "-sink", sink)
+		})
+	}
+}
+
 // routesCases are the node cases TestNodeE2ERoutesVM runs again with
 // --ipvs-vip-binding=routes: every kind of VIP (cluster, node port,
 // external, load-balancer, dual-stack), hairpin, type changes, a restart
