@@ -297,13 +297,7 @@ func TestBinary(t *testing.T) {
 	// Drift: a chain flushed and the jump to it deleted by hand.
 	must(t, n.node, "iptables", "-t", "nat", "-F", "KUBE-SERVICES")
 	must(t, n.node, "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m, err := p.get("/metrics"); err == nil && metric(m, "proxysinks_kernel_operations_total") > 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitWrites(t, p, 0)
 	// A resync between the two commands repairs the first alone; the
 	// next one, a second later, the other.
 	if diff := waitEqual(programmed, func() map[string]string { return saveAll(t, n) }); diff != "" {
@@ -320,7 +314,7 @@ func TestBinary(t *testing.T) {
 	if err := os.WriteFile(manifests, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m, err := p.get("/metrics"); err == nil && metric(m, `kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}`) > 0 {
 			break
