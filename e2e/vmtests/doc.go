@@ -1,6 +1,7 @@
-// Package vmtests runs the project's real-kernel tests inside the test VM:
-// each test here boots the VM (package vm) and runs a package's kernel tests
-// or a shell script there. `make test-vm` runs this package; the long
+// Package vmtests runs the project's real-kernel tests inside the test VM
+// (package vm): TestKernelPackagesVM runs every kernel package's tests in
+// one guest, and the node, differential and equivalence tests each boot
+// their own and run a package's tests or a shell script there. `make test-vm` runs this package; the long
 // tests (see longVM) run only with PROXYSINKS_VM_LONG=1 (`make test-long`).
 //
 // The functional tests are parallel (t.Parallel): each boots its own VM,

@@ -11,14 +11,6 @@ import (
 	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
-// TestIPVSKernelInVM runs netlinkraw/ipvs's kernel tests in the VM: the
-// contract suite against the real IPVS, the raw transport tests, and the
-// ipvsadm cross-check.
-func TestIPVSKernelInVM(t *testing.T) {
-	t.Parallel()
-	vm.RunTests(t, "github.com/proxysinks/proxysinks/netlinkraw/ipvs", "-test.run", "Kernel", "-test.v")
-}
-
 // TestIPVSBenchVM runs the IPVS write benchmarks inside the VM and prints
 // their results: netlinkraw/ipvs's BenchmarkFloor (the same operations
 // pre-encoded, one ACK per 500 messages) and the bench module's
