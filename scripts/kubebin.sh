@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes binaries the e2e control plane and the
-# kube-proxy differential run: etcd, kube-apiserver, kube-proxy, kubectl and
+# kube-proxy differential run: etcd, kube-apiserver, kube-proxy and
 # endpointslice-controller (tools/kubebin/kubernetes/endpointslice-controller:
 # upstream's EndpointSlice controller alone, the one controller the tests
 # need, in place of kube-controller-manager and its 343 packages more), from
@@ -20,7 +20,7 @@ GO=${GO:-go}
 export CGO_ENABLED=0
 DEST=$CACHE/kube/$KUBE_VERSION
 BIN=$DEST/bin
-BINARIES=(etcd kube-apiserver kube-proxy kubectl endpointslice-controller)
+BINARIES=(etcd kube-apiserver kube-proxy endpointslice-controller)
 
 # The stamp records what the binaries were built from.
 stamp=$( (echo "${BINARIES[*]}"; cd "$ROOT/tools/kubebin" && find . -name go.mod -o -name go.sum -o -name '*.go' | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16)
@@ -45,10 +45,9 @@ rm -rf "$tmp" && mkdir -p "$tmp"
 start=$(date +%s)
 echo "kubebin: building Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION into $BIN (cold: about 10 min on 2 cores)"
 (cd "$ROOT/tools/kubebin/etcd" && GOWORK=off "$GO" build -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
-# One go build for the four: the packages they share compile once.
+# One go build for the three: the packages they share compile once.
 (cd "$ROOT/tools/kubebin/kubernetes" && GOWORK=off "$GO" build -ldflags "$ldflags" -o "$tmp/" \
-	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-proxy \
-	k8s.io/kubernetes/cmd/kubectl ./endpointslice-controller)
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-proxy ./endpointslice-controller)
 for b in "${BINARIES[@]}"; do [ -x "$tmp/$b" ] || { echo "kubebin: $b not built" >&2; exit 1; }; done
 rm -rf "$BIN" && mv "$tmp" "$BIN"
 echo "$stamp" > "$DEST/stamp"

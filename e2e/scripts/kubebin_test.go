@@ -19,8 +19,7 @@ const kubeVersion = "v1.37.2"
 
 // kubebinCommands are the main packages scripts/kubebin.sh builds there.
 var kubebinCommands = []string{
-	"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-proxy",
-	"k8s.io/kubernetes/cmd/kubectl", "./endpointslice-controller",
+	"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-proxy", "./endpointslice-controller",
 }
 
 // TestKubebinSharesWorkspace: every module that both the workspace's

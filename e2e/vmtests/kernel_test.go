@@ -26,6 +26,10 @@ import (
 //     links exist there), node addresses, namespace isolation;
 //   - kernelprobe: a static Go test binary resolving the IPVS
 //     generic-netlink family;
+//   - incremental: the equivalence of the two IPVS sinks: random cluster
+//     states with injected failures, drift and restarts, the kernel state
+//     read back by both sinks' reader and compared with ipvsadm -Sn, ipset
+//     save, ip addr and iptables-save;
 //   - tools, last (it changes the initial namespace): the VM has what every
 //     kernel test needs: IPVS driven by ipvsadm, ipset, dummy links, and
 //     both iptables back ends.
@@ -44,6 +48,7 @@ func TestKernelPackagesVM(t *testing.T) {
 		vm.Suite{Pkg: mod + "netlinkraw/ipvs", Args: []string{"-test.run", "Kernel", "-test.v"}},
 		vm.Suite{Pkg: mod + "netlinkraw/link", Args: []string{"-test.v"}},
 		vm.Suite{Pkg: mod + "e2e/kernelprobe", Args: []string{"-test.v"}},
+		vm.Suite{Pkg: mod + "incremental", Args: []string{"-test.v", "-test.run", "EquivalenceKernel"}},
 		vm.Suite{Name: "tools", Command: toolsScript},
 	)
 	tools := res["tools"]
