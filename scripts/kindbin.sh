@@ -4,7 +4,10 @@
 #   kind v0.33.0; Kubernetes v1.37.2's kubelet, kubeadm, kubectl,
 #   kube-apiserver, kube-controller-manager, kube-scheduler, agnhost and the
 #   e2e.test binary (go test -c k8s.io/kubernetes/test/e2e); CoreDNS at the
-#   version kubeadm v1.37.2 deploys; a pause process; etcd (tools/kubebin/etcd).
+#   version kubeadm v1.37.2 deploys; a pause process; etcd (tools/kubebin/etcd)
+#   and kube-proxy (tools/kubebin/kubernetes: the kube-proxy of the e2e
+#   control plane's differentials, for the baseline image of make kind-e2e
+#   SINK=kube-proxy), built here so that the kit needs nothing of make deps.
 # Output: $CACHE/kind/bin/$KUBE_VERSION/. Cached by the modules' go.mod/go.sum:
 # a second run with everything built prints one line. Static binaries
 # (CGO_ENABLED=0): they run in the images, which carry no libc for them.
@@ -20,10 +23,10 @@ GO=${GO:-go}
 export CGO_ENABLED=0 GOWORK=off
 BIN=$CACHE/kind/bin/$KUBE_VERSION
 KUBE=(kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler agnhost)
-ALL=(kind "${KUBE[@]}" e2e.test coredns pause etcd)
+ALL=(kind "${KUBE[@]}" kube-proxy e2e.test coredns pause etcd)
 want=("${@:-${ALL[@]}}")
 
-stamp=$(cat "$ROOT"/tools/kindbin/*/go.mod "$ROOT"/tools/kindbin/*/go.sum "$ROOT"/tools/kubebin/etcd/go.* \
+stamp=$(cat "$ROOT"/tools/kindbin/*/go.mod "$ROOT"/tools/kindbin/*/go.sum "$ROOT"/tools/kubebin/etcd/go.* "$ROOT"/tools/kubebin/kubernetes/go.* \
 	"$ROOT"/tools/kindbin/pause/*.go 2>/dev/null | sha256sum | cut -c1-16)
 if [ "$(cat "$BIN/stamp" 2>/dev/null)" != "$stamp" ]; then
 	rm -rf "$BIN"
@@ -72,6 +75,10 @@ fi
 if has coredns; then
 	(cd "$ROOT/tools/kindbin/coredns" && "$GO" build -ldflags "-s -w" -o "$tmp/coredns" github.com/coredns/coredns)
 	mv "$tmp/coredns" "$BIN/"
+fi
+if has kube-proxy; then
+	(cd "$ROOT/tools/kubebin/kubernetes" && "$GO" build -ldflags "$ldflags" -o "$tmp/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy)
+	mv "$tmp/kube-proxy" "$BIN/"
 fi
 if has etcd; then
 	(cd "$ROOT/tools/kubebin/etcd" && "$GO" build -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)

@@ -4,9 +4,10 @@
 #   - the component images, as OCI archives in $CACHE/kind/images/$KUBE_VERSION,
 #     under the exact names kubeadm v1.37.2 and e2e.test v1.37.2 ask for:
 #     kube-apiserver, kube-controller-manager, kube-scheduler (static
-#     binaries), kube-proxy (the pinned binary of scripts/kubebin.sh, make
-#     deps, with iptables, nft and conntrack from Debian packages: the
-#     baseline of make kind-e2e SINK=kube-proxy), etcd, coredns, pause (tools/kindbin/pause), agnhost (with the
+#     binaries), kube-proxy (built by scripts/kindbin.sh from
+#     tools/kubebin/kubernetes, the e2e control plane's pin, with iptables,
+#     nft and conntrack from Debian packages: the baseline of make kind-e2e
+#     SINK=kube-proxy), etcd, coredns, pause (tools/kindbin/pause), agnhost (with the
 #     tools the tests exec in it: sh, curl, wget, nc, nslookup, ip, socat from
 #     Debian packages; GNU wget, not busybox's) and busybox (Debian's busybox-static);
 #   - the node image, proxysinks/kind-node:$KUBE_VERSION-<stamp> in dockerd:
@@ -29,13 +30,12 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 KIND=$CACHE/kind
 BIN=$KIND/bin/$KUBE_VERSION
 IMAGES=$KIND/images/$KUBE_VERSION
-# kube-proxy: the pinned binary of the e2e control plane (scripts/kubebin.sh).
-KUBE_PROXY=$CACHE/kube/$KUBE_VERSION/bin/kube-proxy
+KUBE_PROXY=$BIN/kube-proxy
 NODE_PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,conntrack,iproute2,ethtool,util-linux,mount,kmod,procps,ca-certificates,bash,libseccomp2,socat,jq,ebtables,ipset
 # shellcheck source=scripts/oci.sh
 . "$ROOT/scripts/oci.sh"
 
-"$ROOT/scripts/kindbin.sh" kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler agnhost coredns pause etcd >&2
+"$ROOT/scripts/kindbin.sh" kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler agnhost kube-proxy coredns pause etcd >&2
 
 work=$(mktemp -d)
 cleanup() {
@@ -74,8 +74,7 @@ declare -A TAGS=(
 	[agnhost]=registry.k8s.io/e2e-test-images/agnhost:2.66.1
 	[busybox]=registry.k8s.io/e2e-test-images/busybox:1.37.0-2
 )
-[ -x "$KUBE_PROXY" ] || { echo "kindimage: no $KUBE_PROXY: build it with scripts/kubebin.sh (make deps)" >&2; exit 1; }
-stamp=$(cat "$BIN/stamp" "$CACHE/kube/$KUBE_VERSION/stamp" "$0" "$ROOT/scripts/oci.sh" | sha256sum | cut -c1-12)
+stamp=$(cat "$BIN/stamp" "$0" "$ROOT/scripts/oci.sh" | sha256sum | cut -c1-12)
 if [ "$(cat "$IMAGES/stamp" 2>/dev/null)" != "$stamp" ]; then rm -rf "$IMAGES"; fi
 mkdir -p "$IMAGES"
 echo "$stamp" >"$IMAGES/stamp"

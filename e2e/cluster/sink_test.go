@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"bytes"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,28 +14,13 @@ import (
 	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
-// buildSink builds a sink binary (a main package under sinks/) into a
-// temporary directory.
-func buildSink(t *testing.T, name string) string {
-	t.Helper()
-	root, err := vm.WorkspaceRoot()
-	must(t, err)
-	out := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", out, "./sinks/"+name)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./sinks/%s: %v\n%s", name, err, b)
-	}
-	return out
-}
-
 // TestSinkDryRunBeforeAPIServer runs the ipvs-fullstate binary in
 // --dry-run with the shipped ServiceAccount's kubeconfig, started while the
 // apiserver is down: once it is up, the sink prints the kernel operations
 // for the real EndpointSlices and exits.
 func TestSinkDryRunBeforeAPIServer(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
-	bin := buildSink(t, "ipvs-fullstate")
+	bin := vm.BuildSink(t, "ipvs-fullstate")
 	ctx := ctxFor(t, 3*time.Minute)
 	must(t, c.CreateNode(ctx, "node-a", "", "192.168.50.10"))
 	must(t, c.CreateNode(ctx, "node-b", "", "192.168.50.11"))

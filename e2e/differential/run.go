@@ -138,7 +138,7 @@ func buildSinks(t *testing.T, m Mode) map[string]string {
 			bins[sink] = ""
 			continue
 		}
-		bins[sink] = BuildSink(t, sink)
+		bins[sink] = vm.BuildSink(t, sink)
 	}
 	return bins
 }

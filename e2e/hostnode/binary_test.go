@@ -21,7 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/proxysinks/proxysinks/client/logbuf"
-	"github.com/proxysinks/proxysinks/e2e/differential"
+	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
 // sinkProcess is the iptables sink binary running in node A's namespace.
@@ -216,7 +216,7 @@ endpoints:
 // --cleanup removes every KUBE- chain and jump and leaves a foreign chain
 // and its jump alone.
 func TestBinary(t *testing.T) {
-	bin := differential.BuildSink(t, "iptables")
+	bin := vm.BuildSink(t, "iptables")
 	n := newNetwork(t)
 	pod0 := n.pods[0]
 	must(t, n.node, "iptables", "-t", "nat", "-N", "FOREIGN")

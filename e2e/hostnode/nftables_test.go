@@ -29,7 +29,7 @@ func nftablesBin(t *testing.T) string {
 		t.Skip("the nftables sink is not in this tree yet (sinks/nftables/main.go missing): nothing to run")
 	}
 	nstest.LookPath(t, "nft")
-	return differential.BuildSink(t, "nftables")
+	return vm.BuildSink(t, "nftables")
 }
 
 // longNFTablesCases are the traffic cases TestNFTablesTraffic runs only

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proxysinks/proxysinks/e2e/differential"
+	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
 // nodePortRule matches KUBE-SERVICES' jump to KUBE-NODEPORTS for one
@@ -67,7 +68,7 @@ func nodeManifest(internalIP string) string {
 // TestNodeAddressChange: the iptables sink follows the node's addresses
 // without a restart (nodeAddressChange, its KUBE-NODEPORTS rules).
 func TestNodeAddressChange(t *testing.T) {
-	nodeAddressChange(t, differential.BuildSink(t, "iptables"), iptablesNodePort)
+	nodeAddressChange(t, vm.BuildSink(t, "iptables"), iptablesNodePort)
 }
 
 // TestNFTablesNodeAddressChange: the nftables sink follows the node's

@@ -4,20 +4,19 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/proxysinks/proxysinks/e2e/differential"
 	"github.com/proxysinks/proxysinks/e2e/node"
+	"github.com/proxysinks/proxysinks/e2e/vm"
 )
 
-// TestMain shares the sink builds of the package's tests
-// (differential.ShareBuilds) and serves the harness's pods (node.Main).
-func TestMain(m *testing.M) { node.MainThen(m, differential.ShareBuilds()) }
+// TestMain serves the harness's pods (node.Main).
+func TestMain(m *testing.M) { node.Main(m) }
 
 // TestTraffic runs the traffic case table (e2e/node's Cases) against the
 // built iptables sink binary, on the node e2e/node builds (a bridge CNI's
 // node, pods and external clients as fresh network namespaces of this
 // host: the iptables sink needs no VM).
 func TestTraffic(t *testing.T) {
-	node.Use(node.Options{Sink: "iptables", Bin: differential.BuildSink(t, "iptables")})
+	node.Use(node.Options{Sink: "iptables", Bin: vm.BuildSink(t, "iptables")})
 	node.RunCases(t)
 }
 

@@ -27,18 +27,11 @@ const roleEnv = "PROXYSINKS_E2E_ROLE"
 // Main is the TestMain of every test package using this harness: in a
 // pod's process (started by the harness from the test binary) it serves
 // and exits; otherwise it runs the tests.
-func Main(m *testing.M) { MainThen(m, nil) }
-
-// MainThen is Main, calling done (when set) once the tests have run.
-func MainThen(m *testing.M, done func()) {
+func Main(m *testing.M) {
 	if os.Getenv(roleEnv) == "pod" {
 		servePod()
 	}
-	code := m.Run()
-	if done != nil {
-		done()
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // servePod runs a pod server on POD_PORT and POD_EXTRA_PORTS until killed.

@@ -52,9 +52,7 @@ func RunSuites(t *testing.T, opt Options, suites ...Suite) map[string]SuiteResul
 	if err != nil {
 		t.Fatal(err)
 	}
-	stage := t.TempDir()
-	bins := filepath.Join(stage, "bin")
-	work := filepath.Join(stage, "work")
+	work := t.TempDir()
 	var pkgs []string
 	names := make([]string, len(suites))
 	seen := map[string]bool{}
@@ -74,9 +72,11 @@ func RunSuites(t *testing.T, opt Options, suites ...Suite) map[string]SuiteResul
 			pkgs = append(pkgs, s.Pkg)
 		}
 	}
-	// One go command compiles every package's tests: they load and link
-	// together instead of one go process each.
+	// One go command compiles every package's tests, into a build
+	// directory of their own (BuildDir): they load together instead of one
+	// go process each, and a binary already up to date is not linked again.
 	dirs := map[string]string{}
+	var bins string
 	if len(pkgs) > 0 {
 		out, err := goOutput(root, append([]string{"list", "-f", "{{.ImportPath}} {{.Dir}}"}, pkgs...)...)
 		if err != nil {
@@ -86,6 +86,10 @@ func RunSuites(t *testing.T, opt Options, suites ...Suite) map[string]SuiteResul
 			if p, d, ok := strings.Cut(line, " "); ok {
 				dirs[p] = d
 			}
+		}
+		bins, err = BuildDir(root, append([]string{"suites"}, pkgs...)...)
+		if err != nil {
+			t.Fatal(err)
 		}
 		if _, err := goOutput(root, append([]string{"test", "-c", "-o", bins + "/"}, pkgs...)...); err != nil {
 			t.Fatalf("vm: compile tests: %v", err)

@@ -3,6 +3,8 @@ package vm
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,8 +144,9 @@ func RunTestsWith(t *testing.T, pkg string, opt Options, args ...string) {
 
 // CompileTests compiles the tests of a workspace package (an import path)
 // as a static binary for the guest, named after the package's directory
-// (for example bench.test) in a temporary directory, and returns its path
-// and the package's directory; it fails t if it cannot.
+// (for example bench.test), into the tree's build directory (BuildDir),
+// and returns its path and the package's directory; it fails t if it
+// cannot.
 func CompileTests(t *testing.T, pkg string) (bin, dir string) {
 	t.Helper()
 	root, err := WorkspaceRoot()
@@ -154,7 +157,11 @@ func CompileTests(t *testing.T, pkg string) (bin, dir string) {
 	if err != nil {
 		t.Fatalf("vm: find package %s: %v", pkg, err)
 	}
-	bin = filepath.Join(t.TempDir(), filepath.Base(dir)+".test")
+	out, err := BuildDir(root, "tests", pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(out, filepath.Base(dir)+".test")
 	if _, err := goOutput(root, "test", "-c", "-o", bin, pkg); err != nil {
 		t.Fatalf("vm: compile tests of %s: %v", pkg, err)
 	}
@@ -165,19 +172,43 @@ func CompileTests(t *testing.T, pkg string) (bin, dir string) {
 }
 
 // BuildSink builds a sink's main package (sinks/<sink> of the workspace)
-// as a static binary, as make build does, for this host or the guest, and
-// returns its path; it fails t if it cannot.
+// as a static binary, as make build does, for this host or the guest, into
+// the tree's build directory (BuildDir), and returns its path; it fails t
+// if it cannot.
 func BuildSink(t testing.TB, sink string) string {
 	t.Helper()
 	root, err := WorkspaceRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), sink)
+	out, err := BuildDir(root, "sinks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(out, sink)
 	if _, err := goOutput(root, "build", "-o", bin, "./sinks/"+sink); err != nil {
 		t.Fatalf("vm: build sink %s: %v", sink, err)
 	}
 	return bin
+}
+
+// BuildDir returns (and makes) the directory where the tests of the tree at
+// root keep the binaries they build, under key: one directory per tree
+// and key in the temporary directory, kept from run to run. The go command
+// does not link again a binary whose file is up to date (its build ID
+// matches), so the packages of a make test that build the same sink or the
+// same guest test binary link it once, and a second run links nothing that
+// has not changed. It is on the file system of the go command's work
+// directory (the temporary directory, unless GOTMPDIR says otherwise), so
+// a binary replaced there is renamed into place: a process running the
+// old one keeps it.
+func BuildDir(root string, key ...string) (string, error) {
+	sum := sha256.Sum256([]byte(strings.Join(append([]string{root}, key...), "\x00")))
+	dir := filepath.Join(os.TempDir(), "proxysinks-builds", fmt.Sprintf("%x", sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("vm: build directory: %w", err)
+	}
+	return dir, nil
 }
 
 // goOutput runs the go command in dir with cgo off (the guest has no libc
