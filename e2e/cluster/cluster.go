@@ -31,7 +31,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -209,6 +211,18 @@ func Start(t testing.TB, opt Options) *Cluster {
 	}
 	if err := c.CreateNamespace(ctx, "default"); err != nil {
 		t.Fatal(err)
+	}
+	// The apiserver's own controller creates the default ServiceCIDR
+	// (from --service-cluster-ip-range) after /readyz answers. A proxy
+	// started before it is Ready syncs without the service CIDRs, and
+	// adds kube-proxy's drop of unallocated ClusterIPs only later: a
+	// differential on a loaded machine once compared kube-proxy's rules
+	// before it came. Tests start where a real cluster is: with it Ready.
+	if err := poll(ctx, func() (bool, error) {
+		sc, err := c.Admin.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil && meta.IsStatusConditionTrue(sc.Status.Conditions, networkingv1.ServiceCIDRConditionReady), nil
+	}); err != nil {
+		c.t.Fatalf("cluster: the default ServiceCIDR never became Ready: %v", err)
 	}
 	if !opt.NoEndpointSliceController {
 		// kube-controller-manager's settings for the controller (no leader
