@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,14 +122,8 @@ func dryRunCreator(t *testing.T, kubeconfig string) func(*unstructured.Unstructu
 			return err
 		}
 		if got.GetName() != obj.GetName() {
-			return &dryRunError{obj.GetName(), got.GetName()}
+			return fmt.Errorf("the dry run answered with %s, want %s", got.GetName(), obj.GetName())
 		}
 		return nil
 	}
-}
-
-type dryRunError struct{ want, got string }
-
-func (e *dryRunError) Error() string {
-	return "the dry run answered with " + e.got + ", want " + e.want
 }

@@ -121,11 +121,7 @@ func RunSuites(t *testing.T, opt Options, suites ...Suite) map[string]SuiteResul
 			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 				t.Fatalf("vm: copy %s: %v", src, err)
 			}
-			quoted := []string{bin}
-			for _, a := range s.Args {
-				quoted = append(quoted, shellQuote(a))
-			}
-			cmd = strings.Join(quoted, " ")
+			cmd = commandLine(bin, s.Args)
 		} else if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -123,11 +123,7 @@ func RunTestsWith(t *testing.T, pkg string, opt Options, args ...string) {
 	Require(t)
 	bin, dir := CompileTests(t, pkg)
 	name := filepath.Base(bin)
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = shellQuote(a)
-	}
-	cmd := name + " " + strings.Join(quoted, " ")
+	cmd := commandLine(name, args)
 	files := map[string]string{name: bin}
 	for k, v := range opt.Files {
 		files[k] = v
@@ -209,6 +205,16 @@ func BuildDir(root string, key ...string) (string, error) {
 		return "", fmt.Errorf("vm: build directory: %w", err)
 	}
 	return dir, nil
+}
+
+// commandLine is the guest's shell command running the program name (on
+// $PATH) with args, each quoted.
+func commandLine(name string, args []string) string {
+	words := []string{name}
+	for _, a := range args {
+		words = append(words, shellQuote(a))
+	}
+	return strings.Join(words, " ")
 }
 
 // goOutput runs the go command in dir with cgo off (the guest has no libc
