@@ -131,9 +131,10 @@ kind-deps:
 kind-e2e:
 	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
 
-## kind-e2e-full: the [Slow] and [Serial] Services and Networking specs (none needs a cloud load balancer; [Disruptive] ones left out) against SINK, results in .cache/kind/results/<run>-full
+## kind-e2e-full: the [Slow], [Serial] and [Disruptive] Services and Networking specs (none needs a cloud load balancer; the proxy's
+## and the API server's pods restarted, kubelet's rules deleted over SSH: skipped by the spec here) against SINK, results in .cache/kind/results/<run>-full
 kind-e2e-full:
-	SINK=$${SINK:-iptables} SUITE=-full FOCUS='\[sig-network\] (Services|Networking).*(\[Slow\]|\[Serial\])' SKIP='\[Disruptive\]|\[Flaky\]|\[Feature:.+\]' ./scripts/kind-e2e.sh
+	SINK=$${SINK:-iptables} SUITE=-full FOCUS='\[sig-network\] (Services|Networking).*(\[Slow\]|\[Serial\]|\[Disruptive\])' SKIP='\[Flaky\]|\[Feature:.+\]' ./scripts/kind-e2e.sh
 
 ## clean: remove binaries, VM images and the test cache (keeps the downloaded kernel)
 clean:

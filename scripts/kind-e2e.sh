@@ -19,7 +19,8 @@
 #   4. e2e.test v1.37.2: FOCUS and SKIP (default: every [sig-network]
 #      Services and Networking spec that is not [Serial], [Slow],
 #      [Disruptive], [Flaky] or [Feature:...]; make kind-e2e-full runs the
-#      [Slow] and [Serial] ones, results in <run>$SUITE: -full);
+#      [Slow], [Serial] and [Disruptive] ones, results in <run>$SUITE:
+#      -full);
 #   5. JUnit, the e2e log, the proxy's and the nodes' logs and each node's
 #      `nft list ruleset` in $RESULTS; the cluster deleted (KIND_KEEP=1 keeps
 #      it); docs/kind-results.md regenerated from every run's JUnit report in
@@ -234,7 +235,10 @@ if [ "$SINK" = kube-proxy ]; then
 	step "deploying kube-proxy, mode $MODE"
 	"$KUBECTL" apply -f "$ROOT/e2e/kind/kube-proxy.yaml"
 else
-	# The overlay with the image just loaded (a tag other than latest: never pulled).
+	# The overlay with the image just loaded (a tag other than latest: never
+	# pulled), its pods labelled k8s-app=kube-proxy as kubeadm's kube-proxy
+	# is: upstream's "should work after restarting kube-proxy" restarts the
+	# pods with that label (kind-e2e-full).
 	mkdir -p "$CACHE/kind/deploy/$SINK"
 	cat >"$CACHE/kind/deploy/$SINK/kustomization.yaml" <<-EOF
 	apiVersion: kustomize.config.k8s.io/v1beta1
@@ -244,6 +248,9 @@ else
 	images:
 	  - name: proxysinks/$SINK
 	    newTag: "$VERSION"
+	labels:
+	  - pairs: {k8s-app: kube-proxy}
+	    includeSelectors: true
 	EOF
 	step "deploying $SINK"
 	"$KUBECTL" apply -k "$CACHE/kind/deploy/$SINK"
@@ -261,7 +268,7 @@ set +e
 e2e_rc=$?
 set -e
 # Every node's proxy log (kubectl logs daemonset/... picks one pod).
-for p in $("$KUBECTL" -n kube-system get pods -l "k8s-app=$DAEMONSET" -o 'jsonpath={range .items[*]}{.spec.nodeName}={.metadata.name} {end}'); do
+for p in $("$KUBECTL" -n kube-system get pods -l k8s-app=kube-proxy -o 'jsonpath={range .items[*]}{.spec.nodeName}={.metadata.name} {end}'); do
 	"$KUBECTL" -n kube-system logs "${p#*=}" --all-containers --tail=-1 >"$RESULTS/proxy-${p%%=*}.log" 2>&1 || true
 done
 # What the proxy left in each node's kernel (iptables-nft's rules included).
