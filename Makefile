@@ -131,8 +131,8 @@ kind-deps:
 kind-e2e:
 	SINK=$${SINK:-iptables} ./scripts/kind-e2e.sh
 
-## kind-e2e-full: the [Slow], [Serial] and [Disruptive] Services and Networking specs (none needs a cloud load balancer; the proxy's
-## and the API server's pods restarted, kubelet's rules deleted over SSH: skipped by the spec here) against SINK, results in .cache/kind/results/<run>-full
+## kind-e2e-full: the [Slow], [Serial] and [Disruptive] Services and Networking specs against SINK (none needs a cloud load balancer; the
+## Disruptive ones restart the proxy's and the API server's pods, and the one that needs SSH skips itself), results in .cache/kind/results/<run>-full
 kind-e2e-full:
 	SINK=$${SINK:-iptables} SUITE=-full FOCUS='\[sig-network\] (Services|Networking).*(\[Slow\]|\[Serial\]|\[Disruptive\])' SKIP='\[Flaky\]|\[Feature:.+\]' ./scripts/kind-e2e.sh
 
